@@ -1,0 +1,28 @@
+// Deterministic pooled side channel (CONTRACTS §6): block means over the sequence axis.
+// x has shape (B, S, F...) with the sequence on axis 1; pool size P; the result has shape
+// (B, ceil(S/P), F...) and each cell is the exact mean of its real elements (the tail cell
+// divides by S % P, not P), rounded once to the output dtype (RNE). Sums are exact (no fp32
+// accumulation), so the result does not depend on how the sequence was sharded or summed.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "qexact/tensor.hpp"
+
+namespace qexact {
+
+// Exact mean over the whole sequence.
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out = DType::f32);
+
+// The same computed the way a sharded run does it: each rank holds x[:, offset : offset+len]
+// and contributes, per cell it touches, an exact partial sum and its element count.
+struct PoolPartial;  // opaque exact partial sums of one shard (defined in src/)
+enum class PoolDivisor {
+  true_length,  // each cell divided by its real length (the contract)
+  uniform,      // every cell divided by P: wrong on a tail cell, offered to show the drift
+};
+// shards: views of the ranks' slices, in rank order, covering the sequence without gaps.
+Tensor pooled_block_mean_sharded(const std::vector<TensorView>& shards, std::int64_t pool, DType out,
+                                 PoolDivisor divisor = PoolDivisor::true_length);
+
+}  // namespace qexact

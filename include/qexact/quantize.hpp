@@ -1,0 +1,50 @@
+// The quantizers' public entry points. Each is *checked*: it validates the contract, the shape
+// and (where the contract is finite-only) the values before producing anything, and throws
+// qexact::Error naming the problem. Inputs are f32, bf16 or f16 views with any strides.
+//
+// Engine::reference runs the scalar reference quantizers (reference/), written to be obviously
+// correct and independent of any fast kernel.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact {
+
+enum class Engine { reference };
+
+struct QuantResult {
+  Tensor payload;    // MX: u8 codes (E2M1 packed two per byte); int8 families: i8
+  Tensor scale;      // MX: u8 E8M0 in the contract's layout; int8: f32 (or f16 when scale_store=f16)
+  std::string path;  // which implementation path ran: "groupwise", "single_pass", "two_pass_chunked"
+};
+
+// Scale and payload shapes the contract gives an input of shape `x`.
+Shape payload_shape(const Contract& c, const Shape& x);
+Shape scale_shape(const Contract& c, const Shape& x);
+
+QuantResult quantize(const Contract& c, const TensorView& x, Engine e = Engine::reference);
+
+// fp32 values of a quantized tensor of original shape `x_shape`.
+Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                  Engine e = Engine::reference);
+
+// ---- HiFloat4 (CONTRACTS §5) ----
+// FP -> HiF4 -> FP along axis qdim (negative allowed); output has x's shape and dtype.
+Tensor hifloat4_fake_quant(const TensorView& x, int qdim = -1, Engine e = Engine::reference);
+struct Hif4Packed {
+  Tensor scale;  // u8 [rows, cols/64, 4]
+  Tensor value;  // u8 [rows, cols/2]
+};
+Hif4Packed hif4_pack(const TensorView& x, Engine e = Engine::reference);  // 2-D, cols % 64 == 0
+Tensor hif4_unpack(const TensorView& scale, const TensorView& value, Engine e = Engine::reference);  // fp32
+
+// ---- int8 per token (CONTRACTS §4) path selection ----
+enum class TokenPath { single_pass, two_pass_chunked };
+const char* token_path_name(TokenPath p);
+// The one selector every caller uses: single-pass when a whole row of `row_bytes` fits `budget`.
+TokenPath select_token_path(std::int64_t row_bytes, std::int64_t budget);
+
+}  // namespace qexact

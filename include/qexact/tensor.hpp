@@ -1,0 +1,79 @@
+// Tensors as the library sees them: a dtype, a shape, strides in elements, and bytes.
+// TensorView borrows (any strides, including non-contiguous views); Tensor owns contiguous
+// C-order storage. Nothing here converts values: see formats/ for the codecs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "qexact/error.hpp"
+
+namespace qexact {
+
+enum class DType : std::uint8_t { f32, f16, bf16, u8, i8, u16, i32, f64 };
+
+std::size_t dtype_size(DType t);
+// The project's names: f32, f16, bf16, u8, i8, u16, i32, f64.
+const char* dtype_name(DType t);
+DType parse_dtype(const std::string& name);  // throws bad_argument on an unknown name
+bool is_float_dtype(DType t);                // f32, f16, bf16 (the quantizers' inputs)
+
+using Shape = std::vector<std::int64_t>;
+
+std::string shape_str(const Shape& s);       // "(2, 3, 4)"
+std::int64_t shape_numel(const Shape& s);    // throws bad_argument on overflow or negative dims
+Shape contiguous_strides(const Shape& s);
+
+struct TensorView {
+  DType dtype = DType::f32;
+  Shape shape;
+  Shape strides;  // in elements, one per dimension
+  const void* data = nullptr;
+
+  std::int64_t numel() const { return shape_numel(shape); }
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool is_contiguous() const;
+  // Offset in elements of the element with C-order flat index `flat`.
+  std::int64_t offset_of(std::int64_t flat) const;
+};
+
+// Builds a contiguous view over `data`.
+TensorView make_view(DType dtype, const Shape& shape, const void* data);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-filled
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t numel() const { return numel_; }
+  std::size_t nbytes() const { return bytes_.size(); }
+  void* raw() { return bytes_.data(); }
+  const void* raw() const { return bytes_.data(); }
+  template <class T> T* data() { return reinterpret_cast<T*>(bytes_.data()); }
+  template <class T> const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  TensorView view() const { return make_view(dtype_, shape_, bytes_.data()); }
+  // Same bytes, new shape of the same element count.
+  void reshape(Shape shape);
+
+ private:
+  DType dtype_ = DType::f32;
+  Shape shape_;
+  std::int64_t numel_ = 0;
+  std::vector<std::uint8_t> bytes_;
+};
+
+// Copy of any view (strided or not) into a contiguous tensor of the same dtype.
+Tensor contiguous_copy(const TensorView& v);
+
+// The values of a float view (f32, bf16, f16; any strides) as fp32, in C order. Exact: every
+// bf16 and f16 value is an fp32 value. Throws bad_argument for other dtypes.
+std::vector<float> to_f32_vector(const TensorView& v);
+// A contiguous tensor of dtype `dt` (f32, bf16 or f16) from fp32 values, rounding to nearest
+// even where `dt` is narrower.
+Tensor from_f32_vector(const std::vector<float>& values, const Shape& shape, DType dt);
+
+}  // namespace qexact

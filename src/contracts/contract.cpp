@@ -1,0 +1,406 @@
+#include "qexact/contract.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <initializer_list>
+
+#include "qexact/error.hpp"
+
+namespace qexact {
+namespace {
+
+template <class E>
+struct EnumName {
+  E value;
+  const char* name;
+};
+
+constexpr EnumName<ScaleRule> kScaleRules[] = {
+    {ScaleRule::floor, "floor"}, {ScaleRule::rceil, "rceil"}, {ScaleRule::ceil, "ceil"}, {ScaleRule::even, "even"}};
+constexpr EnumName<Byte0Rule> kByte0[] = {
+    {Byte0Rule::flush, "flush"}, {Byte0Rule::quantize, "quantize"}, {Byte0Rule::min_normal, "min_normal"}};
+constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
+                                                  {NonFiniteRule::nan, "nan"},
+                                                  {NonFiniteRule::torchao, "torchao"},
+                                                  {NonFiniteRule::te, "te"}};
+constexpr EnumName<ScaleLayout> kLayouts[] = {{ScaleLayout::pairs, "pairs"},
+                                              {ScaleLayout::rowmajor, "rowmajor"},
+                                              {ScaleLayout::padded, "padded"},
+                                              {ScaleLayout::swizzled, "swizzled"}};
+constexpr EnumName<TailRule> kTails[] = {{TailRule::partial, "partial"}, {TailRule::reject, "reject"}};
+constexpr EnumName<Prequant> kPrequant[] = {{Prequant::none, "none"}, {Prequant::bf16, "bf16"}};
+constexpr EnumName<RatioOp> kRatio[] = {{RatioOp::divide, "divide"}, {RatioOp::reciprocal, "reciprocal"}};
+constexpr EnumName<ScaleMode> kScaleModes[] = {{ScaleMode::before, "before"}, {ScaleMode::after, "after"}};
+constexpr EnumName<Quotient> kQuotients[] = {
+    {Quotient::divide, "divide"}, {Quotient::reciprocal, "reciprocal"}, {Quotient::inv_scale, "inv_scale"}};
+constexpr EnumName<IntRounding> kIntRounding[] = {
+    {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"}};
+constexpr EnumName<ScaleStore> kScaleStore[] = {{ScaleStore::f32, "f32"}, {ScaleStore::f16, "f16"}};
+
+template <class E, std::size_t N>
+const char* name_of(const EnumName<E> (&table)[N], E v) {
+  for (const auto& e : table)
+    if (e.value == v) return e.name;
+  return "?";
+}
+
+template <class E, std::size_t N>
+E parse_enum(const EnumName<E> (&table)[N], const std::string& key, const std::string& s) {
+  std::string choices;
+  for (const auto& e : table) {
+    if (s == e.name) return e.value;
+    choices += (choices.empty() ? "" : ", ") + std::string(e.name);
+  }
+  fail(ErrorKind::bad_argument, "parameter " + key + ": unknown value '" + s + "' (" + choices + ")");
+}
+
+long long parse_int(const std::string& key, const std::string& s) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size())
+    fail(ErrorKind::bad_argument, "parameter " + key + ": '" + s + "' is not an integer");
+  return v;
+}
+
+float parse_float(const std::string& key, const std::string& s) {
+  // strtof: correctly rounded decimal -> fp32, the caller's value exactly as written.
+  char* end = nullptr;
+  const float v = std::strtof(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size())
+    fail(ErrorKind::bad_argument, "parameter " + key + ": '" + s + "' is not a number");
+  return v;
+}
+
+bool parse_bool(const std::string& key, const std::string& s) {
+  if (s == "true" || s == "1" || s == "yes") return true;
+  if (s == "false" || s == "0" || s == "no") return false;
+  fail(ErrorKind::bad_argument, "parameter " + key + ": '" + s + "' is not a boolean (true, false)");
+}
+
+std::string fmt_float(float v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  return std::string(buf, p);
+}
+
+struct ParamDef {
+  const char* name;
+  std::initializer_list<Family> families;
+  std::function<std::string(const Contract&)> get;
+  std::function<void(Contract&, const std::string&)> set;
+};
+
+#define QX_ENUM_PARAM(NAME, FIELD, TABLE, ...)                                                     \
+  ParamDef {                                                                                       \
+    NAME, {__VA_ARGS__}, [](const Contract& c) { return std::string(name_of(TABLE, c.FIELD)); },   \
+        [](Contract& c, const std::string& s) { c.FIELD = parse_enum(TABLE, NAME, s); }            \
+  }
+
+const std::vector<ParamDef>& param_defs() {
+  using F = Family;
+  static const std::vector<ParamDef> defs = {
+      {"element", {F::mx}, [](const Contract& c) { return std::string(elem_traits(c.element).name); },
+       [](Contract& c, const std::string& s) { c.element = parse_elem_format(s); }},
+      {"block", {F::mx}, [](const Contract& c) { return std::to_string(c.block); },
+       [](Contract& c, const std::string& s) { c.block = static_cast<int>(parse_int("block", s)); }},
+      QX_ENUM_PARAM("scale_rule", scale_rule, kScaleRules, F::mx),
+      {"log2_fp32", {F::mx}, [](const Contract& c) { return std::string(c.log2_fp32 ? "true" : "false"); },
+       [](Contract& c, const std::string& s) { c.log2_fp32 = parse_bool("log2_fp32", s); }},
+      QX_ENUM_PARAM("ratio", ratio, kRatio, F::mx),
+      {"rounding", {F::mx}, [](const Contract& c) { return std::string(rounding_name(c.rounding)); },
+       [](Contract& c, const std::string& s) { c.rounding = parse_rounding(s); }},
+      {"overflow", {F::mx}, [](const Contract& c) { return std::string(overflow_name(c.overflow)); },
+       [](Contract& c, const std::string& s) { c.overflow = parse_overflow(s); }},
+      QX_ENUM_PARAM("nonfinite", nonfinite, kNonFinite, F::mx),
+      QX_ENUM_PARAM("byte0", byte0, kByte0, F::mx),
+      {"signed_zero", {F::mx}, [](const Contract& c) { return std::string(c.signed_zero ? "true" : "false"); },
+       [](Contract& c, const std::string& s) { c.signed_zero = parse_bool("signed_zero", s); }},
+      QX_ENUM_PARAM("prequant_round", prequant, kPrequant, F::mx),
+      QX_ENUM_PARAM("layout", layout, kLayouts, F::mx),
+      QX_ENUM_PARAM("tail", tail, kTails, F::mx),
+      {"token_block", {F::int8_block}, [](const Contract& c) { return std::to_string(c.token_block); },
+       [](Contract& c, const std::string& s) { c.token_block = static_cast<int>(parse_int("token_block", s)); }},
+      {"group", {F::int8_group}, [](const Contract& c) { return std::to_string(c.group); },
+       [](Contract& c, const std::string& s) { c.group = static_cast<int>(parse_int("group", s)); }},
+      QX_ENUM_PARAM("scale_mode", scale_mode, kScaleModes, F::int8_block, F::int8_token, F::int8_group),
+      {"scale_min", {F::int8_block, F::int8_token, F::int8_group},
+       [](const Contract& c) { return fmt_float(c.scale_min); },
+       [](Contract& c, const std::string& s) { c.scale_min = parse_float("scale_min", s); }},
+      QX_ENUM_PARAM("quotient", quotient, kQuotients, F::int8_block, F::int8_token, F::int8_group),
+      QX_ENUM_PARAM("int_rounding", int_rounding, kIntRounding, F::int8_block, F::int8_token, F::int8_group),
+      {"range", {F::int8_block, F::int8_token, F::int8_group}, [](const Contract& c) { return std::to_string(c.range); },
+       [](Contract& c, const std::string& s) { c.range = static_cast<int>(parse_int("range", s)); }},
+      QX_ENUM_PARAM("scale_store", scale_store, kScaleStore, F::int8_block, F::int8_token, F::int8_group),
+      {"budget", {F::int8_token}, [](const Contract& c) { return std::to_string(c.budget); },
+       [](Contract& c, const std::string& s) { c.budget = parse_int("budget", s); }},
+      {"qdim", {F::hif4}, [](const Contract& c) { return std::to_string(c.qdim); },
+       [](Contract& c, const std::string& s) { c.qdim = static_cast<int>(parse_int("qdim", s)); }},
+  };
+  return defs;
+}
+
+bool applies(const ParamDef& d, Family f) {
+  for (Family g : d.families)
+    if (g == f) return true;
+  return false;
+}
+
+struct PresetDef {
+  const char* name;
+  const char* description;
+  std::function<void(Contract&)> setup;
+};
+
+Contract mx_base(ElemFormat e) {
+  Contract c;
+  c.family = Family::mx;
+  c.element = e;
+  return c;
+}
+
+void ocp(Contract& c) {
+  c.scale_rule = ScaleRule::floor;
+  c.rounding = Rounding::rne;
+  c.overflow = Overflow::saturate;
+  c.nonfinite = NonFiniteRule::nan;
+  c.byte0 = Byte0Rule::quantize;
+  c.layout = ScaleLayout::rowmajor;
+  c.tail = TailRule::partial;
+}
+
+const std::vector<PresetDef>& preset_defs() {
+  static const std::vector<PresetDef> defs = {
+      {"mxfp8.ascend", "Ascend MXFP8: bf16 in, E8M0 = clamp(expf(amax)-8, 0, 254), E4M3 RNE saturating, byte 0 flushes",
+       [](Contract& c) {
+         c = mx_base(ElemFormat::e4m3);
+         c.scale_rule = ScaleRule::floor;
+         c.nonfinite = NonFiniteRule::zero;
+         c.byte0 = Byte0Rule::flush;
+         c.prequant = Prequant::bf16;
+         c.layout = ScaleLayout::pairs;
+         c.tail = TailRule::partial;
+       }},
+      {"mxfp8.torchao.floor", "torchao to_mx FLOOR: E8M0 from the exponent of amax, data / 2^e clamped to +/-448",
+       [](Contract& c) {
+         c = mx_base(ElemFormat::e4m3);
+         c.scale_rule = ScaleRule::floor;
+         c.nonfinite = NonFiniteRule::torchao;
+         c.byte0 = Byte0Rule::min_normal;
+         c.layout = ScaleLayout::rowmajor;
+         c.tail = TailRule::reject;
+       }},
+      {"mxfp8.torchao.rceil", "torchao to_mx RCEIL: amax/448 rounded up to a power of two",
+       [](Contract& c) {
+         c = mx_base(ElemFormat::e4m3);
+         c.scale_rule = ScaleRule::rceil;
+         c.nonfinite = NonFiniteRule::torchao;
+         c.byte0 = Byte0Rule::min_normal;
+         c.layout = ScaleLayout::rowmajor;
+         c.tail = TailRule::reject;
+       }},
+      {"mxfp8.te", "TransformerEngine MXFP8: cvt.rp.satfinite.ue8m0 of amax * (1/448), cvt.rn.satfinite E4M3",
+       [](Contract& c) {
+         c = mx_base(ElemFormat::e4m3);
+         c.scale_rule = ScaleRule::rceil;
+         c.ratio = RatioOp::reciprocal;
+         c.nonfinite = NonFiniteRule::te;
+         c.byte0 = Byte0Rule::quantize;
+         c.layout = ScaleLayout::padded;
+         c.tail = TailRule::reject;
+       }},
+      {"mx.ocp", "OCP MX v1.0 with E4M3 elements: floor scale, RNE saturating, NaN group on non-finite",
+       [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
+      {"mx.ocp.e4m3", "OCP MX v1.0, MXFP8 E4M3", [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
+      {"mx.ocp.e5m2", "OCP MX v1.0, MXFP8 E5M2", [](Contract& c) { c = mx_base(ElemFormat::e5m2); ocp(c); }},
+      {"mx.ocp.e2m3", "OCP MX v1.0, MXFP6 E2M3 (one code per byte)",
+       [](Contract& c) { c = mx_base(ElemFormat::e2m3); ocp(c); }},
+      {"mx.ocp.e3m2", "OCP MX v1.0, MXFP6 E3M2 (one code per byte)",
+       [](Contract& c) { c = mx_base(ElemFormat::e3m2); ocp(c); }},
+      {"mx.ocp.e2m1", "OCP MX v1.0, MXFP4 E2M1 (two codes per byte, element 2k low nibble)",
+       [](Contract& c) { c = mx_base(ElemFormat::e2m1); ocp(c); }},
+      {"mx.microxcaling", "microsoft/microxcaling _quantize_mx: floor(log2f(amax)) in fp32, round half away in fp32",
+       [](Contract& c) {
+         c = mx_base(ElemFormat::e4m3);
+         ocp(c);
+         c.log2_fp32 = true;
+         c.rounding = Rounding::half_away_fp32;
+       }},
+      {"int8.block.ascend", "int8 per (b, head, 64 tokens): scale = amax/127 stored fp32, RNE(x / stored scale)",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::int8_block;
+         c.token_block = 64;
+         c.scale_mode = ScaleMode::before;
+         c.quotient = Quotient::divide;
+         c.int_rounding = IntRounding::rne;
+         c.range = 127;
+       }},
+      {"int8.block.sage.cuda", "SageAttention CUDA QuantInt8Kernel: max(amax, 1e-7)/127, x * (127/amax'), RNE, [-128, 127]",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::int8_block;
+         c.token_block = 64;
+         c.scale_mode = ScaleMode::before;
+         c.scale_min = 1e-7f;
+         c.quotient = Quotient::reciprocal;
+         c.int_rounding = IntRounding::rne;
+         c.range = 128;
+       }},
+      {"int8.block.sage.triton", "SageAttention Triton quant_per_block: amax/127, x/scale + 0.5*sign truncated",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::int8_block;
+         c.token_block = 64;
+         c.scale_mode = ScaleMode::before;
+         c.quotient = Quotient::divide;
+         c.int_rounding = IntRounding::half_away_fp32;
+         c.range = 128;
+       }},
+      {"int8.token.blaze", "per-token int8 over the complete row: ClampAfterDiv, caller's scale_min, RNE",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::int8_token;
+         c.scale_mode = ScaleMode::after;
+         c.scale_min = 0.0f;
+         c.quotient = Quotient::divide;
+         c.int_rounding = IntRounding::rne;
+         c.range = 127;
+       }},
+      {"int8.token.vllm", "vLLM dynamic per-token int8: absmax/127, x * (127/absmax), RNE, [-128, 127]",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::int8_token;
+         c.scale_mode = ScaleMode::before;
+         c.quotient = Quotient::reciprocal;
+         c.int_rounding = IntRounding::rne;
+         c.range = 128;
+       }},
+      {"q8_0.ggml", "ggml Q8_0 reference: blocks of 32, d = amax/127 stored fp16, roundf(x * (1/d))",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::int8_group;
+         c.group = 32;
+         c.scale_mode = ScaleMode::before;
+         c.quotient = Quotient::inv_scale;
+         c.int_rounding = IntRounding::half_away;
+         c.range = 127;
+         c.scale_store = ScaleStore::f16;
+       }},
+      {"hif4", "HiFloat4: 64-element blocks, E6M2 + two micro-exponent levels, S1P2 elements (fake-quant, pack)",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::hif4;
+       }},
+  };
+  return defs;
+}
+
+const PresetDef* find_preset(const std::string& name) {
+  for (const auto& d : preset_defs())
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::mx: return "mx";
+    case Family::int8_block: return "int8.block";
+    case Family::int8_token: return "int8.token";
+    case Family::int8_group: return "int8.group";
+    case Family::hif4: return "hif4";
+  }
+  return "?";
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> out;
+  for (const auto& d : preset_defs()) out.emplace_back(d.name);
+  return out;
+}
+
+std::string preset_description(const std::string& name) {
+  const PresetDef* d = find_preset(name);
+  if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
+  return d->description;
+}
+
+Contract make_preset(const std::string& name) {
+  const PresetDef* d = find_preset(name);
+  if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
+  Contract c;
+  d->setup(c);
+  c.preset = name;
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> params(const Contract& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& d : param_defs())
+    if (applies(d, c.family)) out.emplace_back(d.name, d.get(c));
+  return out;
+}
+
+void set_param(Contract& c, const std::string& key, const std::string& value) {
+  for (const auto& d : param_defs()) {
+    if (key != d.name) continue;
+    if (!applies(d, c.family))
+      fail(ErrorKind::bad_argument, "parameter '" + key + "' does not apply to the " + family_name(c.family) +
+                                        " family of preset '" + c.preset + "'");
+    d.set(c, value);
+    return;
+  }
+  std::string known;
+  for (const auto& d : param_defs())
+    if (applies(d, c.family)) known += (known.empty() ? "" : ", ") + std::string(d.name);
+  fail(ErrorKind::bad_argument, "unknown parameter '" + key + "' (this contract takes: " + known + ")");
+}
+
+void set_param(Contract& c, const std::string& kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail(ErrorKind::bad_argument, "parameter override '" + kv + "' is not of the form key=value");
+  set_param(c, kv.substr(0, eq), kv.substr(eq + 1));
+}
+
+void validate(const Contract& c) {
+  auto bad = [&](const std::string& why) { fail(ErrorKind::bad_argument, "invalid contract: " + why); };
+  switch (c.family) {
+    case Family::mx: {
+      const ElemTraits& t = elem_traits(c.element);
+      if (c.block != 16 && c.block != 32) bad("block must be 16 or 32, got " + std::to_string(c.block));
+      if (c.overflow == Overflow::nan && !t.has_nan) bad(std::string("overflow=nan: ") + t.name + " has no NaN");
+      if (c.overflow == Overflow::inf && !t.has_inf) bad(std::string("overflow=inf: ") + t.name + " has no inf");
+      if (c.log2_fp32 && c.scale_rule != ScaleRule::floor) bad("log2_fp32 applies to scale_rule=floor only");
+      if (c.ratio == RatioOp::reciprocal && c.scale_rule != ScaleRule::rceil)
+        bad("ratio=reciprocal applies to scale_rule=rceil only");
+      if ((c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled) && c.tail == TailRule::partial)
+        bad("the padded and swizzled layouts need tail=reject (whole groups)");
+      break;
+    }
+    case Family::int8_block:
+    case Family::int8_token:
+    case Family::int8_group:
+      if (c.range != 127 && c.range != 128) bad("range must be 127 or 128, got " + std::to_string(c.range));
+      if (!(c.scale_min >= 0.0f) || !std::isfinite(c.scale_min)) bad("scale_min must be finite and >= 0");
+      if (c.quotient == Quotient::reciprocal && c.scale_mode != ScaleMode::before)
+        bad("quotient=reciprocal multiplies by qmax/max(amax, scale_min): it needs scale_mode=before");
+      if (c.family == Family::int8_block && c.token_block < 1) bad("token_block must be >= 1");
+      if (c.family == Family::int8_group && c.group < 1) bad("group must be >= 1");
+      if (c.family == Family::int8_token && c.budget < 1) bad("budget must be >= 1 byte");
+      break;
+    case Family::hif4:
+      break;
+  }
+}
+
+Contract make_contract(const std::string& preset, const std::vector<std::string>& overrides) {
+  Contract c = make_preset(preset);
+  for (const auto& kv : overrides) set_param(c, kv);
+  validate(c);
+  return c;
+}
+
+}  // namespace qexact

@@ -1,0 +1,134 @@
+// Public entry points: validate the contract, then route to the engine.
+#include "qexact/quantize.hpp"
+
+#include "qexact/pool.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+void need_rank_at_least(const Shape& x, std::size_t r, const char* what) {
+  if (x.size() < r)
+    fail(ErrorKind::bad_argument, std::string(what) + " needs a tensor of rank >= " + std::to_string(r) +
+                                      ", got shape " + shape_str(x));
+}
+
+Shape leading(const Shape& x) { return Shape(x.begin(), x.end() - 1); }
+
+}  // namespace
+
+Shape payload_shape(const Contract& c, const Shape& x) {
+  switch (c.family) {
+    case Family::mx: {
+      need_rank_at_least(x, 1, "an MX contract");
+      const std::int64_t k = x.back();
+      if (c.tail == TailRule::reject && k % c.block != 0)
+        fail(ErrorKind::bad_argument, "last dimension " + std::to_string(k) + " of shape " + shape_str(x) +
+                                          " is not a multiple of the block " + std::to_string(c.block) +
+                                          " (this contract has tail=reject)");
+      Shape p = x;
+      if (c.element == ElemFormat::e2m1) p.back() = ceil_div(k, 2);
+      return p;
+    }
+    case Family::int8_block:
+      if (x.size() != 4)
+        fail(ErrorKind::bad_argument, "int8.block needs a (B, S, N, D) tensor, got shape " + shape_str(x));
+      return x;
+    case Family::int8_token:
+      need_rank_at_least(x, 1, "int8.token");
+      return x;
+    case Family::int8_group:
+      need_rank_at_least(x, 1, "int8.group");
+      if (x.back() % c.group != 0)
+        fail(ErrorKind::bad_argument, "last dimension " + std::to_string(x.back()) + " of shape " + shape_str(x) +
+                                          " is not a multiple of the group " + std::to_string(c.group));
+      return x;
+    case Family::hif4:
+      fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
+  }
+  return x;
+}
+
+Shape scale_shape(const Contract& c, const Shape& x) {
+  payload_shape(c, x);  // shape checks
+  switch (c.family) {
+    case Family::mx: {
+      const std::int64_t g = ceil_div(x.back(), c.block);
+      std::int64_t rows = 1;
+      for (std::size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
+      Shape s = leading(x);
+      switch (c.layout) {
+        case ScaleLayout::pairs: s.push_back(ceil_div(g, 2)); s.push_back(2); return s;
+        case ScaleLayout::rowmajor: s.push_back(g); return s;
+        case ScaleLayout::padded: return Shape{round_up(rows, 128), round_up(g, 4)};
+        case ScaleLayout::swizzled: return Shape{round_up(rows, 128) * round_up(g, 4)};
+      }
+      return s;
+    }
+    case Family::int8_block:
+      return Shape{x[0], x[2], ceil_div(x[1], c.token_block)};
+    case Family::int8_token:
+      return leading(x);
+    case Family::int8_group: {
+      Shape s = leading(x);
+      s.push_back(x.back() / c.group);
+      return s;
+    }
+    case Family::hif4:
+      break;
+  }
+  return {};
+}
+
+QuantResult quantize(const Contract& c, const TensorView& x, Engine) {
+  validate(c);
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string("quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  switch (c.family) {
+    case Family::mx: return ref::quantize_mx(c, x);
+    case Family::int8_block: return ref::quantize_int8_block(c, x);
+    case Family::int8_token: return ref::quantize_int8_token(c, x);
+    case Family::int8_group: return ref::quantize_int8_group(c, x);
+    case Family::hif4: break;
+  }
+  fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
+}
+
+Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                  Engine) {
+  validate(c);
+  const Shape ps = payload_shape(c, x_shape);
+  const Shape ss = scale_shape(c, x_shape);
+  if (payload.shape != ps)
+    fail(ErrorKind::bad_argument, "payload shape " + shape_str(payload.shape) + " does not match " + shape_str(ps) +
+                                      " expected for input shape " + shape_str(x_shape));
+  if (scale.shape != ss)
+    fail(ErrorKind::bad_argument, "scale shape " + shape_str(scale.shape) + " does not match " + shape_str(ss) +
+                                      " expected for input shape " + shape_str(x_shape));
+  switch (c.family) {
+    case Family::mx: return ref::dequantize_mx(c, payload, scale, x_shape);
+    case Family::int8_block:
+    case Family::int8_token:
+    case Family::int8_group: return ref::dequantize_int8(c, payload, scale, x_shape);
+    case Family::hif4: break;
+  }
+  fail(ErrorKind::bad_argument, "hif4 has no dequantize: use hif4-unpack");
+}
+
+Tensor hifloat4_fake_quant(const TensorView& x, int qdim, Engine) { return ref::hif4_fake_quant(x, qdim); }
+Hif4Packed hif4_pack(const TensorView& x, Engine) { return ref::hif4_pack(x); }
+Tensor hif4_unpack(const TensorView& scale, const TensorView& value, Engine) { return ref::hif4_unpack(scale, value); }
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out) { return ref::pooled_block_mean(x, pool, out); }
+
+const char* token_path_name(TokenPath p) {
+  return p == TokenPath::single_pass ? "single_pass" : "two_pass_chunked";
+}
+
+TokenPath select_token_path(std::int64_t row_bytes, std::int64_t budget) {
+  return row_bytes <= budget ? TokenPath::single_pass : TokenPath::two_pass_chunked;
+}
+
+}  // namespace qexact

@@ -1,0 +1,34 @@
+// Scalar reference quantizers: written to be obviously correct, in the order the contract
+// states its steps, and independent of the fast kernels (element rounding by search over the
+// format's value table; no shared code path). Each entry point is checked: it validates shape,
+// contract and values before producing output, and throws qexact::Error.
+#pragma once
+#include "qexact/contract.hpp"
+#include "qexact/pool.hpp"
+#include "qexact/quantize.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::ref {
+
+// MX family (CONTRACTS §1-2): x of rank >= 1, groups along the last axis.
+QuantResult quantize_mx(const Contract& c, const TensorView& x);
+Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
+
+// int8 per (b, head, token block) on (B, S, N, D) (CONTRACTS §3).
+QuantResult quantize_int8_block(const Contract& c, const TensorView& x);
+// int8 per token over the complete last axis (CONTRACTS §4); rows = product of leading dims.
+QuantResult quantize_int8_token(const Contract& c, const TensorView& x);
+// int8 per group of c.group along the last axis (ggml q8_0).
+QuantResult quantize_int8_group(const Contract& c, const TensorView& x);
+// fp32 values of any int8 family's output.
+Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
+
+// HiFloat4 (CONTRACTS §5).
+Tensor hif4_fake_quant(const TensorView& x, int qdim);
+Hif4Packed hif4_pack(const TensorView& x);
+Tensor hif4_unpack(const TensorView& scale, const TensorView& value);
+
+// Pooled block mean (CONTRACTS §6), see qexact/pool.hpp.
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out);
+
+}  // namespace qexact::ref
