@@ -19,11 +19,15 @@ struct EnumName {
 constexpr EnumName<ScaleRule> kScaleRules[] = {
     {ScaleRule::floor, "floor"}, {ScaleRule::rceil, "rceil"}, {ScaleRule::ceil, "ceil"}, {ScaleRule::even, "even"}};
 constexpr EnumName<Byte0Rule> kByte0[] = {
-    {Byte0Rule::flush, "flush"}, {Byte0Rule::quantize, "quantize"}, {Byte0Rule::min_normal, "min_normal"}};
+    {Byte0Rule::flush, "flush"},
+    {Byte0Rule::quantize, "quantize"},
+    {Byte0Rule::min_normal, "min_normal"},
+    {Byte0Rule::unscaled, "unscaled"}};
 constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::nan, "nan"},
-                                                  {NonFiniteRule::torchao, "torchao"},
-                                                  {NonFiniteRule::te, "te"}};
+                                                  {NonFiniteRule::nan_signed, "nan_signed"},
+                                                  {NonFiniteRule::te, "te"},
+                                                  {NonFiniteRule::te_saturate, "te_saturate"}};
 constexpr EnumName<ScaleLayout> kLayouts[] = {{ScaleLayout::pairs, "pairs"},
                                               {ScaleLayout::rowmajor, "rowmajor"},
                                               {ScaleLayout::padded, "padded"},
@@ -86,7 +90,7 @@ std::string fmt_float(float v) {
 
 struct ParamDef {
   const char* name;
-  std::initializer_list<Family> families;
+  std::vector<Family> families;
   std::function<std::string(const Contract&)> get;
   std::function<void(Contract&, const std::string&)> set;
 };
@@ -181,21 +185,22 @@ const std::vector<PresetDef>& preset_defs() {
          c.layout = ScaleLayout::pairs;
          c.tail = TailRule::partial;
        }},
-      {"mxfp8.torchao.floor", "torchao to_mx FLOOR: E8M0 from the exponent of amax, data / 2^e clamped to +/-448",
+      {"mxfp8.torchao.floor", "torchao to_mx FLOOR: E8M0 from the exponent of amax, x * 2^(127-byte) RNE clamped to +/-448",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
          c.scale_rule = ScaleRule::floor;
-         c.nonfinite = NonFiniteRule::torchao;
-         c.byte0 = Byte0Rule::min_normal;
+         c.nonfinite = NonFiniteRule::nan;
+         c.byte0 = Byte0Rule::quantize;
          c.layout = ScaleLayout::rowmajor;
          c.tail = TailRule::reject;
        }},
-      {"mxfp8.torchao.rceil", "torchao to_mx RCEIL: amax/448 rounded up to a power of two",
+      {"mxfp8.torchao.rceil", "torchao to_mx RCEIL: fp32 amax * (1/448) rounded up to a power of two",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
          c.scale_rule = ScaleRule::rceil;
-         c.nonfinite = NonFiniteRule::torchao;
-         c.byte0 = Byte0Rule::min_normal;
+         c.ratio = RatioOp::reciprocal;
+         c.nonfinite = NonFiniteRule::nan;
+         c.byte0 = Byte0Rule::quantize;
          c.layout = ScaleLayout::rowmajor;
          c.tail = TailRule::reject;
        }},
@@ -205,7 +210,7 @@ const std::vector<PresetDef>& preset_defs() {
          c.scale_rule = ScaleRule::rceil;
          c.ratio = RatioOp::reciprocal;
          c.nonfinite = NonFiniteRule::te;
-         c.byte0 = Byte0Rule::quantize;
+         c.byte0 = Byte0Rule::unscaled;
          c.layout = ScaleLayout::padded;
          c.tail = TailRule::reject;
        }},
@@ -225,6 +230,7 @@ const std::vector<PresetDef>& preset_defs() {
          ocp(c);
          c.log2_fp32 = true;
          c.rounding = Rounding::half_away_fp32;
+         c.signed_zero = false;  // sign(x) * floor(|x| + 0.5): torch.sign(-0.0) is 0
        }},
       {"int8.block.ascend", "int8 per (b, head, 64 tokens): scale = amax/127 stored fp32, RNE(x / stored scale)",
        [](Contract& c) {

@@ -1,0 +1,196 @@
+// Reference MX quantizer (CONTRACTS §1-2, PRESETS.md): one group at a time, in the order the
+// contract states its steps: amax, scale byte, scale value, element codes.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/e8m0.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact::ref {
+namespace {
+
+struct GroupOut {
+  std::uint8_t scale_byte = 0;
+  std::vector<std::uint8_t> codes;  // one unpacked code per element
+};
+
+struct GroupScan {
+  bool has_nan = false;
+  bool has_inf = false;
+  float amax_finite = 0.0f;  // max |x| over the finite elements
+};
+
+GroupScan scan(const float* x, std::int64_t n) {
+  GroupScan s;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (std::isnan(a)) s.has_nan = true;
+    else if (std::isinf(a)) s.has_inf = true;
+    else if (a > s.amax_finite) s.amax_finite = a;
+  }
+  return s;
+}
+
+std::uint8_t scale_byte(const Contract& c, float amax) {
+  const ElemTraits& t = elem_traits(c.element);
+  switch (c.scale_rule) {
+    case ScaleRule::floor:
+      return c.log2_fp32 ? e8m0_floor_log2_fp32(amax, t.emax) : e8m0_floor(amax, t.emax);
+    case ScaleRule::rceil: return e8m0_rceil(amax, t.max, c.ratio == RatioOp::reciprocal);
+    case ScaleRule::ceil: return e8m0_ceil(amax, t.emax);
+    case ScaleRule::even: return e8m0_even(amax, t.emax, t.mbits);
+  }
+  return 0;
+}
+
+// The fp32 value elements are divided by. torchao <= 2025 clamped its fp32 scale to the
+// smallest normal, TransformerEngine multiplies byte-0 groups by 1.0, and TransformerEngine's
+// multiplier for byte 0xFE is 2^(254 - 254) written as bits: +0.0 (a divisor of +inf).
+float divisor_of(const Contract& c, std::uint8_t byte) {
+  if (byte == 0 && c.byte0 == Byte0Rule::min_normal) return 0x1p-126f;
+  if (byte == 0 && c.byte0 == Byte0Rule::unscaled) return 1.0f;
+  if (byte == 254 && c.nonfinite == NonFiniteRule::te) return std::numeric_limits<float>::infinity();
+  return e8m0_decode(byte);
+}
+
+std::uint8_t encode(const Contract& c, float v) {
+  const ElemTraits& t = elem_traits(c.element);
+  std::uint8_t q = elem_encode(c.element, v, c.rounding, c.overflow);
+  const std::uint8_t sign_bit = static_cast<std::uint8_t>(1u << (t.bits - 1));
+  if (!c.signed_zero && q == sign_bit) q = 0;
+  return q;
+}
+
+// The NaN code for element x: signed like x, or the canonical positive NaN.
+std::uint8_t nan_code(const Contract& c, float x, bool keep_sign) {
+  const ElemTraits& t = elem_traits(c.element);
+  if (!t.has_nan) return 0;
+  return static_cast<std::uint8_t>((keep_sign && std::signbit(x) ? 1u << (t.bits - 1) : 0u) | 0x7Fu);
+}
+
+GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n) {
+  GroupOut out;
+  out.codes.assign(static_cast<std::size_t>(n), 0);
+  const GroupScan s = scan(x, n);
+  const bool nonfinite = s.has_nan || s.has_inf;
+  float amax = s.amax_finite;
+
+  if (nonfinite) {
+    switch (c.nonfinite) {
+      case NonFiniteRule::zero:
+        out.scale_byte = 255;
+        return out;
+      case NonFiniteRule::nan:
+      case NonFiniteRule::nan_signed:
+        out.scale_byte = 255;
+        for (std::int64_t i = 0; i < n; ++i) out.codes[i] = nan_code(c, x[i], c.nonfinite == NonFiniteRule::nan_signed);
+        return out;
+      case NonFiniteRule::te:
+      case NonFiniteRule::te_saturate:
+        // NaN takes no part in the amax reduction (fmaxf); an inf amax saturates the scale.
+        if (s.has_inf) amax = std::numeric_limits<float>::infinity();
+        break;
+    }
+  }
+
+  // An infinite amax (te) saturates the scale: cvt.rp.satfinite gives the largest finite byte.
+  out.scale_byte = std::isinf(amax) ? 254 : scale_byte(c, amax);
+  if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;  // literal +0 payload
+
+  const float scale = divisor_of(c, out.scale_byte);
+  for (std::int64_t i = 0; i < n; ++i) {
+    // Only the te rules reach here with non-finite elements: the device's NaN is canonical.
+    const float v = x[i] / scale;
+    out.codes[i] = std::isnan(v) ? nan_code(c, v, false) : encode(c, v);
+  }
+  return out;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Flat offset of group g of row t in the contract's scale layout.
+std::int64_t scale_offset(const Contract& c, std::int64_t t, std::int64_t g, std::int64_t groups) {
+  switch (c.layout) {
+    case ScaleLayout::pairs: return t * 2 * ceil_div(groups, 2) + g;
+    case ScaleLayout::rowmajor: return t * groups + g;
+    case ScaleLayout::padded: return t * (ceil_div(groups, 4) * 4) + g;
+    case ScaleLayout::swizzled: {
+      const std::int64_t col_tiles = ceil_div(groups, 4);
+      const std::int64_t tile = (t / 128) * col_tiles + g / 4;
+      const std::int64_t r = t % 128;
+      return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + g % 4;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+QuantResult quantize_mx(const Contract& c, const TensorView& x) {
+  validate(c);
+  const Shape pshape = payload_shape(c, x.shape);
+  const Shape sshape = scale_shape(c, x.shape);
+  std::vector<float> v = to_f32_vector(x);
+  if (c.prequant == Prequant::bf16)
+    for (float& f : v) f = round_bf16(f);
+
+  const std::int64_t k = x.shape.back();
+  const std::int64_t rows = k == 0 ? 0 : static_cast<std::int64_t>(v.size()) / k;
+  const std::int64_t groups = ceil_div(k, c.block);
+  const bool fp4 = c.element == ElemFormat::e2m1;
+
+  QuantResult r;
+  r.payload = Tensor(DType::u8, pshape);
+  r.scale = Tensor(DType::u8, sshape);  // zero-filled: padding bytes are 0
+  r.path = "groupwise";
+  std::uint8_t* payload = r.payload.data<std::uint8_t>();
+  std::uint8_t* scale = r.scale.data<std::uint8_t>();
+  const std::int64_t row_bytes = fp4 ? ceil_div(k, 2) : k;
+
+  for (std::int64_t t = 0; t < rows; ++t) {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t begin = g * c.block;
+      const std::int64_t n = std::min<std::int64_t>(c.block, k - begin);
+      const GroupOut go = quantize_group(c, v.data() + t * k + begin, n);
+      scale[scale_offset(c, t, g, groups)] = go.scale_byte;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t col = begin + i;
+        if (fp4) {
+          std::uint8_t& b = payload[t * row_bytes + col / 2];
+          b = static_cast<std::uint8_t>(col % 2 == 0 ? (b & 0xF0) | go.codes[i] : (b & 0x0F) | (go.codes[i] << 4));
+        } else {
+          payload[t * row_bytes + col] = go.codes[i];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape) {
+  validate(c);
+  if (payload.dtype != DType::u8 || scale.dtype != DType::u8)
+    fail(ErrorKind::bad_argument, "MX dequantize takes u8 payload and u8 E8M0 scales");
+  const Tensor p = contiguous_copy(payload);
+  const Tensor s = contiguous_copy(scale);
+  const std::int64_t k = x_shape.back();
+  const std::int64_t rows = k == 0 ? 0 : shape_numel(x_shape) / k;
+  const std::int64_t groups = ceil_div(k, c.block);
+  const bool fp4 = c.element == ElemFormat::e2m1;
+  const std::int64_t row_bytes = fp4 ? ceil_div(k, 2) : k;
+  Tensor out(DType::f32, x_shape);
+  float* o = out.data<float>();
+  for (std::int64_t t = 0; t < rows; ++t) {
+    for (std::int64_t col = 0; col < k; ++col) {
+      const std::uint8_t byte = s.data<std::uint8_t>()[scale_offset(c, t, col / c.block, groups)];
+      std::uint8_t code = p.data<std::uint8_t>()[t * row_bytes + (fp4 ? col / 2 : col)];
+      if (fp4) code = static_cast<std::uint8_t>(col % 2 == 0 ? code & 0x0F : code >> 4);
+      o[t * k + col] = elem_decode(c.element, code) * e8m0_decode(byte);
+    }
+  }
+  return out;
+}
+
+}  // namespace qexact::ref

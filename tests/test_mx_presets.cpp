@@ -1,0 +1,253 @@
+// The MX presets other than Ascend (PRESETS.md), and the contract parameters that tell them
+// apart, as exact bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "mx_test_util.hpp"
+#include "qexact/error.hpp"
+#include "qexact/formats/e8m0.hpp"
+
+namespace qexact {
+namespace {
+
+using test::group_of;
+using test::quantize_f32;
+
+const float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::uint8_t byte0(const QuantResult& r) { return r.scale.data<std::uint8_t>()[0]; }
+std::uint8_t code(const QuantResult& r, int i) { return r.payload.data<std::uint8_t>()[i]; }
+
+TEST(MxTorchao, FloorAndRceilDifferAtAmax480) {
+  const auto g = group_of(32, 0.0f, {{4, 480.0f}});
+  const QuantResult floor = quantize_f32(make_contract("mxfp8.torchao.floor"), g);
+  EXPECT_EQ(byte0(floor), 127);
+  EXPECT_EQ(code(floor, 4), 0x7E);  // 480 saturates to 448
+  const QuantResult rceil = quantize_f32(make_contract("mxfp8.torchao.rceil"), g);
+  EXPECT_EQ(byte0(rceil), 128);
+  EXPECT_EQ(code(rceil, 4), 0x77);  // 240 = 1.875 * 2^7
+}
+
+TEST(MxTorchao, ByteZeroQuantizesAgainst2PowMinus127) {
+  // amax 2^-125 -> floor byte 0; 2^-125 * 2^127 = 4 = 0x48. The 2025 releases used 2^-126.
+  const auto g = group_of(32, 0.0f, {{0, std::ldexp(1.0f, -125)}});
+  const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor"), g);
+  EXPECT_EQ(byte0(r), 0);
+  EXPECT_EQ(code(r, 0), 0x48);
+  const QuantResult old = quantize_f32(make_contract("mxfp8.torchao.floor", {"byte0=min_normal"}), g);
+  EXPECT_EQ(code(old, 0), 0x40);  // 2
+  const QuantResult ascend_like = quantize_f32(make_contract("mxfp8.torchao.floor", {"byte0=flush"}), g);
+  EXPECT_EQ(code(ascend_like, 0), 0x00);
+}
+
+TEST(MxTorchao, NonFiniteGroupIsByte255AndCanonicalNaN) {
+  for (float bad : {kNaN, kInf, -kInf}) {
+    const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor"), group_of(32, -1.0f, {{9, bad}}));
+    EXPECT_EQ(byte0(r), 255);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(code(r, i), 0x7F) << i;
+    const QuantResult s = quantize_f32(make_contract("mxfp8.torchao.floor", {"nonfinite=nan_signed"}),
+                                       group_of(32, -1.0f, {{9, bad}}));
+    EXPECT_EQ(code(s, 0), 0xFF);
+  }
+}
+
+TEST(MxTorchao, RejectsPartialGroups) {
+  EXPECT_THROW(quantize_f32(make_contract("mxfp8.torchao.floor"), group_of(40, 1.0f)), Error);
+  EXPECT_THROW(quantize_f32(make_contract("mxfp8.te"), group_of(33, 1.0f)), Error);
+}
+
+TEST(MxTe, InfElementGivesByteFEAndNaNUnderCurrentTe) {
+  const auto g = group_of(32, 2.0f, {{0, -kInf}, {1, -3.0f}});
+  const QuantResult r = quantize_f32(make_contract("mxfp8.te"), g);
+  EXPECT_EQ(byte0(r), 0xFE);
+  EXPECT_EQ(code(r, 0), 0x7F);  // -inf * +0.0 = NaN, canonical
+  EXPECT_EQ(code(r, 1), 0x80);  // -3 * 0 = -0
+  EXPECT_EQ(code(r, 2), 0x00);
+  const QuantResult old = quantize_f32(make_contract("mxfp8.te", {"nonfinite=te_saturate"}), g);
+  EXPECT_EQ(byte0(old), 0xFE);
+  EXPECT_EQ(code(old, 0), 0xFE);  // -448
+  EXPECT_EQ(code(old, 1), 0x80);
+}
+
+TEST(MxTe, NaNIsIgnoredByTheAmax) {
+  const QuantResult r = quantize_f32(make_contract("mxfp8.te"), group_of(32, 1.0f, {{3, kNaN}, {4, 448.0f}}));
+  EXPECT_EQ(byte0(r), 127);   // from 448 alone
+  EXPECT_EQ(code(r, 3), 0x7F);
+  EXPECT_EQ(code(r, 4), 0x7E);
+  EXPECT_EQ(code(r, 0), 0x38);  // 1.0
+}
+
+TEST(MxTe, TinyGroupIsCastUnscaled) {
+  // amax * (1/448) <= 2^-127 -> byte 0, multiplier 1.0: every element becomes a signed zero.
+  const float tiny = std::ldexp(1.0f, -120);
+  const QuantResult r = quantize_f32(make_contract("mxfp8.te"), group_of(32, tiny, {{1, -tiny}}));
+  EXPECT_EQ(byte0(r), 0);
+  EXPECT_EQ(code(r, 0), 0x00);
+  EXPECT_EQ(code(r, 1), 0x80);
+  // The same group under the OCP rule quantizes against 2^-127: 2^-120 * 2^127 = 128.
+  const QuantResult ocp = quantize_f32(make_contract("mx.ocp"), group_of(32, tiny));
+  EXPECT_EQ(byte0(ocp), 0);
+  EXPECT_EQ(code(ocp, 0), 0x70);
+}
+
+TEST(MxTe, PaddedScaleLayout) {
+  std::vector<float> v(3 * 64, 1.0f);
+  v[64 + 40] = 448.0f * 4;  // row 1, group 1
+  const QuantResult r = quantize_f32(make_contract("mxfp8.te"), v, {3, 64});
+  ASSERT_EQ(r.scale.shape(), (Shape{128, 4}));
+  const std::uint8_t* s = r.scale.data<std::uint8_t>();
+  EXPECT_EQ(s[0], 127 - 8);      // amax 1 -> rceil(1/448) = 2^-8
+  EXPECT_EQ(s[1 * 4 + 1], 129);  // 1792 / 448 = 4
+  EXPECT_EQ(s[1 * 4 + 2], 0);    // padding
+  EXPECT_EQ(s[3 * 4 + 0], 0);
+}
+
+TEST(MxLayout, SwizzledMarkers) {
+  // 130 rows x 5 groups, a distinct power of two per group; to_blocked puts entry (r, c) at
+  // tile (r/128, c/4), inside it at (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4.
+  const int rows = 130, groups = 5, k = groups * 32;
+  std::vector<float> v(static_cast<std::size_t>(rows * k), 0.0f);
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < groups; ++g) v[static_cast<std::size_t>(r * k + g * 32)] = std::ldexp(1.0f, (r * groups + g) % 200 - 100);
+  const QuantResult q = quantize_f32(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}), v, {rows, k});
+  ASSERT_EQ(q.scale.shape(), (Shape{256 * 8}));
+  const QuantResult plain = quantize_f32(make_contract("mxfp8.torchao.floor"), v, {rows, k});
+  const std::uint8_t* s = q.scale.data<std::uint8_t>();
+  std::int64_t placed = 0;
+  for (int r = 0; r < rows; ++r) {
+    for (int g = 0; g < groups; ++g) {
+      const int tile = (r / 128) * 2 + g / 4;
+      const int at = tile * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + g % 4;
+      EXPECT_EQ(s[at], plain.scale.data<std::uint8_t>()[r * groups + g]);
+      placed += s[at] != 0;
+    }
+  }
+  EXPECT_GT(placed, rows * groups / 2);
+}
+
+TEST(MxOcp, ElementFormatsAndFp4Packing) {
+  // FP4: amax 6 -> byte 127 + 2 - 2 = 127; values pack two per byte, element 2k low nibble.
+  const std::vector<float> v = {1.0f, -6.0f, 0.5f, 3.0f, 2.5f, -0.25f, 100.0f};  // K = 7: odd, partial group
+  const QuantResult r = quantize_f32(make_contract("mx.ocp.e2m1"), v, {1, 7});
+  ASSERT_EQ(r.payload.shape(), (Shape{1, 4}));
+  EXPECT_EQ(byte0(r), 127 + 6 - 2);  // amax 100: floor(log2 100) = 6
+  // amax 100 -> byte 131, scale 16; the codes are packed pairwise.
+  const float scale = 16.0f;
+  std::uint8_t want[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 7; ++i) {
+    const std::uint8_t c = elem_encode(ElemFormat::e2m1, v[i] / scale, Rounding::rne, Overflow::saturate);
+    want[i / 2] |= static_cast<std::uint8_t>(i % 2 == 0 ? c : c << 4);
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(code(r, i), want[i]) << i;
+  EXPECT_EQ(want[0] >> 4, 0x9);  // -6/16 = -0.375 rounds to -0.5: sign 8 | code 1
+  EXPECT_EQ(want[3] & 0xF, 0x7);  // 100/16 = 6.25 saturates to 6
+
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp.e5m2"), group_of(32, 0.0f, {{0, 57344.0f}}))), 127);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp.e2m3"), group_of(32, 0.0f, {{0, 7.5f}}))), 127);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp.e3m2"), group_of(32, 0.0f, {{0, 28.0f}}))), 127);
+}
+
+TEST(MxOcp, NonFiniteGroupIsNaNAndZeroGroupIsByte0) {
+  const QuantResult r = quantize_f32(make_contract("mx.ocp"), group_of(64, 1.0f, {{31, kNaN}}), {1, 64});
+  EXPECT_EQ(r.scale.data<std::uint8_t>()[0], 255);
+  EXPECT_EQ(r.scale.data<std::uint8_t>()[1], 127 - 8);
+  EXPECT_EQ(code(r, 0), 0x7F);
+  EXPECT_EQ(code(r, 32), 0x78);  // amax 1 -> scale 2^-8: 1 -> 256
+  const QuantResult z = quantize_f32(make_contract("mx.ocp"), group_of(32, 0.0f));
+  EXPECT_EQ(byte0(z), 0);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(code(z, i), 0);
+}
+
+TEST(MxMicroxcaling, Fp32Log2GivesTheExponentAbove) {
+  const float below256 = std::nextafter(256.0f, 0.0f);
+  const auto g = group_of(32, 0.0f, {{0, below256}});
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.microxcaling"), g)), 127);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp"), g)), 126);
+  EXPECT_EQ(code(quantize_f32(make_contract("mx.microxcaling"), g), 0), 0x78);  // at scale 1: rounds to 256
+}
+
+TEST(MxMicroxcaling, HalfAwayInFp32AndUnsignedZero) {
+  // amax 448 -> scale 1. The subnormal unit of E4M3 is 2^-9: a value of (0.5 - 2^-25) units
+  // rounds up under microxcaling, down under exact half-away and RNE.
+  const float v = std::ldexp(0.5f - std::ldexp(1.0f, -25), -9);
+  const auto g = group_of(32, 0.0f, {{0, 448.0f}, {1, v}, {2, -0.0f}, {3, 1.0625f}});
+  const QuantResult m = quantize_f32(make_contract("mx.microxcaling"), g);
+  EXPECT_EQ(code(m, 1), 0x01);
+  EXPECT_EQ(code(m, 2), 0x00);
+  EXPECT_EQ(code(m, 3), 0x39);  // tie 1.0|1.125 -> away
+  const QuantResult e = quantize_f32(make_contract("mx.microxcaling", {"rounding=even_fp32"}), g);
+  EXPECT_EQ(code(e, 1), 0x01);
+  EXPECT_EQ(code(e, 3), 0x38);
+  const QuantResult o = quantize_f32(make_contract("mx.ocp"), g);
+  EXPECT_EQ(code(o, 1), 0x00);
+  EXPECT_EQ(code(o, 2), 0x80);
+}
+
+TEST(MxScaleRules, CeilAndEvenOverrides) {
+  const auto g = group_of(32, 0.0f, {{0, 500.0f}});  // 500 = 1.953 * 2^8
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp", {"scale_rule=floor"}), g)), 127);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp", {"scale_rule=ceil"}), g)), 128);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp", {"scale_rule=even"}), g)), 128);  // >= 1.9375
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp", {"scale_rule=rceil"}), g)), 128);
+  const auto h = group_of(32, 0.0f, {{0, 480.0f}});  // 1.875 * 2^8
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp", {"scale_rule=even"}), h)), 127);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mx.ocp", {"scale_rule=ceil"}), h)), 128);
+}
+
+TEST(MxBlock16, GroupsOfSixteen) {
+  std::vector<float> v(32, 1.0f);
+  v[20] = 448.0f;
+  const QuantResult r = quantize_f32(make_contract("mx.ocp", {"block=16"}), v, {1, 32});
+  ASSERT_EQ(r.scale.shape(), (Shape{1, 2}));
+  EXPECT_EQ(r.scale.data<std::uint8_t>()[0], 119);
+  EXPECT_EQ(r.scale.data<std::uint8_t>()[1], 127);
+}
+
+TEST(MxDequantize, DecodesTimesScale) {
+  std::vector<float> v = group_of(64, 0.0f, {{0, 1.0f}, {1, -3.0f}, {2, 448.0f}, {40, 0.001f}});
+  for (const char* p : {"mxfp8.ascend", "mx.ocp", "mx.ocp.e2m1", "mxfp8.te"}) {
+    const Contract c = make_contract(p);
+    const QuantResult r = quantize_f32(c, v, {2, 32});
+    const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), {2, 32});
+    ASSERT_EQ(d.shape(), (Shape{2, 32}));
+    // Row stride of the scale tensor: 4 padded (te), 2 pairs (ascend), 1 row-major.
+    const int per_row = c.layout == ScaleLayout::padded ? 4 : c.layout == ScaleLayout::pairs ? 2 : 1;
+    const bool fp4 = c.element == ElemFormat::e2m1;  // scale 64: 1.0 is lost, 448 saturates to 6 * 64
+    EXPECT_EQ(d.data<float>()[0], fp4 ? 0.0f : 1.0f) << p;
+    EXPECT_EQ(d.data<float>()[1], fp4 ? -0.0f : -3.0f) << p;
+    EXPECT_EQ(d.data<float>()[2], fp4 ? 384.0f : 448.0f) << p;
+    for (int i = 0; i < 64; ++i) {
+      const std::uint8_t pc = fp4 ? (r.payload.data<std::uint8_t>()[(i / 32) * 16 + (i % 32) / 2] >> (4 * (i % 2))) & 0xF
+                                  : r.payload.data<std::uint8_t>()[i];
+      const float want = elem_decode(c.element, pc) * e8m0_decode(r.scale.data<std::uint8_t>()[(i / 32) * per_row]);
+      EXPECT_EQ(d.data<float>()[i], want) << p << " " << i;
+    }
+  }
+  const Contract c = make_contract("mx.ocp");
+  const QuantResult r = quantize_f32(c, v, {2, 32});
+  EXPECT_THROW(dequantize(c, r.payload.view(), r.scale.view(), {2, 33}), Error);
+}
+
+TEST(MxContracts, UnknownPresetAndParameterAreClearErrors) {
+  try {
+    make_contract("mxfp8.nope");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown preset 'mxfp8.nope'"), std::string::npos);
+  }
+  try {
+    make_contract("mx.ocp", {"scale_mode=before"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not apply"), std::string::npos);
+  }
+  EXPECT_THROW(make_contract("mx.ocp.e2m1", {"overflow=nan"}), Error);
+  EXPECT_THROW(make_contract("mx.ocp", {"block=24"}), Error);
+  EXPECT_THROW(make_contract("mx.ocp", {"rounding"}), Error);
+}
+
+}  // namespace
+}  // namespace qexact
