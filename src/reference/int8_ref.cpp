@@ -1,0 +1,146 @@
+// The int8 contract steps shared by the block, token and group quantizers (int8_steps.hpp),
+// and dequantization, which is the same fp32 multiply for all three.
+#include <algorithm>
+#include <cmath>
+
+#include "qexact/formats/fp16.hpp"
+#include "qexact/formats/int8.hpp"
+#include "reference/int8_steps.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact::ref {
+namespace int8 {
+
+float fold_abs_max(float amax, float x) { return std::max(amax, std::fabs(x)); }
+
+float scale_from_amax(const Contract& c, float amax) {
+  switch (c.scale_mode) {
+    case ScaleMode::before:
+      return std::max(amax, c.scale_min) / kQuantMax;
+    case ScaleMode::after:
+      return std::max(amax / kQuantMax, c.scale_min);
+  }
+  fail(ErrorKind::bad_argument, "unknown scale_mode");
+}
+
+float stored_scale(const Contract& c, float s) {
+  return c.scale_store == ScaleStore::f16 ? f16_to_f32(f32_to_f16(s)) : s;
+}
+
+QuotientOp quotient_for(const Contract& c, float amax, float s) {
+  switch (c.quotient) {
+    case Quotient::divide: {
+      const float divisor = stored_scale(c, s);
+      if (divisor == 0.0f) return {};
+      return {QuotientOp::Op::divide, divisor};
+    }
+    case Quotient::reciprocal: {
+      const float clamped_amax = std::max(amax, c.scale_min);
+      if (clamped_amax == 0.0f) return {};
+      return {QuotientOp::Op::multiply, kQuantMax / clamped_amax};
+    }
+    case Quotient::inv_scale:
+      if (s == 0.0f) return {};
+      return {QuotientOp::Op::multiply, 1.0f / s};
+  }
+  fail(ErrorKind::bad_argument, "unknown quotient");
+}
+
+std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x) {
+  switch (q.op) {
+    case QuotientOp::Op::zero_payload:
+      return 0;
+    case QuotientOp::Op::divide:
+      return int8_encode(x / q.operand, c.int_rounding, c.range);
+    case QuotientOp::Op::multiply:
+      return int8_encode(x * q.operand, c.int_rounding, c.range);
+  }
+  return 0;
+}
+
+QuotientOp scale_domain(const Contract& c, float amax, Tensor& scale, std::int64_t index) {
+  const float s = scale_from_amax(c, amax);
+  const auto i = static_cast<std::size_t>(index);
+  if (c.scale_store == ScaleStore::f16)
+    scale.data<std::uint16_t>()[i] = f32_to_f16(s);
+  else
+    scale.data<float>()[i] = s;
+  return quotient_for(c, amax, s);
+}
+
+void check_contract(const Contract& c, Family family) {
+  validate(c);
+  if (c.family != family)
+    fail(ErrorKind::bad_argument,
+         std::string("the ") + family_name(family) + " quantizer was given a " + family_name(c.family) + " contract");
+}
+
+void reject_nonfinite(const std::vector<float>& values, const std::string& what,
+                      const std::function<std::string(std::int64_t)>& where) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    if (std::isfinite(v)) continue;
+    const char* kind = std::isnan(v) ? "NaN" : (v > 0 ? "+inf" : "-inf");
+    fail(ErrorKind::bad_input,
+         what + " takes finite inputs only: " + kind + " at " + where(static_cast<std::int64_t>(i)));
+  }
+}
+
+Tensor new_payload(const Shape& shape) { return Tensor(DType::i8, shape); }
+
+Tensor new_scale(const Contract& c, const Shape& shape) {
+  return Tensor(c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32, shape);
+}
+
+}  // namespace int8
+
+namespace {
+
+// Flat index of the scale that element `flat` (C order in x_shape) was quantized with;
+// `blocks` is the block count of the int8_block scale shape (B, N, blocks).
+std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t blocks, std::int64_t flat) {
+  switch (c.family) {
+    case Family::int8_block: {
+      const std::int64_t seq = x_shape[1], heads = x_shape[2], dim = x_shape[3];
+      const std::int64_t n = (flat / dim) % heads;
+      const std::int64_t s = (flat / (dim * heads)) % seq;
+      const std::int64_t b = flat / (dim * heads * seq);
+      return (b * heads + n) * blocks + s / c.token_block;
+    }
+    case Family::int8_token:
+      return flat / x_shape.back();
+    default:
+      return flat / c.group;  // int8_group: dequantize_int8 admits the int8 families only
+  }
+}
+
+}  // namespace
+
+Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape) {
+  validate(c);
+  if (c.family != Family::int8_block && c.family != Family::int8_token && c.family != Family::int8_group)
+    fail(ErrorKind::bad_argument, std::string("dequantize_int8 was given a ") + family_name(c.family) + " contract");
+  const Shape ps = payload_shape(c, x_shape);
+  const Shape ss = scale_shape(c, x_shape);
+  const DType scale_dtype = c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+  if (payload.dtype != DType::i8 || payload.shape != ps)
+    fail(ErrorKind::bad_argument, std::string("payload must be i8 of shape ") + shape_str(ps) + ", got " +
+                                      dtype_name(payload.dtype) + " " + shape_str(payload.shape));
+  if (scale.dtype != scale_dtype || scale.shape != ss)
+    fail(ErrorKind::bad_argument, std::string("scale must be ") + dtype_name(scale_dtype) + " of shape " +
+                                      shape_str(ss) + ", got " + dtype_name(scale.dtype) + " " +
+                                      shape_str(scale.shape));
+
+  const Tensor q = contiguous_copy(payload);
+  const std::vector<float> scales = to_f32_vector(scale);
+  const std::int64_t blocks = c.family == Family::int8_block ? ss[2] : 0;
+  Tensor out(DType::f32, x_shape);
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const auto si = static_cast<std::size_t>(scale_index_of(c, x_shape, blocks, i));
+    out.data<float>()[k] = int8_decode(q.data<std::int8_t>()[k], scales[si]);
+  }
+  return out;
+}
+
+}  // namespace qexact::ref

@@ -1,0 +1,59 @@
+// The steps of the int8 contracts (CONTRACTS §3, §4; PRESETS.md int8 presets), shared by the
+// three int8 reference quantizers, which differ only in which elements share a scale
+// (a (b, head, token block), a row, a group). In contract order, all in fp32:
+//   1. amax     = max |x| over the scale's domain
+//   2. s        = max(amax, scale_min) / 127  (before)  or  max(amax / 127, scale_min)  (after)
+//   3. stored   = s as fp32, or f32_to_f16(s) (scale_store)
+//   4. quotient = x / stored | x * fp32(127 / max(amax, scale_min)) | x * fp32(1 / s); a zero
+//                 divisor gives payload 0 for the whole domain
+//   5. q        = int8_encode(quotient, int_rounding, range)  (formats/int8.hpp)
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::ref::int8 {
+
+// The scale denominator of every int8 contract, whatever the range.
+inline constexpr float kQuantMax = 127.0f;
+
+// Step 1, one element at a time: max is exact and independent of order, so any split of a
+// domain into chunks reduces to the same bits.
+float fold_abs_max(float amax, float x);
+
+// Step 2.
+float scale_from_amax(const Contract& c, float amax);
+
+// Step 3: the value the scale tensor holds, as fp32.
+float stored_scale(const Contract& c, float s);
+
+// Step 4: what every element of one domain is divided by or multiplied with.
+struct QuotientOp {
+  enum class Op { zero_payload, divide, multiply };
+  Op op = Op::zero_payload;
+  float operand = 0.0f;
+};
+QuotientOp quotient_for(const Contract& c, float amax, float s);
+
+// Step 5.
+std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x);
+
+// Steps 2-4 for one domain of amax `amax`: writes the stored scale at flat `index` of `scale`
+// and returns the domain's quotient.
+QuotientOp scale_domain(const Contract& c, float amax, Tensor& scale, std::int64_t index);
+
+// Entry checks: the contract is valid and of `family`; every value is finite (else bad_input
+// naming the first offending C-order index as `where(flat)` spells it).
+void check_contract(const Contract& c, Family family);
+void reject_nonfinite(const std::vector<float>& values, const std::string& what,
+                      const std::function<std::string(std::int64_t)>& where);
+
+// Output tensors: i8 payload, f32 or f16 scale (scale_store).
+Tensor new_payload(const Shape& shape);
+Tensor new_scale(const Contract& c, const Shape& shape);
+
+}  // namespace qexact::ref::int8
