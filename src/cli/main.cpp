@@ -1,1 +1,60 @@
-int main() { return 0; }
+// qexact: quantize tensors bit for bit as real hardware and frameworks do.
+//
+// Exit status: 0 on success; 2 for a usage error, bad input or a file problem, with one line
+// "qexact: error: ..." on stderr and no output written; 1 for an internal error. `conform`
+// returns its own status (0 when every byte matched).
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <new>
+
+#include "cli/commands.hpp"
+
+namespace {
+
+constexpr int kBadInput = 2;
+constexpr int kInternalError = 1;
+
+int report(const char* prefix, std::string message, int status) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  std::cerr << "qexact: " << prefix << message << std::endl;
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace qexact::cli;
+  CLI::App app{"qexact: bit-exact quantizers (MX, int8, HiFloat4) and their conformance check", "qexact"};
+  app.set_version_flag("--version", kVersion);
+  // Left to main (not require_subcommand) so that a misspelt command is named in the error.
+  app.require_subcommand(0, 1);
+  Action action;
+  add_presets(app, action);
+  add_quantize(app, action);
+  add_dequantize(app, action);
+  add_fake_quant(app, action);
+  add_hif4_pack(app, action);
+  add_hif4_unpack(app, action);
+  add_conform(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    return report("error: ", e.what(), kBadInput);
+  }
+
+  if (!action) return report("error: ", "a command is required (see `qexact --help`)", kBadInput);
+  try {
+    return action();
+  } catch (const qexact::Error& e) {
+    return report("error: ", e.what(), kBadInput);
+  } catch (const std::filesystem::filesystem_error& e) {
+    return report("error: ", e.what(), kBadInput);
+  } catch (const std::bad_alloc&) {
+    return report("error: ", "out of memory", kBadInput);
+  } catch (const std::exception& e) {
+    return report("internal error: ", e.what(), kInternalError);
+  }
+}

@@ -1,0 +1,59 @@
+// Reading the CLI's inputs: float tensors under --dtype, typed .npy files, JSON.
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "io/npy.hpp"
+
+namespace qexact::cli {
+
+CLI::Option* add_dtype_option(CLI::App& sub, std::string& dtype) {
+  return sub
+      .add_option("--dtype", dtype,
+                  "dtype of the input: f32 ('<f4'), f16 ('<f2') or bf16 (bit patterns in a '<u2' array); "
+                  "default: the file's")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+}
+
+Tensor read_float_input(const std::filesystem::path& path, const std::string& dtype) {
+  const std::string name = path.string();
+  Tensor t = npy::read(path);
+  if (dtype == "bf16") {
+    if (t.dtype() != DType::u16)
+      fail(ErrorKind::bad_argument, name + ": --dtype bf16 reads a '<u2' array of bf16 bit patterns, the file holds " +
+                                        dtype_name(t.dtype()));
+    return npy::reinterpret_u16_as_bf16(t);
+  }
+  if (t.dtype() == DType::u16)
+    fail(ErrorKind::bad_argument,
+         name + ": holds uint16 ('<u2') values; pass --dtype bf16 if they are bf16 bit patterns");
+  if (!is_float_dtype(t.dtype()))
+    fail(ErrorKind::bad_argument, name + ": holds " + dtype_name(t.dtype()) +
+                                      " values; the input must be f32, f16, or bf16 bit patterns ('<u2' with --dtype bf16)");
+  if (!dtype.empty() && t.dtype() != parse_dtype(dtype))
+    fail(ErrorKind::bad_argument,
+         name + ": holds " + dtype_name(t.dtype()) + " values, not the " + dtype + " given by --dtype");
+  return t;
+}
+
+Tensor read_npy_expecting(const std::filesystem::path& path, DType expected) {
+  Tensor t = npy::read(path);
+  if (expected == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
+  if (t.dtype() != expected)
+    fail(ErrorKind::bad_file, path.string() + ": holds " + dtype_name(t.dtype()) + " values, expected " +
+                                  dtype_name(expected));
+  return t;
+}
+
+nlohmann::ordered_json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::io, "cannot open " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail(ErrorKind::io, "cannot read " + path.string());
+  const auto j = nlohmann::ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(ErrorKind::bad_file, path.string() + ": not valid JSON");
+  return j;
+}
+
+}  // namespace qexact::cli

@@ -1,0 +1,47 @@
+// `qexact dequantize DIR --out OUT.npy`: fp32 values of a `qexact quantize` output directory,
+// under the contract meta.json records.
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/quant_meta.hpp"
+#include "io/atomic_file.hpp"
+#include "io/npy.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact::cli {
+namespace {
+
+struct DequantizeOptions {
+  std::string dir;
+  std::string out;
+};
+
+Tensor read_recorded(const std::filesystem::path& path, const TensorMeta& recorded) {
+  Tensor t = read_npy_expecting(path, recorded.dtype);
+  if (t.shape() != recorded.shape)
+    fail(ErrorKind::bad_file, path.string() + ": shape " + shape_str(t.shape()) + " differs from " +
+                                  shape_str(recorded.shape) + " recorded in " + kMetaFile);
+  return t;
+}
+
+int run_dequantize(const DequantizeOptions& o) {
+  const std::filesystem::path dir = o.dir;
+  const QuantMeta meta = meta_from_json(read_json(dir / kMetaFile), (dir / kMetaFile).string());
+  const Tensor payload = read_recorded(dir / kPayloadFile, meta.payload);
+  const Tensor scale = read_recorded(dir / kScaleFile, meta.scale);
+  const Tensor x = dequantize(meta.contract, payload.view(), scale.view(), meta.input.shape);
+  io::write_file_atomic(o.out, npy::encode(x.view()));
+  return 0;
+}
+
+}  // namespace
+
+void add_dequantize(CLI::App& app, Action& action) {
+  auto opts = std::make_shared<DequantizeOptions>();
+  CLI::App* sub = app.add_subcommand("dequantize", "fp32 values of a `qexact quantize` output directory");
+  sub->add_option("dir", opts->dir, "directory written by `qexact quantize`")->required();
+  sub->add_option("--out", opts->out, "output OUT.npy (fp32)")->required();
+  sub->callback([opts, &action] { action = [opts] { return run_dequantize(*opts); }; });
+}
+
+}  // namespace qexact::cli

@@ -1,0 +1,70 @@
+// `qexact quantize --preset NAME [--dtype D] [--param key=value ...] IN.npy --out DIR`:
+// DIR/payload.npy, DIR/scale.npy and DIR/meta.json (quant_meta.hpp), published together.
+#include <memory>
+#include <stdexcept>
+
+#include "cli/commands.hpp"
+#include "cli/quant_meta.hpp"
+#include "io/atomic_file.hpp"
+#include "io/npy.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact::cli {
+namespace {
+
+struct QuantizeOptions {
+  std::string preset;
+  std::string dtype;
+  std::vector<std::string> params;
+  std::string input;
+  std::string out;
+};
+
+void expect_shape(const char* what, const Shape& got, const Shape& expected) {
+  if (got != expected)
+    throw std::logic_error(std::string("the quantizer returned a ") + what + " of shape " + shape_str(got) +
+                           ", the contract gives " + shape_str(expected));
+}
+
+int run_quantize(const QuantizeOptions& o) {
+  const Contract c = make_contract(o.preset, o.params);
+  const Tensor x = read_float_input(o.input, o.dtype);
+  // The shapes the contract gives this input: checks rank and tail before any work, and pins
+  // what the quantizer must return.
+  const Shape payload_shape = qexact::payload_shape(c, x.shape());
+  const Shape scale_shape = qexact::scale_shape(c, x.shape());
+
+  const QuantResult r = quantize(c, x.view());
+  expect_shape("payload", r.payload.shape(), payload_shape);
+  expect_shape("scale", r.scale.shape(), scale_shape);
+
+  QuantMeta meta;
+  meta.contract = c;
+  meta.input = {x.shape(), x.dtype()};
+  meta.payload = {r.payload.shape(), r.payload.dtype()};
+  meta.scale = {r.scale.shape(), r.scale.dtype()};
+  meta.path = r.path;
+
+  io::OutputDir out(o.out);
+  out.add(kPayloadFile, npy::encode(r.payload.view()));
+  out.add(kScaleFile, npy::encode(r.scale.view()));
+  out.add(kMetaFile, meta_to_json(meta));  // last: it describes the others
+  out.publish();
+  return 0;
+}
+
+}  // namespace
+
+void add_quantize(CLI::App& app, Action& action) {
+  auto opts = std::make_shared<QuantizeOptions>();
+  CLI::App* sub = app.add_subcommand("quantize", "Quantize a .npy tensor under a named contract");
+  sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();
+  add_dtype_option(*sub, opts->dtype);
+  sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("input", opts->input, "input tensor IN.npy")->required();
+  sub->add_option("--out", opts->out, "output directory (created if missing)")->required();
+  sub->callback([opts, &action] { action = [opts] { return run_quantize(*opts); }; });
+}
+
+}  // namespace qexact::cli

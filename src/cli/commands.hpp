@@ -1,0 +1,50 @@
+// The qexact command-line tool: one add_* per subcommand (cmd_*.cpp), each registering its
+// options on the CLI11 app and, once its arguments parse, setting the Action main() runs.
+// Commands compute every output before writing any, then publish them atomically (io/); a
+// failure is a qexact::Error that main() prints as one line, with exit status 2.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "qexact/tensor.hpp"
+
+namespace qexact::cli {
+
+// Kept equal to project(VERSION) in CMakeLists.txt unless CMake defines it.
+#ifndef QEXACT_VERSION
+#define QEXACT_VERSION "0.1.0"
+#endif
+inline constexpr const char* kVersion = QEXACT_VERSION;
+
+// The work of the subcommand that parsed; returns the exit status.
+using Action = std::function<int()>;
+
+void add_presets(CLI::App& app, Action& action);
+void add_quantize(CLI::App& app, Action& action);
+void add_dequantize(CLI::App& app, Action& action);
+void add_fake_quant(CLI::App& app, Action& action);
+void add_hif4_pack(CLI::App& app, Action& action);
+void add_hif4_unpack(CLI::App& app, Action& action);
+void add_conform(CLI::App& app, Action& action);
+
+// ---- shared by the commands (cli_io.cpp) ----
+
+// --dtype on the commands that read a float tensor: "" (the file's dtype), "f32", "f16", "bf16".
+CLI::Option* add_dtype_option(CLI::App& sub, std::string& dtype);
+
+// A float input tensor from a .npy file. With --dtype bf16 a '<u2' array is read as bf16 bit
+// patterns; an f32 or f16 array must match --dtype when it is given. Anything else (including a
+// '<u2' array without --dtype bf16) is a bad_argument error naming the file.
+Tensor read_float_input(const std::filesystem::path& path, const std::string& dtype);
+
+// A .npy file of `dir` whose dtype must be `expected` (as recorded in meta.json).
+Tensor read_npy_expecting(const std::filesystem::path& path, DType expected);
+
+// JSON file contents; a missing file is ErrorKind::io, malformed JSON ErrorKind::bad_file.
+nlohmann::ordered_json read_json(const std::filesystem::path& path);
+
+}  // namespace qexact::cli

@@ -1,0 +1,430 @@
+// The qexact command-line tool, run as a process (its path comes from QEXACT_CLI) in a fresh
+// temporary directory. Outputs are compared byte for byte with the library's own results on the
+// same input; bad input must exit 2 with one "qexact: error: " line and leave no output at all.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/npy.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact {
+namespace {
+namespace fs = std::filesystem;
+
+// A directory name of its own for the running test: parallel runs (ctest -j, other build trees)
+// never share one.
+std::string unique_dir_name(const std::string& prefix) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = prefix + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid());
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return name;
+}
+
+struct RunResult {
+  int status = -1;  // the exit status, or -1 when the process did not exit normally
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string encoded(const Tensor& t) {
+  const auto b = npy::encode(t.view());
+  return std::string(b.begin(), b.end());
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Values from a seeded normal distribution (scaled), printed so a failure can be replayed.
+std::vector<float> random_values(std::int64_t n, std::uint32_t seed) {
+  std::cout << "seed " << seed << "\n";
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* cli = std::getenv("QEXACT_CLI");
+    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
+    cli_ = cli;
+    root_ = fs::path(::testing::TempDir()) /
+            unique_dir_name("qexact_cli_");
+    fs::remove_all(root_);
+    fs::create_directories(work());
+    fs::create_directories(root_ / "logs");
+  }
+  void TearDown() override {
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+
+  fs::path work() const { return root_ / "work"; }
+
+  // Runs `qexact ARGS` in work(), capturing stdout and stderr in files outside it.
+  RunResult run(const std::vector<std::string>& args) const {
+    std::string cmd = "cd " + shell_quote(work().string()) + " && " + shell_quote(cli_);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
+    cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string()) + " </dev/null";
+    const int raw = std::system(cmd.c_str());
+    RunResult r;
+    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // Every path under work(), relative to it.
+  std::set<std::string> work_tree() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(work())) out.insert(fs::relative(e.path(), work()).string());
+    return out;
+  }
+
+  void put(const std::string& name, const std::string& bytes) const {
+    std::ofstream(work() / name, std::ios::binary) << bytes;
+  }
+  void put_npy(const std::string& name, const Tensor& t) const { put(name, encoded(t)); }
+  std::string get(const std::string& name) const { return slurp(work() / name); }
+
+  // The command failed as bad input must: status 2, nothing on stdout, exactly one stderr line
+  // "qexact: error: ..." containing `word`, and work() exactly as it was before.
+  void expect_rejected(const std::vector<std::string>& args, const std::string& word) const {
+    const std::set<std::string> before = work_tree();
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    const auto err_lines = lines_of(r.err);
+    ASSERT_EQ(err_lines.size(), 1u) << r.err;
+    EXPECT_EQ(err_lines[0].rfind("qexact: error: ", 0), 0u) << r.err;
+    EXPECT_NE(err_lines[0].find(word), std::string::npos) << "expected '" << word << "' in: " << r.err;
+    EXPECT_EQ(work_tree(), before);
+  }
+
+  std::string cli_;
+  fs::path root_;
+};
+
+// ---- presets --------------------------------------------------------------------------------
+
+TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionAndParameters) {
+  const RunResult r = run({"presets"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto lines = lines_of(r.out);
+  for (const std::string& name : preset_names()) {
+    SCOPED_TRACE(name);
+    std::string params_line;
+    for (const auto& [key, value] : params(make_preset(name))) params_line += " " + key + "=" + value;
+    bool found = false;
+    for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
+      if (lines[i] != name + "  " + preset_description(name)) continue;
+      found = true;
+      EXPECT_EQ(lines[i + 1], "   " + params_line);
+    }
+    EXPECT_TRUE(found) << r.out;
+  }
+  EXPECT_EQ(lines.size(), 2 * preset_names().size());
+}
+
+// ---- quantize / dequantize round trips -------------------------------------------------------
+
+struct QuantCase {
+  const char* name;
+  const char* preset;
+  std::vector<std::string> params;
+  DType dtype;
+  Shape shape;
+};
+
+class CliQuantize : public CliTest, public ::testing::WithParamInterface<QuantCase> {};
+
+TEST_P(CliQuantize, OutputsEqualTheLibrarysBytes) {
+  const QuantCase& q = GetParam();
+  const Contract c = make_contract(q.preset, q.params);
+  const Tensor x = from_f32_vector(random_values(shape_numel(q.shape), 1234), q.shape, q.dtype);
+  put_npy("in.npy", x);
+
+  std::vector<std::string> args = {"quantize", "--preset", q.preset};
+  for (const auto& p : q.params) args.insert(args.end(), {"--param", p});
+  if (q.dtype == DType::bf16) args.insert(args.end(), {"--dtype", "bf16"});
+  args.insert(args.end(), {"in.npy", "--out", "nested/q"});
+  const RunResult r = run(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(work_tree(), (std::set<std::string>{"in.npy", "nested", "nested/q", "nested/q/payload.npy",
+                                                "nested/q/scale.npy", "nested/q/meta.json"}));
+
+  const QuantResult expected = quantize(c, x.view());
+  EXPECT_EQ(get("nested/q/payload.npy"), encoded(expected.payload));
+  EXPECT_EQ(get("nested/q/scale.npy"), encoded(expected.scale));
+
+  const auto meta = nlohmann::json::parse(get("nested/q/meta.json"));
+  EXPECT_EQ(meta.at("preset"), q.preset);
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [key, value] : qexact::params(c)) params[key] = value;
+  EXPECT_EQ(meta.at("params"), params);
+  EXPECT_EQ(meta.at("input").at("shape").get<Shape>(), q.shape);
+  EXPECT_EQ(meta.at("input").at("dtype"), dtype_name(q.dtype));
+  EXPECT_EQ(meta.at("payload").at("shape").get<Shape>(), expected.payload.shape());
+  EXPECT_EQ(meta.at("payload").at("dtype"), dtype_name(expected.payload.dtype()));
+  EXPECT_EQ(meta.at("scale").at("shape").get<Shape>(), expected.scale.shape());
+  EXPECT_EQ(meta.at("scale").at("dtype"), dtype_name(expected.scale.dtype()));
+  EXPECT_EQ(meta.at("path"), expected.path);
+  EXPECT_FALSE(meta.at("qexact_version").get<std::string>().empty());
+
+  const RunResult d = run({"dequantize", "nested/q", "--out", "x.npy"});
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_EQ(d.err, "");
+  EXPECT_EQ(get("x.npy"), encoded(dequantize(c, expected.payload.view(), expected.scale.view(), q.shape)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, CliQuantize,
+    ::testing::Values(QuantCase{"int8_token_f32", "int8.token.blaze", {}, DType::f32, {4, 64}},
+                      QuantCase{"int8_token_scale_min", "int8.token.blaze", {"scale_min=0.5", "range=128"},
+                                DType::f32, {3, 5}},
+                      QuantCase{"int8_block_f16", "int8.block.ascend", {}, DType::f16, {1, 70, 2, 8}},
+                      QuantCase{"q8_0_f16_scale", "q8_0.ggml", {}, DType::f32, {2, 64}},
+                      QuantCase{"mxfp8_ascend_bf16", "mxfp8.ascend", {}, DType::bf16, {3, 40}},
+                      QuantCase{"mxfp4_block16", "mx.ocp.e2m1", {"block=16"}, DType::f32, {2, 3, 36}},
+                      QuantCase{"mxfp8_te_padded", "mxfp8.te", {}, DType::f32, {5, 64}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(CliTest, QuantizeIntoAnExistingDirectoryReplacesItsFiles) {
+  const Tensor x = from_f32_vector(random_values(2 * 32, 77), {2, 32}, DType::f32);
+  put_npy("in.npy", x);
+  fs::create_directories(work() / "q");
+  put("q/payload.npy", "stale");
+  put("q/notes.txt", "mine");
+  const RunResult r = run({"quantize", "--preset", "mx.ocp", "in.npy", "--out", "q"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(work_tree(),
+            (std::set<std::string>{"in.npy", "q", "q/payload.npy", "q/scale.npy", "q/meta.json", "q/notes.txt"}));
+  EXPECT_EQ(get("q/payload.npy"), encoded(quantize(make_contract("mx.ocp"), x.view()).payload));
+  EXPECT_EQ(get("q/notes.txt"), "mine");
+}
+
+// ---- HiFloat4 --------------------------------------------------------------------------------
+
+TEST_F(CliTest, FakeQuantKeepsBf16AndEqualsTheLibrary) {
+  const Tensor x = from_f32_vector(random_values(3 * 128, 99), {3, 128}, DType::bf16);
+  put_npy("in.npy", x);
+  const RunResult r = run({"fake-quant", "--preset", "hif4", "--dtype", "bf16", "in.npy", "--out", "y.npy"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Tensor expected = hifloat4_fake_quant(x.view(), -1);
+  ASSERT_EQ(expected.dtype(), DType::bf16);
+  EXPECT_EQ(get("y.npy"), encoded(expected));
+  EXPECT_NE(get("y.npy").find("'descr': '<u2'"), std::string::npos);
+}
+
+TEST_F(CliTest, FakeQuantAlongQdim) {
+  const Tensor x = from_f32_vector(random_values(64 * 3, 5), {64, 3}, DType::f16);
+  put_npy("in.npy", x);
+  const RunResult r = run({"fake-quant", "--preset", "hif4", "--qdim", "0", "in.npy", "--out", "y.npy"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(get("y.npy"), encoded(hifloat4_fake_quant(x.view(), 0)));
+}
+
+TEST_F(CliTest, Hif4PackAndUnpackEqualTheLibrary) {
+  const Tensor x = from_f32_vector(random_values(2 * 128, 8), {2, 128}, DType::f32);
+  put_npy("in.npy", x);
+  const RunResult p = run({"hif4-pack", "in.npy", "--out", "packed"});
+  ASSERT_EQ(p.status, 0) << p.err;
+  const Hif4Packed expected = hif4_pack(x.view());
+  EXPECT_EQ(work_tree(), (std::set<std::string>{"in.npy", "packed", "packed/scale.npy", "packed/value.npy"}));
+  EXPECT_EQ(get("packed/scale.npy"), encoded(expected.scale));
+  EXPECT_EQ(get("packed/value.npy"), encoded(expected.value));
+
+  const RunResult u = run({"hif4-unpack", "packed", "--out", "x.npy"});
+  ASSERT_EQ(u.status, 0) << u.err;
+  EXPECT_EQ(get("x.npy"), encoded(hif4_unpack(expected.scale.view(), expected.value.view())));
+}
+
+// ---- conform ---------------------------------------------------------------------------------
+
+TEST_F(CliTest, ConformRunsWithTheGivenSeedAndPasses) {
+  const RunResult r = run({"conform", "--seed", "7"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("seed 7\n"), std::string::npos) << r.out;
+  EXPECT_TRUE(work_tree().empty());
+}
+
+TEST_F(CliTest, ConformWithoutArgumentsUsesTheDefaultSeed) {
+  const RunResult r = run({"conform"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("seed 20261130\n"), std::string::npos) << r.out;
+}
+
+// ---- usage -----------------------------------------------------------------------------------
+
+TEST_F(CliTest, HelpAndVersionExitZero) {
+  const RunResult h = run({"--help"});
+  EXPECT_EQ(h.status, 0);
+  for (const char* sub : {"presets", "quantize", "dequantize", "fake-quant", "hif4-pack", "hif4-unpack", "conform"})
+    EXPECT_NE(h.out.find(sub), std::string::npos) << sub;
+  const RunResult v = run({"--version"});
+  EXPECT_EQ(v.status, 0);
+  EXPECT_FALSE(v.out.empty());
+}
+
+// ---- bad input: exit 2, one line, no output --------------------------------------------------
+
+class CliRejects : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (IsSkipped()) return;
+    put_npy("x.npy", from_f32_vector(random_values(4 * 64, 3), {4, 64}, DType::f32));
+  }
+};
+
+TEST_F(CliRejects, MalformedNpy) {
+  put("bad.npy", "this is not an npy file");
+  expect_rejected({"quantize", "--preset", "mx.ocp", "bad.npy", "--out", "q"}, "bad magic");
+}
+
+TEST_F(CliRejects, TruncatedNpy) {
+  const std::string whole = get("x.npy");
+  put("cut.npy", whole.substr(0, whole.size() - 3));
+  expect_rejected({"quantize", "--preset", "mx.ocp", "cut.npy", "--out", "q"}, "truncated data");
+}
+
+TEST_F(CliRejects, MissingInput) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "nope.npy", "--out", "q"}, "nope.npy");
+}
+
+TEST_F(CliRejects, NonFloatInput) {
+  put_npy("u1.npy", Tensor(DType::u8, {4, 64}));
+  expect_rejected({"quantize", "--preset", "mx.ocp", "u1.npy", "--out", "q"}, "holds u8 values");
+}
+
+TEST_F(CliRejects, U16WithoutDtypeBf16) {
+  put_npy("u2.npy", Tensor(DType::u16, {4, 64}));
+  expect_rejected({"quantize", "--preset", "mx.ocp", "u2.npy", "--out", "q"}, "--dtype bf16");
+}
+
+TEST_F(CliRejects, DtypeMismatch) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "--dtype", "bf16", "x.npy", "--out", "q"}, "'<u2'");
+  expect_rejected({"quantize", "--preset", "mx.ocp", "--dtype", "f16", "x.npy", "--out", "q"}, "not the f16");
+}
+
+TEST_F(CliRejects, UnknownDtypeName) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "--dtype", "f8", "x.npy", "--out", "q"}, "--dtype");
+}
+
+TEST_F(CliRejects, WrongRankForInt8Block) {
+  expect_rejected({"quantize", "--preset", "int8.block.ascend", "x.npy", "--out", "q"}, "(B, S, N, D)");
+}
+
+TEST_F(CliRejects, TailRejectPresetWithKNotAMultipleOf32) {
+  put_npy("k40.npy", from_f32_vector(random_values(4 * 40, 4), {4, 40}, DType::f32));
+  expect_rejected({"quantize", "--preset", "mxfp8.torchao.floor", "k40.npy", "--out", "q"}, "tail=reject");
+}
+
+TEST_F(CliRejects, NaNForInt8TokenNamesRowAndColumn) {
+  std::vector<float> v = random_values(3 * 8, 6);
+  v[1 * 8 + 2] = std::numeric_limits<float>::quiet_NaN();
+  put_npy("nan.npy", from_f32_vector(v, {3, 8}, DType::f32));
+  expect_rejected({"quantize", "--preset", "int8.token.blaze", "nan.npy", "--out", "q"}, "row 1, column 2");
+}
+
+TEST_F(CliRejects, UnknownPreset) {
+  expect_rejected({"quantize", "--preset", "mxfp9", "x.npy", "--out", "q"}, "unknown preset 'mxfp9'");
+}
+
+TEST_F(CliRejects, UnknownParameter) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "--param", "colour=blue", "x.npy", "--out", "q"},
+                  "unknown parameter 'colour'");
+}
+
+TEST_F(CliRejects, ParameterOfAnotherFamily) {
+  expect_rejected({"quantize", "--preset", "int8.token.blaze", "--param", "block=16", "x.npy", "--out", "q"},
+                  "block");
+}
+
+TEST_F(CliRejects, ParamWithoutEquals) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "--param", "block", "x.npy", "--out", "q"}, "key=value");
+}
+
+TEST_F(CliRejects, MissingRequiredOption) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "x.npy"}, "--out");
+  expect_rejected({"quantize", "x.npy", "--out", "q"}, "--preset");
+}
+
+TEST_F(CliRejects, NoSubcommandOrAnUnknownOne) {
+  expect_rejected({}, "a command is required");
+  expect_rejected({"quantise", "x.npy"}, "quantise");
+}
+
+TEST_F(CliRejects, OutputDirectoryIsARegularFile) {
+  put("q", "a file");
+  expect_rejected({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "q"}, "not a directory");
+}
+
+TEST_F(CliRejects, FakeQuantWithANonHif4Preset) {
+  expect_rejected({"fake-quant", "--preset", "mx.ocp", "x.npy", "--out", "y.npy"}, "hif4 preset");
+}
+
+TEST_F(CliRejects, DequantizeWithoutMeta) {
+  fs::create_directories(work() / "empty");
+  expect_rejected({"dequantize", "empty", "--out", "y.npy"}, "meta.json");
+}
+
+TEST_F(CliRejects, DequantizeWithMalformedMeta) {
+  fs::create_directories(work() / "q");
+  put("q/meta.json", "{\"preset\": \"mx.ocp\"");
+  expect_rejected({"dequantize", "q", "--out", "y.npy"}, "not valid JSON");
+  put("q/meta.json", "{\"preset\": \"mx.ocp\", \"params\": {}}");
+  expect_rejected({"dequantize", "q", "--out", "y.npy"}, "missing \"path\"");
+  put("q/meta.json", "[1, 2]");
+  expect_rejected({"dequantize", "q", "--out", "y.npy"}, "not an object");
+}
+
+TEST_F(CliRejects, Hif4UnpackWithoutItsFiles) {
+  fs::create_directories(work() / "packed");
+  expect_rejected({"hif4-unpack", "packed", "--out", "y.npy"}, "scale.npy");
+}
+
+TEST_F(CliRejects, ConformWithABadSeed) {
+  expect_rejected({"conform", "--seed", "twelve"}, "--seed");
+}
+
+}  // namespace
+}  // namespace qexact
