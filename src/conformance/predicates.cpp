@@ -1,0 +1,608 @@
+#include "conformance/predicates.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
+
+namespace qexact::conformance {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+// floor(log2 a) of a finite a > 0, exact for normal and subnormal values.
+int floor_log2(float a) {
+  int e = 0;
+  std::frexp(a, &e);
+  return e - 1;
+}
+
+bool is_pow2(float a) {
+  int e = 0;
+  return a > 0.0f && std::isfinite(a) && std::frexp(a, &e) == 0.5f;
+}
+
+// The input as the contract sees it.
+struct Input {
+  std::vector<float> raw;  // as stored, C order
+  std::vector<float> v;    // as quantized: bf16(x) for MX contracts with prequant_round = bf16
+  Groups groups;
+  Shape shape;
+  DType dtype;
+};
+
+Input read_input(const Contract& c, const TensorView& x) {
+  Input in{to_f32_vector(x), {}, Groups(c, x.shape), x.shape, x.dtype};
+  in.v = in.raw;
+  if (c.family == Family::mx && c.prequant == Prequant::bf16)
+    for (float& f : in.v) f = round_bf16(f);
+  return in;
+}
+
+float value(const Input& in, std::int64_t g, std::int64_t i) {
+  return in.v[static_cast<std::size_t>(in.groups.member(g, i))];
+}
+
+// max |x| over the group's finite elements (0 when there are none).
+float group_amax(const Input& in, std::int64_t g) {
+  float m = 0.0f;
+  for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+    const float a = std::fabs(value(in, g, i));
+    if (std::isfinite(a) && a > m) m = a;
+  }
+  return m;
+}
+
+template <class Pred>
+std::int64_t count_groups(const Input& in, Pred&& pred) {
+  std::int64_t n = 0;
+  for (std::int64_t g = 0; g < in.groups.count(); ++g)
+    if (in.groups.size(g) > 0 && pred(g)) ++n;
+  return n;
+}
+
+template <class Pred>
+std::int64_t count_elements(const Input& in, Pred&& pred) {
+  std::int64_t n = 0;
+  for (std::int64_t g = 0; g < in.groups.count(); ++g)
+    for (std::int64_t i = 0; i < in.groups.size(g); ++i)
+      if (pred(g, i)) ++n;
+  return n;
+}
+
+// ---- scales: observed from a quantizer's output, or nominal --------------------------------
+
+std::optional<double> mx_scale(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
+  if (obs.quant) {
+    const Tensor& s = obs.quant->scale;
+    const std::int64_t k = in.shape.back();
+    const std::int64_t per_row = ceil_div(k, c.block);
+    const std::int64_t off = mx_scale_offset(c, per_row, g / per_row, g % per_row);
+    if (s.dtype() != DType::u8 || off >= s.numel()) return std::nullopt;
+    const int byte = s.data<std::uint8_t>()[off];
+    if (byte == 0 || byte == 255) return std::nullopt;  // flushed / clamped groups and NaN scales
+    return std::ldexp(1.0, byte - 127);
+  }
+  const float amax = group_amax(in, g);
+  if (!(amax > 0.0f)) return std::nullopt;
+  return std::ldexp(1.0, std::clamp(floor_log2(amax) - elem_traits(c.element).emax, -127, 127));
+}
+
+std::optional<double> int8_scale(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
+  float s = 0.0f;
+  if (obs.quant) {
+    const Tensor& t = obs.quant->scale;
+    if (g >= t.numel()) return std::nullopt;
+    if (t.dtype() == DType::f32) s = t.data<float>()[g];
+    else if (t.dtype() == DType::f16) s = f16_to_f32(t.data<std::uint16_t>()[g]);
+    else return std::nullopt;
+  } else {
+    s = int8_nominal_scale(c, group_amax(in, g));
+  }
+  if (!(s > 0.0f) || !std::isfinite(s)) return std::nullopt;
+  return s;
+}
+
+// The HiF4 block's E6M2 scale, its bf16 reciprocal and the micro-exponent bits.
+struct Hif4Grid {
+  float scale = 0.0f;
+  float rec = 0.0f;
+  int d8[8] = {};
+  int d4[16] = {};
+};
+
+std::optional<Hif4Grid> hif4_grid(const Input& in, const Observed& obs, std::int64_t g) {
+  if (in.groups.size(g) != 64) return std::nullopt;
+  Hif4Grid grid;
+  if (obs.hif4) {
+    const Tensor& s = obs.hif4->scale;
+    if (s.dtype() != DType::u8 || (g + 1) * 4 > s.numel()) return std::nullopt;
+    const std::uint8_t* b = s.data<std::uint8_t>() + g * 4;
+    if (b[0] == 0xFF) return std::nullopt;  // non-finite block
+    grid.scale = std::ldexp(static_cast<float>((b[0] & 3) + 4), (b[0] >> 2) - 48 - 2);
+    for (int k = 0; k < 8; ++k) grid.d8[k] = (b[1] >> (7 - k)) & 1;
+    for (int j = 0; j < 16; ++j) grid.d4[j] = j < 8 ? (b[2] >> (7 - j)) & 1 : (b[3] >> (15 - j)) & 1;
+    grid.rec = round_bf16(1.0f / grid.scale);
+    return grid;
+  }
+  float max8[8] = {}, max4[16] = {};
+  for (std::int64_t i = 0; i < 64; ++i) {
+    const float a = std::fabs(value(in, g, i));
+    if (!std::isfinite(a)) return std::nullopt;  // non-finite block: NaN output, no grid
+    max8[i / 8] = std::max(max8[i / 8], a);
+    max4[i / 4] = std::max(max4[i / 4], a);
+  }
+  const float block_max = *std::max_element(max8, max8 + 8);
+  float sf = round_bf16(block_max * 0.142578125f);
+  sf = std::clamp(sf, 0x1p-48f, 49152.0f);
+  int e = floor_log2(sf);
+  const float t = std::ldexp(sf, 2 - e);  // in [4, 8), exact
+  const float fl = std::floor(t);
+  const float frac = t - fl;
+  int m = static_cast<int>(fl);
+  if (frac > 0.5f || (frac == 0.5f && m % 2 == 1)) ++m;
+  if (m == 8) {
+    m = 4;
+    ++e;
+  }
+  grid.scale = std::ldexp(static_cast<float>(m), e - 2);
+  grid.rec = round_bf16(1.0f / grid.scale);
+  for (int k = 0; k < 8; ++k) grid.d8[k] = max8[k] * grid.rec >= 4.0f ? 1 : 0;
+  for (int j = 0; j < 16; ++j) grid.d4[j] = (max4[j] * grid.rec) * std::ldexp(1.0f, -grid.d8[j / 2]) >= 2.0f ? 1 : 0;
+  return grid;
+}
+
+// mant of §5: the element on the 0.25 grid of its sub-group, before rounding.
+float hif4_mant(const Hif4Grid& grid, float a, std::int64_t i) {
+  const int shift = grid.d8[i / 8] + grid.d4[i / 4];
+  return round_bf16((a * grid.rec) * std::ldexp(1.0f, -shift));
+}
+
+template <class ElementPred>
+std::int64_t count_hif4(const Input& in, const Observed& obs, ElementPred&& pred) {
+  std::int64_t n = 0;
+  for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+    const std::optional<Hif4Grid> grid = hif4_grid(in, obs, g);
+    if (!grid) continue;
+    for (std::int64_t i = 0; i < 64; ++i) n += pred(hif4_mant(*grid, std::fabs(value(in, g, i)), i)) ? 1 : 0;
+  }
+  return n;
+}
+
+bool is_midpoint(const std::vector<float>& table, double y) {
+  const auto hi = std::upper_bound(table.begin(), table.end(), y);
+  if (hi == table.begin() || hi == table.end()) return false;
+  const double lo = *(hi - 1);
+  return y > lo && y == (lo + static_cast<double>(*hi)) / 2.0;
+}
+
+// |x| == (n + 1/2) * s exactly; (n + 1/2) has few bits and s 24, so the product is exact.
+bool is_half_integer_multiple(double a, double s) {
+  const double t = a / s;
+  if (!(t < 0x1p20)) return false;
+  return a == (std::floor(t) + 0.5) * s;
+}
+
+Predicate make(const std::string& name, const std::string& description,
+               std::function<std::int64_t(const Contract&, const Input&, const Observed&)> f) {
+  return Predicate{name, description, 1,
+                   [f = std::move(f)](const Contract& c, const TensorView& x, const Observed& obs) {
+                     return f(c, read_input(c, x), obs);
+                   }};
+}
+
+}  // namespace
+
+// ---- Groups ----------------------------------------------------------------------------
+
+Groups::Groups(const Contract& c, const Shape& shape) : shape_(shape) {
+  if (shape.empty()) return;
+  if (c.family == Family::int8_block) {
+    if (shape.size() != 4 || c.token_block < 1) return;
+    blocked_tokens_ = true;
+    len_ = c.token_block;
+    per_row_ = ceil_div(shape[1], len_);
+    count_ = shape[0] * shape[2] * per_row_;
+    return;
+  }
+  const std::int64_t k = shape.back();
+  switch (c.family) {
+    case Family::mx: len_ = c.block; break;
+    case Family::int8_group: len_ = c.group; break;
+    case Family::hif4: len_ = 64; break;
+    case Family::int8_token: len_ = k; break;
+    case Family::int8_block: break;
+  }
+  if (k <= 0 || len_ <= 0) return;
+  per_row_ = ceil_div(k, len_);
+  count_ = shape_numel(shape) / k * per_row_;
+}
+
+std::int64_t Groups::size(std::int64_t g) const {
+  const std::int64_t j = g % per_row_;
+  if (blocked_tokens_) return std::min(len_, shape_[1] - j * len_) * shape_[3];
+  return std::min(len_, shape_.back() - j * len_);
+}
+
+std::int64_t Groups::member(std::int64_t g, std::int64_t i) const {
+  const std::int64_t j = g % per_row_;
+  if (blocked_tokens_) {
+    const std::int64_t s_len = shape_[1], heads = shape_[2], d_len = shape_[3];
+    const std::int64_t b = g / (heads * per_row_), head = (g / per_row_) % heads;
+    const std::int64_t s = j * len_ + i / d_len, d = i % d_len;
+    return ((b * s_len + s) * heads + head) * d_len + d;
+  }
+  return (g / per_row_) * shape_.back() + j * len_ + i;
+}
+
+std::int64_t mx_scale_offset(const Contract& c, std::int64_t groups_per_row, std::int64_t row, std::int64_t g) {
+  switch (c.layout) {
+    case ScaleLayout::pairs: return row * 2 * ceil_div(groups_per_row, 2) + g;
+    case ScaleLayout::rowmajor: return row * groups_per_row + g;
+    case ScaleLayout::padded: return row * round_up(groups_per_row, 4) + g;
+    case ScaleLayout::swizzled: {
+      // 128 x 4 tiles, row-block-major; entry (r, c) of a tile at (r % 32) * 16 + (r / 32) * 4 + c.
+      const std::int64_t tile = (row / 128) * (round_up(groups_per_row, 4) / 4) + g / 4;
+      const std::int64_t r = row % 128;
+      return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + g % 4;
+    }
+  }
+  return row * groups_per_row + g;
+}
+
+int working_fraction_bits(const Contract& c, DType input) {
+  if ((c.family == Family::mx && c.prequant == Prequant::bf16) || input == DType::bf16) return 7;
+  return input == DType::f16 ? 10 : 23;
+}
+
+float top_code(const Contract& c) {
+  switch (c.family) {
+    case Family::mx: return elem_traits(c.element).max;
+    case Family::hif4: return 7.0f;
+    default: return 127.0f;
+  }
+}
+
+float int8_nominal_scale(const Contract& c, float amax) {
+  const float qmax = 127.0f;
+  float s = c.scale_mode == ScaleMode::before ? std::max(amax, c.scale_min) / qmax
+                                              : std::max(amax / qmax, c.scale_min);
+  if (c.scale_store == ScaleStore::f16) s = round_f16(s);
+  return s;
+}
+
+// ---- predicates --------------------------------------------------------------------------
+
+Predicate all_equal() {
+  return make("all_equal", "groups whose elements all equal the tensor's first element",
+              [](const Contract&, const Input& in, const Observed&) -> std::int64_t {
+                if (in.v.empty()) return 0;
+                const float first = in.v[0];
+                return count_groups(in, [&](std::int64_t g) {
+                  for (std::int64_t i = 0; i < in.groups.size(g); ++i)
+                    if (!(value(in, g, i) == first)) return false;
+                  return true;
+                });
+              });
+}
+
+Predicate exact_ties() {
+  return make(
+      "exact_ties",
+      "elements whose x / decoded scale lies exactly on the midpoint of two adjacent representable values "
+      "(int8: n + 1/2; HiF4: mant on the midpoints of its 0.25 grid)",
+      [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
+        switch (c.family) {
+          case Family::mx: {
+            const std::vector<float>& table = elem_value_table(c.element);
+            std::int64_t n = 0;
+            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+              const std::optional<double> s = mx_scale(c, in, obs, g);
+              if (!s) continue;
+              for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+                const double a = std::fabs(value(in, g, i));
+                n += std::isfinite(a) && is_midpoint(table, a / *s) ? 1 : 0;
+              }
+            }
+            return n;
+          }
+          case Family::hif4:
+            return count_hif4(in, obs, [](float mant) {
+              const float q = mant * 4.0f;
+              return q - std::floor(q) == 0.5f && std::floor(q) <= 6.0f;
+            });
+          default: {
+            std::int64_t n = 0;
+            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+              const std::optional<double> s = int8_scale(c, in, obs, g);
+              if (!s) continue;
+              for (std::int64_t i = 0; i < in.groups.size(g); ++i)
+                n += is_half_integer_multiple(std::fabs(value(in, g, i)), *s) ? 1 : 0;
+            }
+            return n;
+          }
+        }
+      });
+}
+
+Predicate amax_pow2() {
+  return make("amax_pow2", "groups whose amax is exactly 2^k",
+              [](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) { return is_pow2(group_amax(in, g)); });
+              });
+}
+
+Predicate amax_above_pow2() {
+  return make("amax_above_pow2",
+              "groups whose amax is the next value above 2^k in the working precision (bf16 when the contract or "
+              "input is bf16, else the input's)",
+              [](const Contract& c, const Input& in, const Observed&) {
+                const int p = working_fraction_bits(c, in.dtype);
+                return count_groups(in, [&](std::int64_t g) {
+                  const float a = group_amax(in, g);
+                  if (!(a >= 0x1p-126f)) return false;
+                  return a == std::ldexp(1.0f + std::ldexp(1.0f, -p), floor_log2(a));
+                });
+              });
+}
+
+Predicate all_zero_groups() {
+  return make("all_zero", "groups whose elements are all zero",
+              [](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) {
+                  for (std::int64_t i = 0; i < in.groups.size(g); ++i)
+                    if (value(in, g, i) != 0.0f) return false;
+                  return true;
+                });
+              });
+}
+
+Predicate all_negative_groups() {
+  return make("all_negative", "groups whose elements are all < 0",
+              [](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) {
+                  for (std::int64_t i = 0; i < in.groups.size(g); ++i)
+                    if (!(value(in, g, i) < 0.0f)) return false;
+                  return true;
+                });
+              });
+}
+
+Predicate big_small_mix() {
+  return make("big_small_mix", "groups whose max |x| is at least 2^16 times their smallest non-zero |x|",
+              [](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) {
+                  float lo = INFINITY;
+                  for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+                    const float a = std::fabs(value(in, g, i));
+                    if (a > 0.0f && a < lo) lo = a;
+                  }
+                  return std::isfinite(lo) && static_cast<double>(group_amax(in, g)) >= 0x1p16 * lo;
+                });
+              });
+}
+
+Predicate bf16_subnormals() {
+  return make("bf16_subnormal", "elements that are non-zero bf16 subnormals (0 < |x| < 2^-126, bf16-exact)",
+              [](const Contract&, const Input& in, const Observed&) {
+                return static_cast<std::int64_t>(std::count_if(in.raw.begin(), in.raw.end(), [](float x) {
+                  const float a = std::fabs(x);
+                  return a > 0.0f && a < 0x1p-126f && round_bf16(x) == x;
+                }));
+              });
+}
+
+Predicate elements_equal(const std::string& name, float magnitude) {
+  char desc[96];
+  std::snprintf(desc, sizeof desc, "elements with |x| == %g as stored in the input's dtype", magnitude);
+  return make(name, desc, [magnitude](const Contract& c, const Input& in, const Observed&) -> std::int64_t {
+    float m = in.dtype == DType::bf16 ? round_bf16(magnitude) : in.dtype == DType::f16 ? round_f16(magnitude) : magnitude;
+    if (c.family == Family::mx && c.prequant == Prequant::bf16) m = round_bf16(m);
+    if (m == 0.0f) return 0;
+    return std::count_if(in.v.begin(), in.v.end(), [m](float x) { return std::fabs(x) == m; });
+  });
+}
+
+Predicate group_amax_equals(const std::string& name, float amax) {
+  char desc[96];
+  std::snprintf(desc, sizeof desc, "groups whose amax is exactly %a", static_cast<double>(amax));
+  return make(name, desc, [amax](const Contract&, const Input& in, const Observed&) {
+    return count_groups(in, [&](std::int64_t g) { return group_amax(in, g) == amax; });
+  });
+}
+
+const char* non_finite_name(NonFinite k) {
+  switch (k) {
+    case NonFinite::pos_inf: return "pos_inf";
+    case NonFinite::neg_inf: return "neg_inf";
+    case NonFinite::nan: return "nan";
+  }
+  return "?";
+}
+
+const char* position_name(Position p) {
+  switch (p) {
+    case Position::first: return "first";
+    case Position::middle: return "middle";
+    case Position::last: return "last";
+  }
+  return "?";
+}
+
+Predicate non_finite_at(NonFinite kind, Position pos) {
+  const std::string what = kind == NonFinite::pos_inf ? "+inf" : kind == NonFinite::neg_inf ? "-inf" : "NaN";
+  const std::string where = pos == Position::first ? "first (index 0)"
+                            : pos == Position::middle ? "middle (index n/2)"
+                                                      : "last (index n-1)";
+  return make(std::string(non_finite_name(kind)) + "_" + position_name(pos),
+              "groups with " + what + " at their " + where + " position",
+              [kind, pos](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) {
+                  const std::int64_t n = in.groups.size(g);
+                  const std::int64_t i = pos == Position::first ? 0 : pos == Position::middle ? n / 2 : n - 1;
+                  const float x = in.raw[static_cast<std::size_t>(in.groups.member(g, i))];
+                  switch (kind) {
+                    case NonFinite::pos_inf: return std::isinf(x) && x > 0.0f;
+                    case NonFinite::neg_inf: return std::isinf(x) && x < 0.0f;
+                    case NonFinite::nan: return std::isnan(x);
+                  }
+                  return false;
+                });
+              });
+}
+
+Predicate saturation() {
+  return make(
+      "saturation",
+      "elements past the largest code: MX |x| / 2^(floor(log2 amax) - emax) > element max (the band the floor "
+      "scale saturates); int8 |x| / scale > 127; HiF4 codes clamped to 7",
+      [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
+        switch (c.family) {
+          case Family::mx: {
+            const ElemTraits& t = elem_traits(c.element);
+            std::int64_t n = 0;
+            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+              const float amax = group_amax(in, g);
+              if (!(amax > 0.0f)) continue;
+              const int shift = floor_log2(amax) - t.emax;
+              for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+                const double a = std::fabs(value(in, g, i));
+                n += std::isfinite(a) && std::ldexp(a, -shift) > t.max ? 1 : 0;
+              }
+            }
+            return n;
+          }
+          case Family::hif4:
+            return count_hif4(in, obs, [](float mant) { return std::floor(mant * 4.0f + 0.5f) > 7.0f; });
+          default: {
+            std::int64_t n = 0;
+            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+              const std::optional<double> s = int8_scale(c, in, obs, g);
+              if (!s) continue;
+              for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+                const double a = std::fabs(value(in, g, i));
+                n += std::isfinite(a) && a > 127.0 * *s ? 1 : 0;
+              }
+            }
+            return n;
+          }
+        }
+      });
+}
+
+Predicate tail() {
+  return make("tail",
+              "partial groups: MX, int8.group, HiF4 rows with K % group != 0; int8.block (b, head) with "
+              "S % token_block != 0; int8.token rows with Q % 16 != 0 (a partial SIMD vector)",
+              [](const Contract& c, const Input& in, const Observed&) -> std::int64_t {
+                const Shape& s = in.shape;
+                if (s.empty()) return 0;
+                if (c.family == Family::int8_block)
+                  return s.size() == 4 && s[1] % c.token_block != 0 ? s[0] * s[2] : 0;
+                const std::int64_t k = s.back();
+                if (k <= 0) return 0;
+                const std::int64_t rows = shape_numel(s) / k;
+                const std::int64_t len = c.family == Family::mx           ? c.block
+                                         : c.family == Family::int8_group ? c.group
+                                         : c.family == Family::hif4       ? 64
+                                                                          : 16;
+                return k % len != 0 ? rows : 0;
+              });
+}
+
+Predicate max_outside_first_vector() {
+  return make("max_outside_first16",
+              "groups whose (first) max |x| lies outside their first 16 elements (first n/2 for groups of <= 16)",
+              [](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) {
+                  const std::int64_t n = in.groups.size(g);
+                  const std::int64_t threshold = n > 16 ? 16 : n / 2;
+                  std::int64_t arg = 0;
+                  float best = 0.0f;
+                  for (std::int64_t i = 0; i < n; ++i) {
+                    const float a = std::fabs(value(in, g, i));
+                    if (std::isfinite(a) && a > best) {
+                      best = a;
+                      arg = i;
+                    }
+                  }
+                  return best > 0.0f && arg >= threshold;
+                });
+              });
+}
+
+Predicate scale_marker() {
+  return make(
+      "scale_marker",
+      "MX groups whose amax 2^(emax + k) has a k no other group has, and (with a result) whose scale byte "
+      "127 + k sits at the group's flat offset in the contract's scale layout",
+      [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
+        if (c.family != Family::mx || in.groups.count() == 0) return 0;
+        const int emax = elem_traits(c.element).emax;
+        std::map<int, int> uses;
+        for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+          const float a = group_amax(in, g);
+          if (is_pow2(a)) ++uses[floor_log2(a) - emax];
+        }
+        const std::int64_t per_row = ceil_div(in.shape.back(), c.block);
+        return count_groups(in, [&](std::int64_t g) {
+          const float a = group_amax(in, g);
+          if (!is_pow2(a)) return false;
+          const int k = floor_log2(a) - emax;
+          if (uses[k] != 1) return false;
+          if (!obs.quant) return true;
+          const Tensor& s = obs.quant->scale;
+          const std::int64_t off = mx_scale_offset(c, per_row, g / per_row, g % per_row);
+          return s.dtype() == DType::u8 && off < s.numel() && s.data<std::uint8_t>()[off] == 127 + k;
+        });
+      });
+}
+
+Predicate amax_sweep() {
+  return make("amax_sweep", "groups whose amax is top * 2^k (top: the element max, 127 for int8, 7 for HiF4)",
+              [](const Contract& c, const Input& in, const Observed&) {
+                int e = 0;
+                const float top_mant = std::frexp(top_code(c), &e);
+                return count_groups(in, [&](std::int64_t g) {
+                  const float a = group_amax(in, g);
+                  return a > 0.0f && std::frexp(a, &e) == top_mant;
+                });
+              });
+}
+
+Predicate negative_zero() {
+  return make("negative_zero", "elements that are -0.0",
+              [](const Contract&, const Input& in, const Observed&) {
+                return static_cast<std::int64_t>(
+                    std::count_if(in.v.begin(), in.v.end(), [](float x) { return x == 0.0f && std::signbit(x); }));
+              });
+}
+
+Predicate bf16_binade_cross() {
+  return make("bf16_binade_cross", "groups whose fp32 amax and bf16(amax) lie in different binades",
+              [](const Contract&, const Input& in, const Observed&) {
+                return count_groups(in, [&](std::int64_t g) {
+                  float a = 0.0f;
+                  for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+                    const float x = std::fabs(in.raw[static_cast<std::size_t>(in.groups.member(g, i))]);
+                    if (std::isfinite(x) && x > a) a = x;
+                  }
+                  return a >= 0x1p-126f && floor_log2(a) != floor_log2(round_bf16(a));
+                });
+              });
+}
+
+Predicate empty_rows() {
+  return make("empty_rows", "the tensor has no rows (R == 0)",
+              [](const Contract&, const Input& in, const Observed&) -> std::int64_t {
+                return !in.shape.empty() && in.shape[0] == 0 ? 1 : 0;
+              });
+}
+
+}  // namespace qexact::conformance
