@@ -1,6 +1,10 @@
 // Public entry points: validate the contract, then route to the engine.
 #include "qexact/quantize.hpp"
 
+#include <cstdlib>
+#include <omp.h>
+
+#include "kernels/cpu/fast.hpp"
 #include "qexact/pool.hpp"
 #include "reference/reference.hpp"
 
@@ -83,22 +87,44 @@ Shape scale_shape(const Contract& c, const Shape& x) {
   return {};
 }
 
-QuantResult quantize(const Contract& c, const TensorView& x, Engine) {
+const char* engine_name(Engine e) { return e == Engine::fast ? "fast" : "reference"; }
+
+Engine parse_engine(const std::string& name) {
+  if (name == "fast") return Engine::fast;
+  if (name == "reference") return Engine::reference;
+  fail(ErrorKind::bad_argument, "unknown engine '" + name + "' (fast, reference)");
+}
+
+int resolve_threads(const RunOptions& o) {
+  if (o.threads > 0) return o.threads;
+  if (const char* env = std::getenv("QEXACT_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n < 1 || n > 4096)
+      fail(ErrorKind::bad_argument, std::string("QEXACT_THREADS=") + env + " is not a thread count (1..4096)");
+    return static_cast<int>(n);
+  }
+  return omp_get_max_threads();
+}
+
+QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o) {
   validate(c);
   if (!is_float_dtype(x.dtype))
     fail(ErrorKind::bad_argument, std::string("quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  const bool fast = o.engine == Engine::fast;
+  const int t = resolve_threads(o);
   switch (c.family) {
-    case Family::mx: return ref::quantize_mx(c, x);
-    case Family::int8_block: return ref::quantize_int8_block(c, x);
-    case Family::int8_token: return ref::quantize_int8_token(c, x);
-    case Family::int8_group: return ref::quantize_int8_group(c, x);
+    case Family::mx: return fast ? fast::quantize_mx(c, x, t) : ref::quantize_mx(c, x);
+    case Family::int8_block: return fast ? fast::quantize_int8_block(c, x, t) : ref::quantize_int8_block(c, x);
+    case Family::int8_token: return fast ? fast::quantize_int8_token(c, x, t) : ref::quantize_int8_token(c, x);
+    case Family::int8_group: return fast ? fast::quantize_int8_group(c, x, t) : ref::quantize_int8_group(c, x);
     case Family::hif4: break;
   }
   fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
 }
 
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
-                  Engine) {
+                  const RunOptions& o) {
   validate(c);
   const Shape ps = payload_shape(c, x_shape);
   const Shape ss = scale_shape(c, x_shape);
@@ -108,20 +134,34 @@ Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView
   if (scale.shape != ss)
     fail(ErrorKind::bad_argument, "scale shape " + shape_str(scale.shape) + " does not match " + shape_str(ss) +
                                       " expected for input shape " + shape_str(x_shape));
+  const bool fast = o.engine == Engine::fast;
+  const int t = resolve_threads(o);
   switch (c.family) {
-    case Family::mx: return ref::dequantize_mx(c, payload, scale, x_shape);
+    case Family::mx:
+      return fast ? fast::dequantize_mx(c, payload, scale, x_shape, t) : ref::dequantize_mx(c, payload, scale, x_shape);
     case Family::int8_block:
     case Family::int8_token:
-    case Family::int8_group: return ref::dequantize_int8(c, payload, scale, x_shape);
+    case Family::int8_group:
+      return fast ? fast::dequantize_int8(c, payload, scale, x_shape, t)
+                  : ref::dequantize_int8(c, payload, scale, x_shape);
     case Family::hif4: break;
   }
   fail(ErrorKind::bad_argument, "hif4 has no dequantize: use hif4-unpack");
 }
 
-Tensor hifloat4_fake_quant(const TensorView& x, int qdim, Engine) { return ref::hif4_fake_quant(x, qdim); }
-Hif4Packed hif4_pack(const TensorView& x, Engine) { return ref::hif4_pack(x); }
-Tensor hif4_unpack(const TensorView& scale, const TensorView& value, Engine) { return ref::hif4_unpack(scale, value); }
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out) { return ref::pooled_block_mean(x, pool, out); }
+Tensor hifloat4_fake_quant(const TensorView& x, int qdim, const RunOptions& o) {
+  return o.engine == Engine::fast ? fast::hif4_fake_quant(x, qdim, resolve_threads(o)) : ref::hif4_fake_quant(x, qdim);
+}
+Hif4Packed hif4_pack(const TensorView& x, const RunOptions& o) {
+  return o.engine == Engine::fast ? fast::hif4_pack(x, resolve_threads(o)) : ref::hif4_pack(x);
+}
+Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOptions& o) {
+  return o.engine == Engine::fast ? fast::hif4_unpack(scale, value, resolve_threads(o)) : ref::hif4_unpack(scale, value);
+}
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, const RunOptions& o) {
+  return o.engine == Engine::fast ? fast::pooled_block_mean(x, pool, out, resolve_threads(o))
+                                  : ref::pooled_block_mean(x, pool, out);
+}
 
 const char* token_path_name(TokenPath p) {
   return p == TokenPath::single_pass ? "single_pass" : "two_pass_chunked";

@@ -2,8 +2,9 @@
 // and (where the contract is finite-only) the values before producing anything, and throws
 // qexact::Error naming the problem. Inputs are f32, bf16 or f16 views with any strides.
 //
-// Engine::reference runs the scalar reference quantizers (reference/), written to be obviously
-// correct and independent of any fast kernel.
+// Engine::fast (the default) runs the SIMD + multi-threaded kernels; Engine::reference runs the
+// scalar reference quantizers, written to be obviously correct and independent of the kernels.
+// Both give the same bytes for every input: the tests and `qexact conform` check it.
 #pragma once
 #include <string>
 #include <vector>
@@ -13,7 +14,18 @@
 
 namespace qexact {
 
-enum class Engine { reference };
+enum class Engine { fast, reference };
+const char* engine_name(Engine e);
+Engine parse_engine(const std::string& name);  // "fast" or "reference"
+
+struct RunOptions {
+  Engine engine = Engine::fast;
+  // Threads for the fast engine: > 0 exactly that many; 0 the environment's QEXACT_THREADS,
+  // else OpenMP's default (one per core). Results never depend on it.
+  int threads = 0;
+};
+// The thread count a RunOptions resolves to (>= 1).
+int resolve_threads(const RunOptions& o);
 
 struct QuantResult {
   Tensor payload;    // MX: u8 codes (E2M1 packed two per byte); int8 families: i8
@@ -25,21 +37,21 @@ struct QuantResult {
 Shape payload_shape(const Contract& c, const Shape& x);
 Shape scale_shape(const Contract& c, const Shape& x);
 
-QuantResult quantize(const Contract& c, const TensorView& x, Engine e = Engine::reference);
+QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o = {});
 
 // fp32 values of a quantized tensor of original shape `x_shape`.
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
-                  Engine e = Engine::reference);
+                  const RunOptions& o = {});
 
 // ---- HiFloat4 (CONTRACTS §5) ----
 // FP -> HiF4 -> FP along axis qdim (negative allowed); output has x's shape and dtype.
-Tensor hifloat4_fake_quant(const TensorView& x, int qdim = -1, Engine e = Engine::reference);
+Tensor hifloat4_fake_quant(const TensorView& x, int qdim = -1, const RunOptions& o = {});
 struct Hif4Packed {
   Tensor scale;  // u8 [rows, cols/64, 4]
   Tensor value;  // u8 [rows, cols/2]
 };
-Hif4Packed hif4_pack(const TensorView& x, Engine e = Engine::reference);  // 2-D, cols % 64 == 0
-Tensor hif4_unpack(const TensorView& scale, const TensorView& value, Engine e = Engine::reference);  // fp32
+Hif4Packed hif4_pack(const TensorView& x, const RunOptions& o = {});  // 2-D, cols % 64 == 0
+Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOptions& o = {});  // fp32
 
 // ---- int8 per token (CONTRACTS §4) path selection ----
 enum class TokenPath { single_pass, two_pass_chunked };

@@ -187,7 +187,9 @@ Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorV
       const std::uint8_t byte = s.data<std::uint8_t>()[scale_offset(c, t, col / c.block, groups)];
       std::uint8_t code = p.data<std::uint8_t>()[t * row_bytes + (fp4 ? col / 2 : col)];
       if (fp4) code = static_cast<std::uint8_t>(col % 2 == 0 ? code & 0x0F : code >> 4);
-      o[t * k + col] = elem_decode(c.element, code) * e8m0_decode(byte);
+      const float v = elem_decode(c.element, code) * e8m0_decode(byte);
+      // Every NaN comes out as the canonical quiet NaN: its sign and payload carry nothing.
+      o[t * k + col] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
     }
   }
   return out;

@@ -1,0 +1,56 @@
+// Everything an MX kernel needs, resolved once per call from the Contract and the input view:
+// plain data, so that the per-target SIMD code sees no strings or enums to decode per group.
+#pragma once
+#include <cstdint>
+
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::kernels {
+
+struct MxPlan {
+  // Element format.
+  int elem_bits = 8, mbits = 3, bias = 7, emax = 8, max_code = 0x7E;
+  bool has_nan = true, has_inf = false, fp4 = false;
+  // Scale rule.
+  ScaleRule rule = ScaleRule::floor;
+  bool log2_fp32 = false;
+  bool ratio_reciprocal = false;
+  float max_value = 448.0f, inv_max_value = 1.0f / 448.0f;
+  const std::uint32_t* log2_up_from = nullptr;  // [256]: fp32 log2 reaches e+1 from these bits
+  // Element rounding and degenerate groups.
+  Rounding rounding = Rounding::rne;
+  Overflow overflow = Overflow::saturate;
+  NonFiniteRule nonfinite = NonFiniteRule::zero;
+  Byte0Rule byte0 = Byte0Rule::flush;
+  bool signed_zero = true;
+  bool prequant_bf16 = false;
+  int block = 32;
+  ScaleLayout layout = ScaleLayout::rowmajor;
+
+  // Input: rows x k values; row r starts at element offset row_offset(r) of `data`.
+  DType dtype = DType::f32;
+  const std::uint8_t* data = nullptr;
+  std::int64_t rows = 0, k = 0, groups = 0;
+  std::int64_t col_stride = 1;  // elements between neighbours along the last axis
+  const TensorView* view = nullptr;
+  bool rows_regular = true;     // row r starts at r * row_stride
+  std::int64_t row_stride = 0;
+
+  // Output.
+  std::uint8_t* payload = nullptr;
+  std::int64_t payload_row_bytes = 0;
+  std::uint8_t* scale = nullptr;
+};
+
+MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale);
+
+// Flat offset of (row, group) in the plan's scale layout.
+std::int64_t mx_scale_offset(const MxPlan& p, std::int64_t row, std::int64_t group);
+
+// Offset in elements of the first value of `row`.
+inline std::int64_t mx_row_offset(const MxPlan& p, std::int64_t row) {
+  return p.rows_regular ? row * p.row_stride : p.view->offset_of(row * p.k);
+}
+
+}  // namespace qexact::kernels

@@ -1,0 +1,203 @@
+// Fast MX quantizer: one SIMD body compiled for every x86 target (google/highway), dispatched
+// at run time. Per group it reduces |x| on the raw fp32 bits, derives the scale byte from the
+// amax's exponent bits, multiplies by the exact power-of-two reciprocal of the scale (equal to
+// the contract's division: both are one correct rounding of the same real number) and rounds
+// elements with integer arithmetic on the fp32 bits. It shares no code with reference/.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/mx_quantize.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstring>
+
+#include "kernels/cpu/load-inl.h"
+#include "kernels/cpu/mx_plan.hpp"
+#include "kernels/cpu/mx_scale_bits.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+
+constexpr std::int32_t kExpMask = 0x7F800000;
+
+// RNE to bf16 by the integer trick; NaN stays a quiet NaN with its sign.
+HWY_INLINE VI RoundBf16Bits(VI bits) {
+  const DI di;
+  const VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const VI lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 1));
+  const VI rounded = hn::And(hn::Add(hn::Add(bits, hn::Set(di, 0x7FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)));
+  const VI quiet = hn::Or(hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u))), hn::Set(di, 0x00400000));
+  return hn::IfThenElse(hn::Gt(abs, hn::Set(di, kExpMask)), quiet, rounded);
+}
+
+// Element codes (in int32 lanes) of already scaled values, by bit arithmetic. `e_min` is the
+// format's smallest normal exponent; below it the grid is the subnormal one.
+HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
+  const DF df;
+  const DI di;
+  const VI bits = hn::BitCast(di, v);
+  const VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const VF a = hn::BitCast(df, abs);
+  const int m = p.mbits;
+  const int e_min = 1 - p.bias;
+  const int drop = 23 - m;
+
+  // Normal grid: round the fp32 significand to m bits on the integer bits, then rebias.
+  VI add = hn::Set(di, (1 << (drop - 1)) - 1);
+  if (p.rounding == Rounding::rne || p.rounding == Rounding::even_fp32) {
+    add = hn::Add(add, hn::And(hn::ShiftRightSame(abs, drop), hn::Set(di, 1)));
+  } else {
+    add = hn::Set(di, 1 << (drop - 1));  // ties away (exact on this grid in fp32 too)
+  }
+  const VI normal = hn::Sub(hn::ShiftRightSame(hn::Add(abs, add), drop), hn::Set(di, (127 - p.bias) << m));
+
+  // Subnormal grid: x = a / 2^(e_min - m) < 2^m, then round to an integer in fp32.
+  const VF x = hn::Mul(a, hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + m - e_min) << 23)));
+  VF q;
+  switch (p.rounding) {
+    case Rounding::rne: {
+      const VF magic = hn::Set(df, 8388608.0f);  // 2^23: the fp32 add rounds x to an integer, RNE
+      q = hn::Sub(hn::Add(x, magic), magic);
+      break;
+    }
+    case Rounding::half_away: {
+      const VF fl = hn::Floor(x);
+      q = hn::IfThenElse(hn::Ge(hn::Sub(x, fl), hn::Set(df, 0.5f)), hn::Add(fl, hn::Set(df, 1.0f)), fl);
+      break;
+    }
+    case Rounding::half_away_fp32:
+      q = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));
+      break;
+    case Rounding::even_fp32: {
+      const VF up = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));
+      const VF below = hn::Sub(x, hn::Set(df, 0.5f));
+      const VF half = hn::Mul(below, hn::Set(df, 0.5f));
+      const auto even_int = hn::And(hn::Eq(hn::Floor(below), below), hn::Eq(hn::Floor(half), half));
+      q = hn::IfThenElse(even_int, hn::Sub(up, hn::Set(df, 1.0f)), up);
+      break;
+    }
+  }
+  const VI subnormal = hn::ConvertTo(di, q);
+  const auto is_sub = hn::Lt(abs, hn::Set(di, (127 + e_min) << 23));
+  VI code = hn::IfThenElse(is_sub, subnormal, normal);
+
+  // Overflow (inf included: its bits round past every code), then NaN.
+  const auto over = hn::Gt(code, hn::Set(di, p.max_code));
+  const std::int32_t ovf = p.overflow == Overflow::saturate ? p.max_code : p.overflow == Overflow::nan ? 0x7F : 0x7C;
+  code = hn::IfThenElse(over, hn::Set(di, ovf), code);
+  const auto is_nan = hn::Gt(abs, hn::Set(di, kExpMask));
+  code = hn::IfThenElse(is_nan, hn::Set(di, p.has_nan ? 0x7F : 0), code);
+
+  // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
+  VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
+  sign = hn::IfThenZeroElse(is_nan, sign);
+  if (!p.signed_zero) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
+  return hn::Or(code, sign);
+}
+
+// Quantizes one group held in `src` (fp32, zero padded to the block); codes go to `codes`.
+HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT codes) {
+  const DF df;
+  const DI di;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int block = p.block;
+
+  VI max_bits = hn::Zero(di), max_finite = hn::Zero(di);
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  const VI exp_mask = hn::Set(di, kExpMask);
+  for (int i = 0; i < block; i += N) {
+    VI bits = hn::BitCast(di, hn::Load(df, src + i));
+    if (p.prequant_bf16) {
+      bits = RoundBf16Bits(bits);
+      hn::Store(hn::BitCast(df, bits), df, src + i);
+    }
+    const VI abs = hn::And(bits, abs_mask);
+    max_bits = hn::Max(max_bits, abs);
+    max_finite = hn::Max(max_finite, hn::IfThenZeroElse(hn::Gt(abs, exp_mask), abs));
+  }
+  const auto amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_bits)));
+  const GroupScale gs = group_scale(p, amax_bits, static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_finite))));
+
+  if (gs.fill) {
+    std::memset(codes, gs.fill_code, static_cast<std::size_t>(block));
+    return gs.byte;
+  }
+  if (gs.signed_nan) {  // every element NaN, each with its own sign
+    for (int i = 0; i < block; ++i)
+      codes[i] = static_cast<std::uint8_t>((float_bits(src[i]) >> 31 ? 0x80 : 0x00) | 0x7F);
+    return gs.byte;
+  }
+  const hn::Rebind<std::uint8_t, DI> d8;
+  const VF mul = hn::Set(df, gs.multiplier);
+  for (int i = 0; i < block; i += N) {
+    const VI code = EncodeElements(p, hn::Mul(hn::Load(df, src + i), mul));
+    hn::StoreU(hn::DemoteTo(d8, code), d8, codes + i);
+  }
+  return gs.byte;
+}
+
+template <DType kDtype>
+void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last) {
+  // A local copy: the byte stores below may alias anything, which would make the compiler
+  // reload every plan field after each of them.
+  const MxPlan p = plan;
+  HWY_ALIGN float buf[32];
+  HWY_ALIGN std::uint8_t codes[32];
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
+  std::int64_t row = first / p.groups;
+  std::int64_t g = first % p.groups;
+  const std::uint8_t* row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
+  for (std::int64_t flat = first; flat < last; ++flat) {
+    const std::int64_t begin = g * p.block;
+    const int n = static_cast<int>(std::min<std::int64_t>(p.block, p.k - begin));
+    if (n == p.block && p.col_stride == 1) {
+      for (int i = 0; i < n; i += N) hn::Store(LoadAsF32(df, kDtype, row_ptr, begin + i), df, buf + i);
+    } else {
+      for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
+    }
+    std::uint8_t* out = p.payload + row * p.payload_row_bytes;
+    p.scale[mx_scale_offset(p, row, g)] = QuantizeGroup(p, buf, codes);
+    if (p.fp4) {
+      for (int i = 0; i < n; i += 2) {  // groups start at even columns: whole bytes
+        const std::uint8_t hi = i + 1 < n ? codes[i + 1] : 0;
+        out[(begin + i) / 2] = static_cast<std::uint8_t>(codes[i] | (hi << 4));
+      }
+    } else {
+      std::memcpy(out + begin, codes, static_cast<std::size_t>(n));
+    }
+    if (++g == p.groups && flat + 1 < last) {
+      g = 0;
+      ++row;
+      row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
+    }
+  }
+}
+
+void QuantizeMxGroups(const MxPlan& p, std::int64_t first, std::int64_t last) {
+  switch (p.dtype) {
+    case DType::f32: return QuantizeGroupsOf<DType::f32>(p, first, last);
+    case DType::bf16: return QuantizeGroupsOf<DType::bf16>(p, first, last);
+    default: return QuantizeGroupsOf<DType::f16>(p, first, last);
+  }
+}
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qexact::kernels {
+HWY_EXPORT(QuantizeMxGroups);
+
+void quantize_mx_groups(const MxPlan& p, std::int64_t first, std::int64_t last) {
+  HWY_DYNAMIC_DISPATCH(QuantizeMxGroups)(p, first, last);
+}
+}  // namespace qexact::kernels
+#endif

@@ -1,0 +1,107 @@
+// Scalar parts of the fast MX kernel, on the fp32 bits: the scale byte of a group (every rule
+// as the device computes it: exponent field, round-up on the mantissa bits) and the exact
+// power-of-two multiplier elements are scaled by.
+#pragma once
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+#include "kernels/cpu/mx_plan.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/fp16.hpp"
+
+namespace qexact::kernels {
+
+inline float bits_to_float(std::uint32_t b) { return std::bit_cast<float>(b); }
+inline std::uint32_t float_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+inline float load_scalar_f32(DType dt, const std::uint8_t* base, std::int64_t index) {
+  if (dt == DType::f32) return reinterpret_cast<const float*>(base)[index];
+  const std::uint16_t h = reinterpret_cast<const std::uint16_t*>(base)[index];
+  return dt == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+struct GroupScale {
+  std::uint8_t byte = 0;
+  float multiplier = 1.0f;      // elements are x * multiplier
+  bool fill = false;            // every code is fill_code
+  std::uint8_t fill_code = 0;
+  bool signed_nan = false;      // every code is the NaN code with the element's sign
+};
+
+inline int clamp_byte(int b) { return std::clamp(b, 0, 254); }
+
+// Scale byte of a finite amax given as fp32 bits.
+inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
+  const int e = static_cast<int>(amax >> 23);
+  switch (p.rule) {
+    case ScaleRule::floor: {
+      const int up = p.log2_fp32 && e > 0 && amax >= p.log2_up_from[e] ? 1 : 0;
+      return clamp_byte(e + up - p.emax);
+    }
+    case ScaleRule::ceil:
+      return clamp_byte(e + ((amax & 0x7FFFFF) != 0 ? 1 : 0) - p.emax);
+    case ScaleRule::even:
+      return clamp_byte(static_cast<int>(((amax + (1u << (22 - p.mbits))) & 0xFF800000u) >> 23) - p.emax);
+    case ScaleRule::rceil: {
+      const float a = bits_to_float(amax);
+      const std::uint32_t d = float_bits(p.ratio_reciprocal ? a * p.inv_max_value : a / p.max_value);
+      const int de = static_cast<int>(d >> 23);
+      const std::uint32_t mant = d & 0x7FFFFF;
+      const bool up = de == 0 ? mant > 0x400000 : mant != 0;
+      return std::min(de + (up ? 1 : 0), 254);
+    }
+  }
+  return 0;
+}
+
+// 2^(127 - byte) for byte in 1..254 (254 gives the subnormal 2^-127).
+inline float reciprocal_of_byte(int byte) {
+  return byte == 254 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(254 - byte) << 23);
+}
+
+// amax: max of |x| bits over the group (NaN above inf); finite_or_inf: the same without NaN.
+inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t finite_or_inf) {
+  GroupScale g;
+  if (amax >= 0x7F800000u) {
+    switch (p.nonfinite) {
+      case NonFiniteRule::zero:
+        g.byte = 255;
+        g.fill = true;
+        return g;
+      case NonFiniteRule::nan:
+        g.byte = 255;
+        g.fill = true;
+        g.fill_code = p.has_nan ? 0x7F : 0;
+        return g;
+      case NonFiniteRule::nan_signed:
+        g.byte = 255;
+        if (p.has_nan) g.signed_nan = true;
+        else g.fill = true;
+        return g;
+      case NonFiniteRule::te:
+      case NonFiniteRule::te_saturate:
+        if (finite_or_inf == 0x7F800000u) {
+          g.byte = 254;
+          g.multiplier = p.nonfinite == NonFiniteRule::te ? 0.0f : bits_to_float(0x00400000u);
+          return g;
+        }
+        amax = finite_or_inf;  // NaN takes no part in the reduction
+        break;
+    }
+  }
+  g.byte = static_cast<std::uint8_t>(scale_byte_from_bits(p, amax));
+  if (g.byte != 0) {
+    g.multiplier = reciprocal_of_byte(g.byte);
+    return g;
+  }
+  switch (p.byte0) {
+    case Byte0Rule::flush: g.fill = true; break;
+    case Byte0Rule::quantize: g.multiplier = 0x1p127f; break;
+    case Byte0Rule::min_normal: g.multiplier = 0x1p126f; break;
+    case Byte0Rule::unscaled: g.multiplier = 1.0f; break;
+  }
+  return g;
+}
+
+}  // namespace qexact::kernels

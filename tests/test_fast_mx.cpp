@@ -1,0 +1,171 @@
+// The fast MX kernels against the reference, byte for byte: every preset and the parameter
+// variants that change the arithmetic, on the adversarial suite of CONTRACTS §8.4 and on large
+// awkward tensors, for every SIMD target and 1, 2, 3 and 7 threads.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "conformance/cases.hpp"
+#include "fast_test_util.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact {
+namespace {
+
+using test::differing_bytes;
+
+const RunOptions kRef{Engine::reference, 1};
+
+std::vector<Contract> mx_contracts() {
+  std::vector<Contract> out;
+  for (const std::string& name : preset_names()) {
+    const Contract c = make_preset(name);
+    if (c.family == Family::mx) out.push_back(c);
+  }
+  const std::vector<std::vector<std::string>> variants = {
+      {"rounding=half_away"},          {"rounding=even_fp32"},      {"rounding=half_away_fp32", "signed_zero=false"},
+      {"overflow=nan"},                {"scale_rule=ceil"},         {"scale_rule=even"},
+      {"scale_rule=rceil"},            {"scale_rule=rceil", "ratio=reciprocal"},
+      {"byte0=min_normal"},            {"byte0=unscaled"},          {"byte0=flush"},
+      {"nonfinite=nan_signed"},        {"nonfinite=zero"},          {"nonfinite=te"},
+      {"nonfinite=te_saturate"},       {"prequant_round=bf16"},     {"block=16"},
+      {"layout=pairs"},                {"log2_fp32=true"},          {"element=e5m2", "overflow=inf"},
+      {"element=e2m1", "block=16"},    {"element=e3m2", "rounding=half_away_fp32"},
+  };
+  for (const auto& v : variants) out.push_back(make_contract("mx.ocp", v));
+  out.push_back(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}));
+  return out;
+}
+
+std::string label(const Contract& c) {
+  std::string s = c.preset;
+  for (const auto& [k, v] : params(c)) s += " " + k + "=" + v;
+  return s;
+}
+
+void expect_same(const Contract& c, const TensorView& x, int threads, const std::string& what) {
+  QuantResult want, got;
+  bool ref_threw = false, fast_threw = false;
+  try { want = quantize(c, x, kRef); } catch (const Error&) { ref_threw = true; }
+  try { got = quantize(c, x, RunOptions{Engine::fast, threads}); } catch (const Error&) { fast_threw = true; }
+  ASSERT_EQ(ref_threw, fast_threw) << what;
+  if (ref_threw) return;
+  EXPECT_EQ(differing_bytes(want.payload, got.payload), 0)
+      << what << ": payload " << differing_bytes(want.payload, got.payload) << " differing of " << want.payload.nbytes();
+  EXPECT_EQ(differing_bytes(want.scale, got.scale), 0)
+      << what << ": scale " << differing_bytes(want.scale, got.scale) << " differing of " << want.scale.nbytes();
+  EXPECT_EQ(want.path, got.path);
+  const Tensor dw = dequantize(c, want.payload.view(), want.scale.view(), x.shape, kRef);
+  const Tensor dg = dequantize(c, want.payload.view(), want.scale.view(), x.shape, RunOptions{Engine::fast, threads});
+  EXPECT_EQ(differing_bytes(dw, dg), 0) << what << ": dequantize";
+}
+
+class FastMx : public test::PerTarget {};
+
+TEST_P(FastMx, AdversarialSuiteEveryPresetAndVariant) {
+  const std::uint64_t seed = 20261130;
+  std::cout << "seed " << seed << "\n";
+  for (const Contract& c : mx_contracts()) {
+    for (const auto& k : conformance::adversarial_cases(c, seed)) {
+      for (int threads : {1, 3}) expect_same(c, k.input.view(), threads, label(c) + " / " + k.name);
+    }
+  }
+}
+
+// Every bf16 value, for several scales: the group's amax pins the scale, the rest of the group
+// runs through all 2^16 bit patterns.
+TEST_P(FastMx, AllBf16InputsAtSeveralScales) {
+  for (const char* preset : {"mxfp8.ascend", "mx.ocp.e5m2", "mx.ocp.e2m1", "mx.microxcaling", "mxfp8.te"}) {
+    const Contract c = make_contract(preset);
+    for (float amax : {448.0f, 1.0f, 3.0e-30f, 6.0e20f}) {
+      std::vector<std::uint16_t> v;
+      for (std::uint32_t b = 0; b < 65536; ++b) {
+        if (b % 31 == 0) v.push_back(f32_to_bf16(amax));
+        v.push_back(static_cast<std::uint16_t>(b));
+      }
+      while (v.size() % 32) v.push_back(0);
+      const std::int64_t k = 32 * 4;
+      v.resize((v.size() + k - 1) / k * k, 0);
+      const TensorView x = make_view(DType::bf16, {static_cast<std::int64_t>(v.size()) / k, k}, v.data());
+      expect_same(c, x, 2, std::string(preset) + " all bf16 near amax " + std::to_string(amax));
+    }
+  }
+}
+
+TEST_P(FastMx, LargeAwkwardShapesAndThreadCounts) {
+  const std::uint64_t seed = 77;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const Shape shapes[] = {{129, 32 * 33}, {1, 32 * 1025}, {7, 3, 32 * 5}, {4099, 32}, {3, 1000}, {2000, 1}};
+  for (const Shape& s : shapes) {
+    const std::int64_t n = shape_numel(s);
+    std::vector<float> f(static_cast<std::size_t>(n));
+    for (auto& v : f) v = normal(rng) * (rng() % 8 == 0 ? 1e3f : 1.0f);
+    std::vector<std::uint16_t> b(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
+    for (const char* preset : {"mxfp8.ascend", "mx.ocp", "mx.ocp.e2m1", "mxfp8.torchao.rceil"}) {
+      const Contract c = make_contract(preset);
+      for (int threads : {1, 2, 3, 7}) {
+        expect_same(c, make_view(DType::f32, s, f.data()), threads, std::string(preset) + " f32 " + shape_str(s));
+        expect_same(c, make_view(DType::bf16, s, b.data()), threads, std::string(preset) + " bf16 " + shape_str(s));
+      }
+    }
+  }
+}
+
+TEST_P(FastMx, NonContiguousViewsAndHalfInputs) {
+  std::mt19937 rng(5);
+  std::cout << "seed 5\n";
+  const std::int64_t rows = 37, k = 96;
+  std::vector<float> base(static_cast<std::size_t>(rows * k * 2));
+  for (auto& v : base) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 0.37f;
+  // Transposed storage: element (r, c) at c * rows + r.
+  const TensorView transposed{DType::f32, {rows, k}, {1, rows}, base.data()};
+  // Every other row of a taller tensor.
+  const TensorView strided{DType::f32, {rows, k}, {2 * k, 1}, base.data()};
+  // Every other column.
+  const TensorView cols{DType::f32, {rows, k}, {2 * k, 2}, base.data()};
+  std::vector<std::uint16_t> h(base.size());
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<std::uint16_t>(rng());
+  const TensorView half = make_view(DType::f16, {rows * 2, k}, h.data());
+  for (const char* preset : {"mxfp8.ascend", "mx.ocp", "mx.ocp.e2m1", "mxfp8.te"}) {
+    const Contract c = make_contract(preset);
+    for (const TensorView* v : {&transposed, &strided, &cols, &half})
+      for (int threads : {1, 7}) expect_same(c, *v, threads, std::string(preset) + " view " + shape_str(v->strides));
+  }
+}
+
+TEST_P(FastMx, RepeatedRunsGiveIdenticalBytes) {
+  std::vector<float> f(32 * 4096);
+  std::mt19937 rng(11);
+  for (auto& v : f) v = static_cast<float>(rng()) * 1e-6f - 2000.0f;
+  const Contract c = make_contract("mxfp8.ascend");
+  const TensorView x = make_view(DType::f32, {4096, 32}, f.data());
+  const QuantResult first = quantize(c, x, RunOptions{Engine::fast, 2});
+  for (int i = 0; i < 10; ++i) {
+    const QuantResult again = quantize(c, x, RunOptions{Engine::fast, 1 + i % 4});
+    EXPECT_EQ(differing_bytes(first.payload, again.payload), 0);
+    EXPECT_EQ(differing_bytes(first.scale, again.scale), 0);
+  }
+}
+
+QEXACT_INSTANTIATE_PER_TARGET(FastMx);
+
+TEST(SimdTarget, ForcedByEnvironmentVariableNames) {
+  const auto targets = kernels::available_targets();
+  ASSERT_FALSE(targets.empty());
+  for (const std::string& t : targets) {
+    kernels::force_target(t);
+    EXPECT_EQ(kernels::active_target(), t);
+  }
+  kernels::force_target("");
+  EXPECT_THROW(kernels::force_target("NOT_A_TARGET"), Error);
+  kernels::force_target("");
+}
+
+}  // namespace
+}  // namespace qexact
