@@ -38,6 +38,7 @@ HWY_INLINE VI RoundBf16Bits(VI bits) {
 
 // Element codes (in int32 lanes) of already scaled values, by bit arithmetic. `e_min` is the
 // format's smallest normal exponent; below it the grid is the subnormal one.
+template <bool kRneSaturate>
 HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   const DF df;
   const DI di;
@@ -50,7 +51,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
 
   // Normal grid: round the fp32 significand to m bits on the integer bits, then rebias.
   VI add = hn::Set(di, (1 << (drop - 1)) - 1);
-  if (p.rounding == Rounding::rne || p.rounding == Rounding::even_fp32) {
+  if (kRneSaturate || p.rounding == Rounding::rne || p.rounding == Rounding::even_fp32) {
     add = hn::Add(add, hn::And(hn::ShiftRightSame(abs, drop), hn::Set(di, 1)));
   } else {
     add = hn::Set(di, 1 << (drop - 1));  // ties away (exact on this grid in fp32 too)
@@ -60,7 +61,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   // Subnormal grid: x = a / 2^(e_min - m) < 2^m, then round to an integer in fp32.
   const VF x = hn::Mul(a, hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + m - e_min) << 23)));
   VF q;
-  switch (p.rounding) {
+  switch (kRneSaturate ? Rounding::rne : p.rounding) {
     case Rounding::rne: {
       const VF magic = hn::Set(df, 8388608.0f);  // 2^23: the fp32 add rounds x to an integer, RNE
       q = hn::Sub(hn::Add(x, magic), magic);
@@ -89,7 +90,9 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
 
   // Overflow (inf included: its bits round past every code), then NaN.
   const auto over = hn::Gt(code, hn::Set(di, p.max_code));
-  const std::int32_t ovf = p.overflow == Overflow::saturate ? p.max_code : p.overflow == Overflow::nan ? 0x7F : 0x7C;
+  const std::int32_t ovf = kRneSaturate || p.overflow == Overflow::saturate ? p.max_code
+                           : p.overflow == Overflow::nan                  ? 0x7F
+                                                                          : 0x7C;
   code = hn::IfThenElse(over, hn::Set(di, ovf), code);
   const auto is_nan = hn::Gt(abs, hn::Set(di, kExpMask));
   code = hn::IfThenElse(is_nan, hn::Set(di, p.has_nan ? 0x7F : 0), code);
@@ -97,11 +100,12 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
   VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
   sign = hn::IfThenZeroElse(is_nan, sign);
-  if (!p.signed_zero) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
+  if (!kRneSaturate && !p.signed_zero) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
   return hn::Or(code, sign);
 }
 
 // Quantizes one group held in `src` (fp32, zero padded to the block); codes go to `codes`.
+template <bool kRneSaturate>
 HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT codes) {
   const DF df;
   const DI di;
@@ -136,49 +140,106 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
   const hn::Rebind<std::uint8_t, DI> d8;
   const VF mul = hn::Set(df, gs.multiplier);
   for (int i = 0; i < block; i += N) {
-    const VI code = EncodeElements(p, hn::Mul(hn::Load(df, src + i), mul));
+    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::Load(df, src + i), mul));
     hn::StoreU(hn::DemoteTo(d8, code), d8, codes + i);
   }
   return gs.byte;
 }
 
-template <DType kDtype>
+// A whole group read straight from a contiguous row into registers, codes written straight to
+// the payload: the path of almost every group of a real tensor.
+template <DType kDtype, bool kRneSaturate>
+HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row,
+                                          std::int64_t begin, std::uint8_t* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kMaxVecs = 32 / kN > 0 ? 32 / kN : 1;
+  const int nv = p.block / kN;
+  VI bits[kMaxVecs];
+  VI max_bits = hn::Zero(di), max_finite = hn::Zero(di);
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  const VI exp_mask = hn::Set(di, kExpMask);
+  for (int j = 0; j < nv; ++j) {
+    VI b = hn::BitCast(di, LoadAsF32(df, kDtype, row, begin + j * kN));
+    if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
+    bits[j] = b;
+    const VI abs = hn::And(b, abs_mask);
+    max_bits = hn::Max(max_bits, abs);
+    max_finite = hn::Max(max_finite, hn::IfThenZeroElse(hn::Gt(abs, exp_mask), abs));
+  }
+  const auto amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_bits)));
+  const auto finite_bits = amax_bits < static_cast<std::uint32_t>(kExpMask)
+                               ? amax_bits
+                               : static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_finite)));
+  const GroupScale gs = group_scale(p, amax_bits, finite_bits);
+  if (gs.fill) {
+    std::memset(out + begin, gs.fill_code, static_cast<std::size_t>(p.block));
+    return gs.byte;
+  }
+  if (gs.signed_nan) {
+    for (int j = 0; j < nv; ++j) {
+      const VI sign = hn::ShiftLeft<7>(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits[j]))));
+      hn::StoreU(hn::DemoteTo(hn::Rebind<std::uint8_t, DI>(), hn::Or(sign, hn::Set(di, 0x7F))),
+                 hn::Rebind<std::uint8_t, DI>(), out + begin + j * kN);
+    }
+    return gs.byte;
+  }
+  const hn::Rebind<std::uint8_t, DI> d8;
+  const VF mul = hn::Set(df, gs.multiplier);
+  for (int j = 0; j < nv; ++j) {
+    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul));
+    hn::StoreU(hn::DemoteTo(d8, code), d8, out + begin + j * kN);
+  }
+  return gs.byte;
+}
+
+template <DType kDtype, bool kRneSaturate>
 void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last) {
   // A local copy: the byte stores below may alias anything, which would make the compiler
   // reload every plan field after each of them.
   const MxPlan p = plan;
   HWY_ALIGN float buf[32];
   HWY_ALIGN std::uint8_t codes[32];
-  const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
   constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
+  // Byte-wide codes from a contiguous row take the register path.
+  const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
   const std::uint8_t* row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
   for (std::int64_t flat = first; flat < last; ++flat) {
     const std::int64_t begin = g * p.block;
     const int n = static_cast<int>(std::min<std::int64_t>(p.block, p.k - begin));
-    if (n == p.block && p.col_stride == 1) {
-      for (int i = 0; i < n; i += N) hn::Store(LoadAsF32(df, kDtype, row_ptr, begin + i), df, buf + i);
+    std::uint8_t* out = p.payload + row * p.payload_row_bytes;
+    std::uint8_t byte;
+    if (direct && n == p.block) {
+      byte = QuantizeFullGroup<kDtype, kRneSaturate>(p, row_ptr, begin, out);
     } else {
       for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
-    }
-    std::uint8_t* out = p.payload + row * p.payload_row_bytes;
-    p.scale[mx_scale_offset(p, row, g)] = QuantizeGroup(p, buf, codes);
-    if (p.fp4) {
-      for (int i = 0; i < n; i += 2) {  // groups start at even columns: whole bytes
-        const std::uint8_t hi = i + 1 < n ? codes[i + 1] : 0;
-        out[(begin + i) / 2] = static_cast<std::uint8_t>(codes[i] | (hi << 4));
+      byte = QuantizeGroup<kRneSaturate>(p, buf, codes);
+      if (p.fp4) {
+        for (int i = 0; i < n; i += 2) {  // groups start at even columns: whole bytes
+          const std::uint8_t hi = i + 1 < n ? codes[i + 1] : 0;
+          out[(begin + i) / 2] = static_cast<std::uint8_t>(codes[i] | (hi << 4));
+        }
+      } else {
+        std::memcpy(out + begin, codes, static_cast<std::size_t>(n));
       }
-    } else {
-      std::memcpy(out + begin, codes, static_cast<std::size_t>(n));
     }
+    p.scale[mx_scale_offset(p, row, g)] = byte;
     if (++g == p.groups && flat + 1 < last) {
       g = 0;
       ++row;
       row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
     }
   }
+}
+
+template <DType kDtype>
+void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
+  const bool rne_saturate = p.rounding == Rounding::rne && p.overflow == Overflow::saturate && p.signed_zero;
+  if (rne_saturate) QuantizeGroupsOf<kDtype, true>(p, first, last);
+  else QuantizeGroupsOf<kDtype, false>(p, first, last);
 }
 
 void QuantizeMxGroups(const MxPlan& p, std::int64_t first, std::int64_t last) {
