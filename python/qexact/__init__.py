@@ -1,0 +1,201 @@
+"""qexact: quantize tensors bit for bit as real hardware and frameworks do.
+
+The MX family (MXFP8 E4M3/E5M2, MXFP6, MXFP4), int8 per (head, token block), int8 per token,
+ggml Q8_0 and HiFloat4, each a named contract (``presets()``) whose every parameter can be
+overridden by keyword. Inputs are numpy arrays (float32, float16, ``ml_dtypes.bfloat16``) or
+CPU tensors that speak DLPack (PyTorch), read in place with their strides; outputs are numpy
+arrays. Kernels run without the GIL. ``engine="reference"`` runs the scalar reference
+quantizers instead of the SIMD + multi-threaded ones: both give the same bytes.
+
+Errors: ``ValueError`` for a bad preset, parameter, shape or value (NaN where the contract is
+finite-only), ``TypeError`` for an unsupported dtype or object, with the CLI's messages.
+
+>>> import numpy as np, ml_dtypes, qexact
+>>> x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32).astype(ml_dtypes.bfloat16)
+>>> payload, scale = qexact.quantize(x, "mxfp8.ascend")
+>>> payload.dtype, scale.dtype, scale.shape
+(dtype(float8_e4m3fn), dtype('uint8'), (2, 1, 2))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from . import _arrays, _core
+from ._compare import CompareReport, compare
+from ._contract import ContractInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompareReport",
+    "cast",
+    "compare",
+    "decode",
+    "dequantize",
+    "describe",
+    "hif4_pack",
+    "hif4_unpack",
+    "hifloat4_fake_quant",
+    "int8_per_token",
+    "params",
+    "pooled_block_mean",
+    "pooled_block_mean_sharded",
+    "presets",
+    "quantize",
+]
+
+Engine = Literal["fast", "reference"]
+
+
+def presets() -> list[str]:
+    """Names of the built-in contracts, e.g. ``"mxfp8.ascend"``, ``"int8.token.vllm"``, ``"hif4"``."""
+    return list(_core.preset_names())
+
+
+def describe(preset: str) -> str:
+    """One line saying what system a preset reproduces and how."""
+    return _core.preset_description(preset)
+
+
+def params(preset: str, **overrides: Any) -> dict[str, str]:
+    """Every parameter of the contract ``preset`` with ``overrides`` applied, as strings.
+
+    Raises ValueError for an unknown preset or parameter, a bad value, or a combination qexact
+    does not implement.
+
+    >>> qexact.params("int8.token.blaze", scale_mode="before")["scale_mode"]
+    'before'
+    """
+    return dict(ContractInfo.of(preset, overrides).params)
+
+
+def quantize(x: Any, preset: str, *, engine: Engine = "fast", threads: int = 0,
+             **params: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Quantize ``x`` under the contract ``preset`` (with parameter overrides ``params``).
+
+    x: float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` or a bf16 DLPack tensor), any
+    shape and strides; read in place.
+
+    Returns ``(payload, scale)``:
+
+    * MX presets: the payload has x's shape as ``ml_dtypes`` ``float8_e4m3fn``,
+      ``float8_e5m2``, ``float6_e2m3fn`` or ``float6_e3m2fn`` (one code per byte), or ``uint8``
+      for E2M1 (two codes per byte, element 2k in the low nibble, last axis ``ceil(K/2)``);
+      ``payload.view(np.uint8)`` gives the bytes. The scale is ``uint8`` E8M0 codes in the
+      contract's layout (``pairs``, ``rowmajor``, ``padded`` or ``swizzled``).
+    * int8 presets: ``int8`` payload of x's shape; ``float32`` scales (``float16`` with
+      ``scale_store="f16"``), one per row, token block or group.
+
+    threads: 0 uses ``QEXACT_THREADS`` or one per core; the bytes never depend on it.
+    """
+    contract = ContractInfo.of(preset, params)
+    data, bf16_bits = _arrays.as_input(x)
+    payload, scale, _path = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine, threads)
+    if contract.family == "mx":
+        payload_type = _arrays.PAYLOAD_TYPES.get(contract.params["element"])
+        if payload_type is not None:
+            payload = payload.view(payload_type)
+    return payload, scale
+
+
+def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | None = None,
+               engine: Engine = "fast", threads: int = 0, **params: Any) -> np.ndarray:
+    """float32 values of ``(payload, scale)`` made by ``quantize`` under the same contract.
+
+    shape: the shape of the original x; by default the payload's (with its last dimension
+    doubled for E2M1, whose payload packs two codes per byte: pass ``shape`` when x's last
+    dimension was odd).
+    """
+    contract = ContractInfo.of(preset, params)
+    p = _arrays.as_bytes(payload, "payload")
+    s = _arrays.as_bytes(scale, "scale")
+    if shape is None:
+        shape = _core.array_shape(p)
+        if contract.family == "mx" and contract.params["element"] == "e2m1" and shape:
+            shape[-1] *= 2
+    return _core.dequantize(p, s, [int(d) for d in shape], preset, list(contract.overrides), engine, threads)
+
+
+def hifloat4_fake_quant(x: Any, qdim: int = -1, *, engine: Engine = "fast", threads: int = 0) -> np.ndarray:
+    """HiFloat4 fake quantization (FP -> HiF4 -> FP) in blocks of 64 along axis ``qdim``.
+
+    The result has x's shape and dtype (bfloat16 in, ``ml_dtypes.bfloat16`` out).
+    """
+    data, bf16_bits = _arrays.as_input(x)
+    return _arrays.from_core(_core.hifloat4_fake_quant(data, bf16_bits, qdim, engine, threads))
+
+
+def hif4_pack(x: Any, *, engine: Engine = "fast", threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """HiFloat4 storage of a 2-D x whose column count is a multiple of 64.
+
+    Returns ``(scale, value)``: ``uint8`` arrays of shapes (rows, cols/64, 4) and (rows, cols/2).
+    """
+    data, bf16_bits = _arrays.as_input(x)
+    return _core.hif4_pack(data, bf16_bits, engine, threads)
+
+
+def hif4_unpack(scale: Any, value: Any, *, engine: Engine = "fast", threads: int = 0) -> np.ndarray:
+    """float32 values of HiFloat4 storage made by ``hif4_pack``."""
+    return _core.hif4_unpack(_arrays.as_bytes(scale, "scale"), _arrays.as_bytes(value, "value"), engine, threads)
+
+
+def int8_per_token(x: Any, *, scale_mode: Literal["before", "after"] = "after", scale_min: float = 0.0,
+                   range: Literal[127, 128] = 127, engine: Engine = "fast",
+                   threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """int8 per token (CONTRACTS §4, preset ``int8.token.blaze``): one scale per row over x's
+    complete last axis.
+
+    scale_mode: ``"after"`` gives scale = max(amax / qmax, scale_min), ``"before"`` gives
+    scale = max(amax, scale_min) / qmax. range: 127 clamps to [-127, 127], 128 to [-128, 127].
+    Returns ``(payload int8 of x's shape, scale float32 of x.shape[:-1])``.
+    """
+    return quantize(x, "int8.token.blaze", engine=engine, threads=threads, scale_mode=scale_mode,
+                    scale_min=scale_min, range=range)
+
+
+def pooled_block_mean(x: Any, pool: int, *, out: Any = "float32", engine: Engine = "fast",
+                      threads: int = 0) -> np.ndarray:
+    """Exact block means over the sequence axis (CONTRACTS §6).
+
+    x: shape (B, S, F...) with the sequence on axis 1, finite values. The result has shape
+    (B, ceil(S/pool), F...); each cell is the exact mean of its real elements (a tail cell
+    divides by S % pool), rounded once to ``out`` (float32, float16 or bfloat16).
+    """
+    data, bf16_bits = _arrays.as_input(x)
+    out_name = _arrays.float_dtype_name(out)
+    return _arrays.from_core(_core.pooled_block_mean(data, bf16_bits, pool, out_name, engine, threads))
+
+
+def pooled_block_mean_sharded(shards: Sequence[Any], pool: int, *, out: Any = "float32",
+                              divisor: Literal["true_length", "uniform"] = "true_length") -> np.ndarray:
+    """``pooled_block_mean`` as a sequence-sharded run computes it: ``shards`` are the ranks'
+    consecutive slices ``x[:, offset:offset + len]`` in rank order. Each rank's exact partial
+    sums are combined and each cell divided once, so the result equals the unsharded one.
+    ``divisor="uniform"`` divides every cell by ``pool`` (wrong on a tail cell: shows the drift).
+    """
+    inputs = [_arrays.as_input(s, f"shard {i}") for i, s in enumerate(shards)]
+    out_name = _arrays.float_dtype_name(out)
+    return _arrays.from_core(_core.pooled_block_mean_sharded(
+        [d for d, _ in inputs], [b for _, b in inputs], pool, out_name, divisor))
+
+
+def cast(x: Any, element: str, *, rounding: str = "rne", overflow: str = "saturate") -> np.ndarray:
+    """Element codes of x in format ``element`` (e4m3, e5m2, e2m3, e3m2, e2m1), without scaling:
+    qexact's reference codec, one ``uint8`` code per element (sign in bit ``bits - 1``).
+
+    rounding: rne, half_away, half_away_fp32, even_fp32. overflow: ``saturate`` (anything
+    beyond max, inf included, gives ±max), ``nan`` (values that round past max give NaN; E4M3
+    and E5M2 only), ``inf`` (E5M2 only). NaN gives the format's NaN with x's sign (0x7F | sign
+    for E4M3 and E5M2) and code 0 in formats without NaN.
+    """
+    data, bf16_bits = _arrays.as_input(x)
+    return _core.cast(data, bf16_bits, element, rounding, overflow)
+
+
+def decode(codes: Any, element: str) -> np.ndarray:
+    """float32 values of element codes (``uint8``, one code per byte) in format ``element``."""
+    return _core.decode(_arrays.as_bytes(codes, "codes"), element)
+

@@ -1,0 +1,92 @@
+"""How arrays cross into the C++ core and come back: no copies either way.
+
+numpy has no bfloat16: an ``ml_dtypes.bfloat16`` array goes in as its ``uint16`` view (the same
+memory) with a flag saying the bits are bf16, and bf16 results come back as ``uint16`` arrays
+that are viewed as ``ml_dtypes.bfloat16``. Any other CPU array is handed to the core as it is,
+which imports it through DLPack or the buffer protocol (PyTorch tensors included).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import ml_dtypes
+import numpy as np
+
+# Element format -> the ml_dtypes type of one code per byte (E2M1 payloads are packed two per
+# byte, so they stay uint8).
+PAYLOAD_TYPES: Mapping[str, Any] = {
+    "e4m3": ml_dtypes.float8_e4m3fn,
+    "e5m2": ml_dtypes.float8_e5m2,
+    "e2m3": ml_dtypes.float6_e2m3fn,
+    "e3m2": ml_dtypes.float6_e3m2fn,
+}
+
+# Accepted spellings of the float dtypes qexact reads and writes, to its own names.
+_FLOAT_NAMES = {
+    "f32": "f32", "float32": "f32", "fp32": "f32",
+    "f16": "f16", "float16": "f16", "fp16": "f16",
+    "bf16": "bf16", "bfloat16": "bf16",
+}
+
+
+FLOAT_INPUTS = "float32, float16 or bfloat16 (ml_dtypes.bfloat16, or a bfloat16 DLPack tensor)"
+
+
+def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS) -> tuple[Any, bool]:
+    """(the object to hand to the core, whether it holds bf16 bit patterns as uint16)."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.byteorder == ">":
+            raise TypeError(
+                f"{what} is big-endian ({x.dtype.str}); qexact reads native little-endian arrays: "
+                f"use {what}.astype({what}.dtype.newbyteorder('='))"
+            )
+        if x.dtype == ml_dtypes.bfloat16:
+            return x.view(np.uint16), True
+        if x.dtype.kind == "V":  # another ml_dtypes type: neither DLPack nor the buffer protocol carries it
+            raise TypeError(f"{what} holds {x.dtype.name} values; it must be {accepted}")
+        return x, False
+    if hasattr(type(x), "__dlpack__"):
+        return x, False
+    raise TypeError(
+        f"{what} must be a numpy array or a CPU tensor that supports DLPack (e.g. a PyTorch tensor), "
+        f"got {type(x).__module__}.{type(x).__qualname__}"
+    )
+
+
+def as_bytes(a: Any, what: str) -> Any:
+    """A quantized array (payload, scale, codes) ready for the core: ml_dtypes float8/float6
+    payloads as their uint8 view, everything else as it is."""
+    if isinstance(a, np.ndarray) and any(a.dtype == t for t in PAYLOAD_TYPES.values()):
+        a = a.view(np.uint8)
+    data, _ = as_input(a, what, accepted="uint8, int8, float32 or float16, as quantize returns them")
+    return data
+
+
+def from_core(a: np.ndarray) -> np.ndarray:
+    """A float result of the core: bf16 arrive as uint16 bit patterns (the core returns uint16
+    for nothing else)."""
+    return a.view(ml_dtypes.bfloat16) if a.dtype == np.uint16 else a
+
+
+def float_dtype_name(dtype: Any) -> str:
+    """qexact's name (f32, f16, bf16) of a float dtype given as a string, numpy or ml_dtypes type."""
+    if isinstance(dtype, str):
+        name = _FLOAT_NAMES.get(dtype)
+    else:
+        try:
+            name = _FLOAT_NAMES.get(np.dtype(dtype).name)
+        except TypeError:
+            name = None
+    if name is None:
+        raise TypeError(f"unsupported output dtype {dtype!r}; qexact writes float32, float16 or bfloat16")
+    return name
+
+
+def to_numpy(a: Any, what: str) -> np.ndarray:
+    """A numpy view of a quantized array given by the caller (numpy or DLPack), without copying."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(type(a), "__dlpack__"):
+        return np.from_dlpack(a)
+    raise TypeError(f"{what} must be a numpy array or a CPU tensor that supports DLPack, got {type(a).__name__}")

@@ -1,0 +1,130 @@
+"""The Python package and the qexact CLI give the same bytes on the same inputs, and the same
+error messages. The CLI is found through QEXACT_CLI, else build/default or build/release of
+this repository (scripts/test-python.sh sets QEXACT_CLI when it finds one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import qexact
+from conftest import QUANTIZE_PRESETS, make_input
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def find_cli() -> Path | None:
+    given = os.environ.get("QEXACT_CLI")
+    if given:
+        return Path(given)
+    for candidate in (REPO / "build/default/qexact", REPO / "build/release/qexact"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+CLI = find_cli()
+pytestmark = pytest.mark.skipif(CLI is None, reason="the qexact CLI is not built (set QEXACT_CLI)")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
+
+
+def cli_ok(*args: str) -> None:
+    done = run_cli(*args)
+    assert done.returncode == 0, done.stderr
+
+
+def save_input(x: np.ndarray, path: Path) -> list[str]:
+    """Writes x as the CLI reads it; returns the --dtype arguments it needs."""
+    if x.dtype == ml_dtypes.bfloat16:
+        np.save(path, x.view(np.uint16))
+        return ["--dtype", "bf16"]
+    np.save(path, x)
+    return []
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+CASES = [(p, {}) for p in QUANTIZE_PRESETS] + [
+    ("int8.token.blaze", {"scale_mode": "before", "scale_min": 1e-6, "range": 128}),
+    ("mxfp8.ascend", {"prequant_round": "none", "rounding": "half_away"}),
+    ("mx.ocp", {"layout": "swizzled", "tail": "reject", "scale_rule": "even"}),
+    ("q8_0.ggml", {"scale_store": "f32"}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("preset,params", CASES, ids=[f"{p}{'+' if o else ''}{'+'.join(o)}" for p, o in CASES])
+def test_quantize_and_dequantize_bytes_equal_the_cli(tmp_path, preset, params, dtype):
+    x = make_input(preset, dtype)
+    dtype_args = save_input(x, tmp_path / "x.npy")
+    param_args = [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
+    cli_ok("quantize", "--preset", preset, *dtype_args, *param_args, str(tmp_path / "x.npy"), "--out", str(tmp_path / "q"))
+    cli_ok("dequantize", str(tmp_path / "q"), "--out", str(tmp_path / "y.npy"))
+
+    payload, scale = qexact.quantize(x, preset, **params)
+    cli_payload = np.load(tmp_path / "q" / "payload.npy")
+    assert cli_payload.dtype == (np.int8 if payload.dtype == np.int8 else np.uint8)
+    assert same_bytes(payload.view(np.uint8), cli_payload.view(np.uint8))
+    cli_scale = np.load(tmp_path / "q" / "scale.npy")
+    assert scale.dtype == cli_scale.dtype and same_bytes(scale, cli_scale)
+    y = qexact.dequantize(payload, scale, preset, shape=x.shape, **params)
+    cli_y = np.load(tmp_path / "y.npy")
+    assert y.dtype == cli_y.dtype and same_bytes(y, cli_y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16], ids=["f32", "f16", "bf16"])
+def test_hif4_bytes_equal_the_cli(tmp_path, dtype):
+    x = np.ascontiguousarray(np.concatenate([make_input("hif4", dtype)] * 16))  # (64, 128)
+    dtype_args = save_input(x, tmp_path / "x.npy")
+    for qdim in (-1, 0):
+        cli_ok("fake-quant", "--preset", "hif4", "--qdim", str(qdim), *dtype_args, str(tmp_path / "x.npy"),
+               "--out", str(tmp_path / "fq.npy"))
+        ours = qexact.hifloat4_fake_quant(x, qdim)
+        assert same_bytes(ours, np.load(tmp_path / "fq.npy"))
+    cli_ok("hif4-pack", *dtype_args, str(tmp_path / "x.npy"), "--out", str(tmp_path / "packed"))
+    cli_ok("hif4-unpack", str(tmp_path / "packed"), "--out", str(tmp_path / "y.npy"))
+    scale, value = qexact.hif4_pack(x)
+    assert same_bytes(scale, np.load(tmp_path / "packed" / "scale.npy"))
+    assert same_bytes(value, np.load(tmp_path / "packed" / "value.npy"))
+    assert same_bytes(qexact.hif4_unpack(scale, value), np.load(tmp_path / "y.npy"))
+
+
+def nan_row():
+    x = np.ones((3, 40), dtype=np.float32)
+    x[1, 17] = np.nan
+    return x
+
+
+ERROR_CASES = {
+    "unknown preset": (np.ones((2, 32), np.float32), "nope", {}),
+    "unknown parameter": (np.ones((2, 32), np.float32), "int8.token.blaze", {"foo": 1}),
+    "bad value": (np.ones((2, 32), np.float32), "int8.token.blaze", {"scale_mode": "sideways"}),
+    "impossible contract": (np.ones((2, 32), np.float32), "mx.ocp", {"overflow": "inf"}),
+    "NaN in int8 input": (nan_row(), "int8.token.blaze", {}),
+    "partial group under tail=reject": (np.ones((2, 48), np.float32), "mxfp8.torchao.floor", {}),
+    "hif4 has no quantize": (np.ones((2, 64), np.float32), "hif4", {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES))
+def test_errors_carry_the_cli_message(tmp_path, case):
+    x, preset, params = ERROR_CASES[case]
+    np.save(tmp_path / "x.npy", x)
+    param_args = [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
+    done = run_cli("quantize", "--preset", preset, *param_args, str(tmp_path / "x.npy"), "--out", str(tmp_path / "q"))
+    assert done.returncode == 2
+    prefix = "qexact: error: "
+    assert done.stderr.startswith(prefix)
+    with pytest.raises(ValueError) as raised:
+        qexact.quantize(x, preset, **params)
+    assert str(raised.value) == done.stderr[len(prefix):].rstrip("\n")
