@@ -134,6 +134,67 @@ TEST(Hif4, GoldenAllTwoBlock) {
   EXPECT_EQ(bytes_of(qexact::hif4_pack(neg.view()).value), std::vector<std::uint8_t>(32, 0xEE));
 }
 
+// ---- check values from the seed documents, each recomputed by hand from §5 ----
+
+// A one-block tensor of dtype dt holding `block`; both engines must give scale byte 0 equal to
+// `scale_byte` (whose E6M2 value is `scale`), out[0] == first and every other output == rest.
+void expect_seed_block(DType dt, const std::vector<float>& block, std::uint8_t scale_byte, float scale, float first,
+                       float rest) {
+  ASSERT_EQ(qexact::e6m2_decode(scale_byte), scale);
+  const Tensor x = qexact::from_f32_vector(block, {1, 64}, dt);
+  for (qexact::Engine engine : {qexact::Engine::reference, qexact::Engine::fast}) {
+    SCOPED_TRACE(std::string(qexact::engine_name(engine)) + " " + qexact::dtype_name(dt));
+    const qexact::RunOptions o{engine, 1};
+    const Tensor y = qexact::hifloat4_fake_quant(x.view(), -1, o);
+    EXPECT_EQ(y.dtype(), dt);
+    const std::vector<float> out = values_of(y);
+    EXPECT_EQ(bits(out[0]), bits(first));
+    std::vector<float> rest_expected(63, rest);
+    EXPECT_EQ(differing(std::vector<float>(out.begin() + 1, out.end()), rest_expected), 0);
+    EXPECT_EQ(bytes_of(qexact::hif4_pack(x.view(), o).scale)[0], scale_byte);
+  }
+}
+
+TEST(Hif4, CheckValuesFromTheSeedDocuments) {
+  // All 1.0: sf = bf16(0.142578125) = 0.142578125, e = -3, m = rne(4.5625) = 5 -> scale
+  // 0.15625 (byte 45 << 2 | 1); rec = bf16(6.4) = 6.40625; d8 = d4 = 1 (6.40625 >= 4,
+  // 3.203125 >= 2); mant = 1.6015625, c = floor(6.90625) = 6 -> 1.5 * 4 * 0.15625 = 0.9375.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    expect_seed_block(dt, std::vector<float>(64, 1.0f), 0xB5, 0.15625f, 0.9375f, 0.9375f);
+  // All 7.0: sf = bf16(0.998046875 = 1 - 2^-9) = 1.0 (a tie, to even), e = 0, m = 4 -> scale 1
+  // (byte 48 << 2); rec 1; d8 = d4 = 1; mant = 1.75, c = min(floor(7.5), 7) = 7 -> 7.0.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    expect_seed_block(dt, std::vector<float>(64, 7.0f), 0xC0, 1.0f, 7.0f, 7.0f);
+  // All 1e30 (fp32; bf16 holds it too): sf ~ 1.4e29 clamps to 49152 = 6 * 2^13 (byte
+  // 63 << 2 | 2); rec = bf16(1 / 49152) = 1.3359375 * 2^-16; d8 = d4 = 1, c = 7 ->
+  // 1.75 * 4 * 49152 = 344064. In f16, 1e30 is not a value (it would be inf: a NaN block).
+  for (DType dt : {DType::f32, DType::bf16})
+    expect_seed_block(dt, std::vector<float>(64, 1e30f), 0xFE, 49152.0f, 344064.0f, 344064.0f);
+  // All 60000 in f16 (1875 * 32, exact): sf = bf16(8554.6875) = 8576, e = 13,
+  // m = rne(4.1875) = 4 -> scale 8192 (byte 61 << 2); rec = 2^-13; d8 = d4 = 1 (7.32421875,
+  // 3.662109375); mant = bf16(1.8310546875) = 1.828125, c = min(floor(7.8125), 7) = 7 ->
+  // 1.75 * 4 * 8192 = 57344, an f16 value: no overflow. None is possible from f16 input: its
+  // largest block max 65504 gives scale 10240 and output 61440 (code 7 would need x >= 66495).
+  expect_seed_block(DType::f16, std::vector<float>(64, 60000.0f), 0xF4, 8192.0f, 57344.0f, 57344.0f);
+  expect_seed_block(DType::f16, std::vector<float>(64, 65504.0f), 0xF5, 10240.0f, 61440.0f, 61440.0f);
+
+  std::vector<float> lone(64, 0.0f);
+  // [0.5, 0 x 63]: sf = 0.0712890625, e = -4, m = rne(4.5625) = 5 -> scale 0.078125 (byte
+  // 44 << 2 | 1); rec = bf16(12.8) = 12.8125; d8 = d4 = 1; mant = 1.6015625, c = 6 ->
+  // 1.5 * 4 * 0.078125 = 0.46875.
+  lone[0] = 0.5f;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) expect_seed_block(dt, lone, 0xB1, 0.078125f, 0.46875f, 0.0f);
+  // [-2.0, 0 x 63]: the golden block's scale 0.3125 (byte 46 << 2 | 1) and code 6, negative.
+  lone[0] = -2.0f;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) expect_seed_block(dt, lone, 0xB9, 0.3125f, -1.875f, 0.0f);
+  // [3.953125, 0 x 63]: sf = bf16(0.563629150390625) = 0.5625, e = -1, m = rne(4.5) = 4 (a tie,
+  // to even) -> scale 0.5 (byte 47 << 2); rec 2; d8 = d4 = 1 (7.90625, 3.953125);
+  // mant = 1.9765625, c = min(floor(8.40625), 7) = 7 -> 1.75 * 4 * 0.5 = 3.5. Dividing by 7
+  // (sf = 0.56640625, m = 5) or rounding the E6M2 tie up gives scale 0.625 and out 3.75.
+  lone[0] = 3.953125f;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) expect_seed_block(dt, lone, 0xBC, 0.5f, 3.5f, 0.0f);
+}
+
 TEST(Hif4, AllZeroBlockGivesPositiveZerosAndTheSmallestScale) {
   std::vector<float> v(128, 0.0f);
   for (std::size_t i = 0; i < v.size(); i += 3) v[i] = -0.0f;

@@ -1,0 +1,124 @@
+// Fast HiF4 fake-quant, pack and unpack (CONTRACTS §5): the checks (the reference's, with the
+// same messages), the output tensors and the threads; the per-block work is in the SIMD kernels
+// (hif4_kernels.hpp). Work items are whole blocks, so no output byte depends on the threads.
+#include <string>
+
+#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/hif4_kernels.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/simd_target.hpp"
+
+namespace qexact::fast {
+namespace {
+
+// Blocks per work item: enough to amortise a thread's start, few enough to balance.
+constexpr std::int64_t kLineGrain = 512;
+constexpr std::int64_t kColumnGrain = 16;
+
+void require_float_input(const TensorView& x, const char* op) {
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string(op) + " takes f32, bf16 or f16 input, got " + dtype_name(x.dtype));
+}
+
+void require_non_empty(const TensorView& x, const char* op) {
+  if (x.numel() == 0)
+    fail(ErrorKind::bad_argument, std::string(op) + " needs a non-empty tensor, got shape " + shape_str(x.shape));
+}
+
+void require_whole_blocks(std::int64_t length, int axis, const Shape& shape, const char* op) {
+  if (length % kernels::kHif4Block != 0)
+    fail(ErrorKind::bad_argument, std::string(op) + ": dimension " + std::to_string(axis) + " of shape " +
+                                      shape_str(shape) + " has length " + std::to_string(length) +
+                                      ", not a multiple of the HiF4 block " + std::to_string(kernels::kHif4Block));
+}
+
+int normalized_axis(int qdim, int rank, const Shape& shape) {
+  if (qdim < -rank || qdim >= rank)
+    fail(ErrorKind::bad_argument, "qdim " + std::to_string(qdim) + " is out of range for shape " + shape_str(shape) +
+                                      " (rank " + std::to_string(rank) + ")");
+  return qdim < 0 ? qdim + rank : qdim;
+}
+
+void require_u8(const TensorView& t, const char* what) {
+  if (t.dtype != DType::u8)
+    fail(ErrorKind::bad_argument, std::string("hif4_unpack: ") + what + " must be u8, got " + dtype_name(t.dtype));
+}
+
+}  // namespace
+
+Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads) {
+  kernels::apply_forced_target();
+  const char* op = "hifloat4_fake_quant";
+  require_float_input(x, op);
+  if (x.rank() < 1) fail(ErrorKind::bad_argument, "hifloat4_fake_quant needs a tensor of rank >= 1, got a scalar");
+  const int axis = normalized_axis(qdim, x.rank(), x.shape);
+  require_non_empty(x, op);
+  require_whole_blocks(x.shape[static_cast<std::size_t>(axis)], axis, x.shape, op);
+
+  const kernels::Hif4Plan plan = kernels::make_hif4_plan(x, axis);
+  Tensor out(x.dtype, x.shape);
+  auto* dst = static_cast<std::uint8_t*>(out.raw());
+  if (plan.inner == 1) {
+    kernels::parallel_for(plan.outer * plan.blocks_per_line, kLineGrain, threads,
+                          [&](std::int64_t b, std::int64_t e) { kernels::hif4_fake_quant_lines(plan, dst, b, e); });
+  } else {
+    kernels::parallel_for(plan.outer * plan.blocks_per_line * plan.column_chunks(), kColumnGrain, threads,
+                          [&](std::int64_t b, std::int64_t e) { kernels::hif4_fake_quant_columns(plan, dst, b, e); });
+  }
+  return out;
+}
+
+Hif4Packed hif4_pack(const TensorView& x, int threads) {
+  kernels::apply_forced_target();
+  const char* op = "hif4_pack";
+  require_float_input(x, op);
+  if (x.rank() != 2)
+    fail(ErrorKind::bad_argument, "hif4_pack needs a 2-D [rows, cols] tensor, got shape " + shape_str(x.shape));
+  require_non_empty(x, op);
+  const std::int64_t rows = x.shape[0];
+  const std::int64_t cols = x.shape[1];
+  require_whole_blocks(cols, 1, x.shape, op);
+
+  const kernels::Hif4Plan plan = kernels::make_hif4_plan(x, 1);
+  Hif4Packed p{Tensor(DType::u8, Shape{rows, cols / kernels::kHif4Block, 4}), Tensor(DType::u8, Shape{rows, cols / 2})};
+  std::uint8_t* scale = p.scale.data<std::uint8_t>();
+  std::uint8_t* value = p.value.data<std::uint8_t>();
+  kernels::parallel_for(rows * plan.blocks_per_line, kLineGrain, threads,
+                        [&](std::int64_t b, std::int64_t e) { kernels::hif4_pack_blocks(plan, scale, value, b, e); });
+  return p;
+}
+
+Tensor hif4_unpack(const TensorView& scale_view, const TensorView& value_view, int threads) {
+  kernels::apply_forced_target();
+  require_u8(scale_view, "scale");
+  require_u8(value_view, "value");
+  if (scale_view.rank() != 3 || scale_view.shape[2] != 4)
+    fail(ErrorKind::bad_argument,
+         "hif4_unpack: scale must have shape [rows, cols/64, 4], got " + shape_str(scale_view.shape));
+  if (value_view.rank() != 2)
+    fail(ErrorKind::bad_argument,
+         "hif4_unpack: value must have shape [rows, cols/2], got " + shape_str(value_view.shape));
+  const std::int64_t rows = scale_view.shape[0];
+  const std::int64_t blocks = scale_view.shape[1];
+  const Shape expected_value{rows, blocks * (kernels::kHif4Block / 2)};
+  if (value_view.shape != expected_value)
+    fail(ErrorKind::bad_argument, "hif4_unpack: value shape " + shape_str(value_view.shape) + " does not match " +
+                                      shape_str(expected_value) + " implied by scale shape " +
+                                      shape_str(scale_view.shape));
+  if (rows * blocks == 0)
+    fail(ErrorKind::bad_argument,
+         "hif4_unpack needs a non-empty tensor, got scale shape " + shape_str(scale_view.shape));
+
+  // The packed bytes are an eighth of the output's: strided ones are copied to C order first.
+  const Tensor scale_copy = scale_view.is_contiguous() ? Tensor() : contiguous_copy(scale_view);
+  const Tensor value_copy = value_view.is_contiguous() ? Tensor() : contiguous_copy(value_view);
+  const auto* scale = static_cast<const std::uint8_t*>(scale_view.is_contiguous() ? scale_view.data : scale_copy.raw());
+  const auto* value = static_cast<const std::uint8_t*>(value_view.is_contiguous() ? value_view.data : value_copy.raw());
+  Tensor out(DType::f32, Shape{rows, blocks * kernels::kHif4Block});
+  float* dst = out.data<float>();
+  kernels::parallel_for(rows * blocks, kLineGrain, threads,
+                        [&](std::int64_t b, std::int64_t e) { kernels::hif4_unpack_blocks(scale, value, dst, b, e); });
+  return out;
+}
+
+}  // namespace qexact::fast

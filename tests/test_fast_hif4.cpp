@@ -1,0 +1,416 @@
+// The fast HiF4 kernels (fake-quant, pack, unpack) against the reference, byte for byte: the
+// adversarial suite of CONTRACTS §8.4, the reference tests' adversarial blocks, every input
+// dtype, large seeded tensors of awkward shapes with qdim in every position and strided views,
+// for every SIMD target and 1, 2, 3 and 7 threads. The reference's answer for an input is
+// computed once and reused by every target.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "conformance/cases.hpp"
+#include "fast_test_util.hpp"
+#include "kernels/cpu/float_lanes.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/e6m2.hpp"
+#include "qexact/formats/fp16.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact {
+namespace {
+
+using test::differing_bytes;
+
+const RunOptions kRef{Engine::reference, 1};
+
+// What a call produced: its tensors, or the message it threw.
+struct Outcome {
+  bool threw = false;
+  std::string message;
+  std::vector<Tensor> tensors;
+};
+
+template <class F>
+Outcome outcome_of(F&& f) {
+  Outcome o;
+  try {
+    o.tensors = f();
+  } catch (const Error& e) {
+    o.threw = true;
+    o.message = e.what();
+  }
+  return o;
+}
+
+// The reference's outcome for `key`, computed on first use.
+template <class F>
+const Outcome& reference_outcome(const std::string& key, F&& f) {
+  static std::map<std::string, Outcome> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, outcome_of(std::forward<F>(f))).first;
+  return it->second;
+}
+
+void expect_same_outcome(const Outcome& want, const Outcome& got, const std::string& what) {
+  ASSERT_EQ(want.threw, got.threw) << what << ": reference " << (want.threw ? want.message : "ran") << ", fast "
+                                   << (got.threw ? got.message : "ran");
+  EXPECT_EQ(want.message, got.message) << what;
+  ASSERT_EQ(want.tensors.size(), got.tensors.size()) << what;
+  for (std::size_t i = 0; i < want.tensors.size(); ++i)
+    EXPECT_EQ(differing_bytes(want.tensors[i], got.tensors[i]), 0)
+        << what << ": output " << i << ": " << differing_bytes(want.tensors[i], got.tensors[i]) << " differing of "
+        << want.tensors[i].nbytes() << " bytes";
+}
+
+// Fast fake-quant of x along qdim equals the reference's (or both throw the same message).
+void expect_fake_quant_matches(const std::string& key, const TensorView& x, int qdim, int threads) {
+  const std::string what = key + " qdim " + std::to_string(qdim) + " threads " + std::to_string(threads);
+  const Outcome& want = reference_outcome("fq " + key + " " + std::to_string(qdim),
+                                          [&] { return std::vector{hifloat4_fake_quant(x, qdim, kRef)}; });
+  expect_same_outcome(want, outcome_of([&] {
+                        return std::vector{hifloat4_fake_quant(x, qdim, RunOptions{Engine::fast, threads})};
+                      }),
+                      what);
+}
+
+// Fast pack of x equals the reference's bytes, and both unpacks of them agree.
+void expect_pack_matches(const std::string& key, const TensorView& x, int threads) {
+  const std::string what = key + " pack threads " + std::to_string(threads);
+  const Outcome& want = reference_outcome("pack " + key, [&] {
+    Hif4Packed p = hif4_pack(x, kRef);
+    Tensor unpacked = hif4_unpack(p.scale.view(), p.value.view(), kRef);
+    return std::vector{std::move(p.scale), std::move(p.value), std::move(unpacked)};
+  });
+  const RunOptions fast{Engine::fast, threads};
+  expect_same_outcome(want, outcome_of([&] {
+                        Hif4Packed p = hif4_pack(x, fast);
+                        Tensor unpacked = hif4_unpack(p.scale.view(), p.value.view(), fast);
+                        return std::vector{std::move(p.scale), std::move(p.value), std::move(unpacked)};
+                      }),
+                      what);
+}
+
+std::vector<std::uint16_t> narrowed(const std::vector<float>& v, DType dt) {
+  std::vector<std::uint16_t> h(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::bf16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+  return h;
+}
+
+// A float tensor's storage, kept alive with views of it in any of the three dtypes.
+struct Storage {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> bf16, f16;
+  explicit Storage(std::vector<float> v)
+      : f32(std::move(v)), bf16(narrowed(f32, DType::bf16)), f16(narrowed(f32, DType::f16)) {}
+  const void* data(DType dt) const {
+    return dt == DType::f32    ? static_cast<const void*>(f32.data())
+           : dt == DType::bf16 ? static_cast<const void*>(bf16.data())
+                               : f16.data();
+  }
+  TensorView view(DType dt, const Shape& shape) const { return make_view(dt, shape, data(dt)); }
+};
+
+// Mixed magnitudes in a block (normal values over 21 octaves), with rare zeros, tiny values
+// and non-finite elements.
+std::vector<float> random_values(std::size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> octave(-10, 10);
+  std::vector<float> v(n);
+  for (float& f : v) {
+    f = std::ldexp(normal(rng), octave(rng));
+    switch (rng() % 20000) {
+      case 0: f = std::numeric_limits<float>::quiet_NaN(); break;
+      case 1: f = -std::numeric_limits<float>::infinity(); break;
+      case 2: f = 0.0f; break;
+      case 3: f = -0.0f; break;
+      case 4: f = 1e-41f; break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+constexpr DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
+
+class FastHif4 : public test::PerTarget {};
+
+TEST_P(FastHif4, AdversarialSuite) {
+  const std::uint64_t seed = 20261201;
+  std::cout << "seed " << seed << "\n";
+  const Contract c = make_preset("hif4");
+  for (const auto& k : conformance::adversarial_cases(c, seed)) {
+    const TensorView x = k.input.view();
+    const std::string key = "adversarial " + k.name;
+    for (int threads : {1, 3}) {
+      expect_fake_quant_matches(key, x, c.qdim, threads);
+      expect_pack_matches(key, x, threads);
+    }
+  }
+}
+
+// The blocks of the reference tests (test_hif4.cpp AdversarialBlocks): maxima at every power
+// of two and beside it, on and between every E6M2 scale, extremes, and half-up ties.
+std::vector<float> reference_test_blocks() {
+  std::mt19937 rng(31337u);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> position(0, 63);
+  std::vector<float> blocks;
+  auto add_block = [&](float max) {
+    std::vector<float> b(64);
+    for (float& f : b) f = unit(rng) * max;
+    b[static_cast<std::size_t>(position(rng))] = (unit(rng) < 0 ? -max : max);
+    blocks.insert(blocks.end(), b.begin(), b.end());
+  };
+  for (int k = -149; k <= 127; ++k) {
+    add_block(std::ldexp(1.0f, k));
+    add_block(std::nextafter(std::ldexp(1.0f, k), INFINITY));
+    add_block(std::nextafter(std::ldexp(1.0f, k), 0.0f));
+  }
+  for (int byte = 0; byte < 0xFF; ++byte) {
+    const float s = e6m2_decode(static_cast<std::uint8_t>(byte));
+    add_block(s / 0.142578125f);
+    add_block(s * 7.0f);
+    add_block(s * 7.5f);
+  }
+  for (float max :
+       {13.15f, 1e6f, 344064.0f, std::numeric_limits<float>::max(), 1e-20f, 0x1p-48f * 7.0f, 1e-40f, 1e-42f, 65504.0f})
+    add_block(max);
+  std::vector<float> ties(64, 0.0f);
+  ties[0] = 7.0f;
+  for (int c = 0; c < 7; ++c) ties[static_cast<std::size_t>(8 + c)] = (static_cast<float>(c) + 0.5f) / 4.0f;
+  blocks.insert(blocks.end(), ties.begin(), ties.end());
+  return blocks;
+}
+
+TEST_P(FastHif4, ReferenceTestBlocksInEveryDtype) {
+  std::cout << "seed 31337\n";
+  static const Storage blocks(reference_test_blocks());
+  const auto rows = static_cast<std::int64_t>(blocks.f32.size() / 64);
+  for (DType dt : kDtypes) {
+    const std::string key = std::string("reference blocks ") + dtype_name(dt);
+    // One block per row, and the same blocks as one long row.
+    for (const Shape& shape : {Shape{rows, 64}, Shape{1, rows * 64}}) {
+      const TensorView x = blocks.view(dt, shape);
+      for (int threads : {1, 7}) {
+        expect_fake_quant_matches(key + " " + shape_str(shape), x, -1, threads);
+        expect_pack_matches(key + " " + shape_str(shape), x, threads);
+      }
+    }
+    // The same blocks down the first axis of a (64, rows) tensor: column blocks, 16 per item.
+    std::vector<float> transposed(blocks.f32.size());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < 64; ++k)
+        transposed[static_cast<std::size_t>(k * rows + r)] = blocks.f32[static_cast<std::size_t>(r * 64 + k)];
+    const Storage columns(transposed);
+    for (int threads : {1, 3})
+      expect_fake_quant_matches(key + " down axis 0", columns.view(dt, {64, rows}), 0, threads);
+  }
+}
+
+// Every scale byte and every value byte, unpacked: 0xFF blocks, all nibbles and L2/L3 bits.
+TEST_P(FastHif4, UnpackOfEveryByte) {
+  const std::int64_t rows = 256, blocks = 3;
+  Tensor scale(DType::u8, {rows, blocks, 4});
+  Tensor value(DType::u8, {rows, blocks * 32});
+  std::mt19937 rng(4u);
+  std::cout << "seed 4\n";
+  for (std::int64_t i = 0; i < scale.numel(); ++i)
+    scale.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(i % 4 == 0 ? i / 4 % 256 : rng());
+  for (std::int64_t i = 0; i < value.numel(); ++i) value.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(i % 256);
+  // A strided view of the same bytes: every other block of a wider scale tensor.
+  Tensor wide(DType::u8, {rows, 2 * blocks, 4});
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t b = 0; b < blocks; ++b)
+      std::memcpy(wide.data<std::uint8_t>() + (r * 2 * blocks + 2 * b) * 4,
+                  scale.data<std::uint8_t>() + (r * blocks + b) * 4, 4);
+  const TensorView strided{DType::u8, {rows, blocks, 4}, {2 * blocks * 4, 8, 1}, wide.raw()};
+  const Outcome& want = reference_outcome("unpack every byte",
+                                          [&] { return std::vector{hif4_unpack(scale.view(), value.view(), kRef)}; });
+  for (int threads : {1, 2, 7}) {
+    const RunOptions fast{Engine::fast, threads};
+    expect_same_outcome(want, outcome_of([&] { return std::vector{hif4_unpack(scale.view(), value.view(), fast)}; }),
+                        "unpack threads " + std::to_string(threads));
+    expect_same_outcome(want, outcome_of([&] { return std::vector{hif4_unpack(strided, value.view(), fast)}; }),
+                        "unpack of a strided scale view");
+  }
+}
+
+TEST_P(FastHif4, LargeAwkwardShapesEveryQdimAndDtype) {
+  const std::uint64_t seed = 88;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  struct Case {
+    Shape shape;
+    std::vector<int> qdims;
+  };
+  const Case cases[] = {
+      {{1, 64 * 8192}, {-1, 1}},                // one long row (2 MiB as f32)
+      {{4099, 128}, {-1}},                      // many short rows
+      {{128, 3, 64, 5}, {0, 1, 2, 3, -2, -4}},  // qdim in every position (1 and 3 are rejected)
+      {{3, 320, 700}, {1, -2}},                 // columns with a tail chunk of 700 % 16
+      {{192, 1000}, {0, -2}},                   // 1000 columns down the first axis
+  };
+  for (const Case& c : cases) {
+    const Storage data(random_values(static_cast<std::size_t>(shape_numel(c.shape)), rng));
+    for (DType dt : kDtypes) {
+      const TensorView x = data.view(dt, c.shape);
+      const std::string key = std::string("random ") + dtype_name(dt) + " " + shape_str(c.shape);
+      for (int qdim : c.qdims)
+        for (int threads : {1, 2, 3, 7}) expect_fake_quant_matches(key, x, qdim, threads);
+      if (c.shape.size() == 2)
+        for (int threads : {1, 7}) expect_pack_matches(key, x, threads);
+    }
+  }
+}
+
+TEST_P(FastHif4, StridedViews) {
+  const std::uint64_t seed = 99;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const std::int64_t rows = 192, cols = 320;
+  const Storage data(random_values(static_cast<std::size_t>(2 * rows * cols), rng));
+  for (DType dt : kDtypes) {
+    const void* base = data.data(dt);
+    const std::size_t esize = dtype_size(dt);
+    struct View {
+      std::string name;
+      TensorView v;
+    };
+    const View views[] = {
+        // Element (r, c) at c * rows + r: blocks along the last axis are gathered, blocks down
+        // the first axis are columns of stride rows.
+        {"transposed", TensorView{dt, {cols, rows}, {1, cols}, base}},
+        {"every other row", TensorView{dt, {rows, cols}, {2 * cols, 1}, base}},
+        {"every other column", TensorView{dt, {rows, cols}, {2 * cols, 2}, base}},
+        // The first 40 columns of 128 rows: down the first axis, 40 inner positions of unit
+        // stride, the last chunk partial.
+        {"narrow", TensorView{dt, {128, 40}, {cols, 1}, base}},
+        // 3-D with the middle axes swapped.
+        {"permuted 3-D", TensorView{dt, {64, 5, 3}, {15, 1, 5}, base}},
+        // Reversed along the last axis (negative stride).
+        {"reversed",
+         TensorView{dt,
+                    {rows, cols},
+                    {cols, -1},
+                    static_cast<const std::uint8_t*>(base) + (cols - 1) * static_cast<std::int64_t>(esize)}},
+    };
+    for (const View& w : views) {
+      const std::string key = std::string("view ") + w.name + " " + dtype_name(dt);
+      for (int qdim = -w.v.rank(); qdim < w.v.rank(); ++qdim)
+        for (int threads : {1, 3}) expect_fake_quant_matches(key, w.v, qdim, threads);
+      if (w.v.rank() == 2)
+        for (int threads : {1, 3}) expect_pack_matches(key, w.v, threads);
+    }
+  }
+}
+
+TEST_P(FastHif4, ChecksAndMessagesMatchTheReference) {
+  const std::vector<float> ones(130 * 64, 1.0f);
+  const Tensor u8(DType::u8, {1, 64});
+  const TensorView odd = make_view(DType::f32, {2, 65}, ones.data());
+  const TensorView ok = make_view(DType::f32, {96, 64}, ones.data());
+  const TensorView empty = make_view(DType::f32, {0, 64}, ones.data());
+  const TensorView rank3 = make_view(DType::f32, {1, 1, 64}, ones.data());
+  const TensorView scalar = make_view(DType::f32, {}, ones.data());
+  for (const auto& [name, x, qdim] : std::vector<std::tuple<std::string, TensorView, int>>{{"odd", odd, -1},
+                                                                                           {"ok axis 0", ok, 0},
+                                                                                           {"ok qdim 2", ok, 2},
+                                                                                           {"ok qdim -3", ok, -3},
+                                                                                           {"empty", empty, -1},
+                                                                                           {"u8", u8.view(), -1},
+                                                                                           {"rank 3", rank3, -1},
+                                                                                           {"scalar", scalar, 0}}) {
+    expect_fake_quant_matches("check " + name, x, qdim, 2);
+    expect_pack_matches("check " + name, x, 2);
+  }
+  const Hif4Packed p = hif4_pack(make_view(DType::f32, {2, 128}, ones.data()), kRef);
+  const Tensor f32_scale(DType::f32, {2, 2, 4}), i8_value(DType::i8, {2, 64}), bad_scale(DType::u8, {2, 2, 3}),
+      short_value(DType::u8, {2, 63}), tall_value(DType::u8, {3, 64}), empty_scale(DType::u8, {2, 0, 4}),
+      empty_value(DType::u8, {2, 0});
+  for (const auto& [name, s, v] : std::vector<std::tuple<std::string, TensorView, TensorView>>{
+           {"f32 scale", f32_scale.view(), p.value.view()},
+           {"i8 value", p.scale.view(), i8_value.view()},
+           {"scale shape", bad_scale.view(), p.value.view()},
+           {"short value", p.scale.view(), short_value.view()},
+           {"tall value", p.scale.view(), tall_value.view()},
+           {"empty", empty_scale.view(), empty_value.view()}}) {
+    const Outcome& want =
+        reference_outcome("unpack check " + name, [&] { return std::vector{hif4_unpack(s, v, kRef)}; });
+    EXPECT_TRUE(want.threw) << name;
+    expect_same_outcome(want, outcome_of([&] {
+                          return std::vector{hif4_unpack(s, v, RunOptions{Engine::fast, 2})};
+                        }),
+                        "unpack check " + name);
+  }
+}
+
+TEST_P(FastHif4, UnpackOfPackIsFakeQuantAndRunsRepeat) {
+  const std::uint64_t seed = 5;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const Storage data(random_values(512 * 1024, rng));
+  const TensorView x = data.view(DType::f32, {512, 1024});
+  const Tensor first = hifloat4_fake_quant(x, -1, RunOptions{Engine::fast, 2});
+  const Hif4Packed packed = hif4_pack(x, RunOptions{Engine::fast, 2});
+  EXPECT_EQ(differing_bytes(hif4_unpack(packed.scale.view(), packed.value.view(), RunOptions{Engine::fast, 3}), first),
+            0);
+  for (int i = 0; i < 10; ++i) {
+    const RunOptions o{Engine::fast, 1 + i % 7};
+    EXPECT_EQ(differing_bytes(hifloat4_fake_quant(x, -1, o), first), 0) << "run " << i;
+    const Hif4Packed again = hif4_pack(x, o);
+    EXPECT_EQ(differing_bytes(again.scale, packed.scale), 0) << "run " << i;
+    EXPECT_EQ(differing_bytes(again.value, packed.value), 0) << "run " << i;
+  }
+}
+
+// The kernels' own dtype conversions, which every bf16 and f16 fake-quant reads and writes
+// through, against qexact/formats: every bf16 and f16 bit pattern widened; fp32 patterns at
+// every rounding boundary of both (all high halves with the low bits that decide a rounding)
+// and random ones narrowed. The counts are odd, so a partial vector is converted too.
+TEST_P(FastHif4, DtypeConversionsMatchTheFormats) {
+  std::vector<std::uint16_t> halves(65536 - 5);
+  for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<std::uint16_t>(i + 5);
+  std::vector<float> widened(halves.size());
+  for (DType dt : {DType::bf16, DType::f16}) {
+    kernels::widen_to_f32(dt, halves.data(), static_cast<std::int64_t>(halves.size()), widened.data());
+    std::int64_t differing = 0;
+    for (std::size_t i = 0; i < halves.size(); ++i)
+      differing += std::bit_cast<std::uint32_t>(widened[i]) !=
+                   std::bit_cast<std::uint32_t>(dt == DType::bf16 ? bf16_to_f32(halves[i]) : f16_to_f32(halves[i]));
+    EXPECT_EQ(differing, 0) << dtype_name(dt) << " widened, of " << halves.size();
+  }
+
+  const std::uint64_t seed = 6;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  std::vector<float> f;
+  for (std::uint32_t high = 0; high < 65536; ++high)
+    for (std::uint32_t low :
+         {0x0000u, 0x0001u, 0x0FFFu, 0x1000u, 0x1001u, 0x1FFFu, 0x2000u, 0x3000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
+      f.push_back(std::bit_cast<float>(high << 16 | low));
+  for (int i = 0; i < (1 << 20) + 3; ++i) f.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+  std::vector<std::uint16_t> narrow(f.size());
+  for (DType dt : {DType::bf16, DType::f16}) {
+    kernels::narrow_from_f32(dt, f.data(), static_cast<std::int64_t>(f.size()), narrow.data());
+    std::int64_t differing = 0;
+    for (std::size_t i = 0; i < f.size(); ++i)
+      differing += narrow[i] != (dt == DType::bf16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]));
+    EXPECT_EQ(differing, 0) << dtype_name(dt) << " narrowed, of " << f.size();
+  }
+  std::vector<float> same(f.size());
+  kernels::narrow_from_f32(DType::f32, f.data(), static_cast<std::int64_t>(f.size()), same.data());
+  EXPECT_EQ(std::memcmp(same.data(), f.data(), f.size() * sizeof(float)), 0);
+}
+
+QEXACT_INSTANTIATE_PER_TARGET(FastHif4);
+
+}  // namespace
+}  // namespace qexact
