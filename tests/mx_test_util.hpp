@@ -1,5 +1,8 @@
 // Small helpers for the MX tests: quantize rows of fp32 values with a named contract.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <cstring>
 #include <vector>
 
 #include "qexact/contract.hpp"
@@ -7,9 +10,19 @@
 
 namespace qexact::test {
 
+// The reference's result, which the check values pin; the fast engine must give the same bytes.
 inline QuantResult quantize_f32(const Contract& c, const std::vector<float>& values, Shape shape = {}) {
   if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
-  return quantize(c, make_view(DType::f32, shape, values.data()));
+  const TensorView x = make_view(DType::f32, shape, values.data());
+  QuantResult ref = quantize(c, x, RunOptions{Engine::reference, 1});
+  const QuantResult fast = quantize(c, x, RunOptions{Engine::fast, 2});
+  EXPECT_TRUE(ref.payload.nbytes() == fast.payload.nbytes() &&
+              std::memcmp(ref.payload.raw(), fast.payload.raw(), ref.payload.nbytes()) == 0)
+      << "fast payload differs from the reference";
+  EXPECT_TRUE(ref.scale.nbytes() == fast.scale.nbytes() &&
+              std::memcmp(ref.scale.raw(), fast.scale.raw(), ref.scale.nbytes()) == 0)
+      << "fast scale differs from the reference";
+  return ref;
 }
 
 // A group of `n` values: `fill` everywhere, then the listed (index, value) pairs.

@@ -46,11 +46,14 @@ std::int64_t differing(const std::vector<float>& a, const std::vector<float>& b)
   return n;
 }
 
-Tensor fake_quant(const Tensor& x, int qdim = -1) { return qexact::hifloat4_fake_quant(x.view(), qdim); }
+// The reference is the engine these tests pin (tests/test_fast_hif4.cpp holds the kernels to it).
+const qexact::RunOptions kRef{qexact::Engine::reference, 1};
+
+Tensor fake_quant(const Tensor& x, int qdim = -1) { return qexact::hifloat4_fake_quant(x.view(), qdim, kRef); }
 
 Tensor round_trip(const Tensor& x) {
-  const qexact::Hif4Packed p = qexact::hif4_pack(x.view());
-  return qexact::hif4_unpack(p.scale.view(), p.value.view());
+  const qexact::Hif4Packed p = qexact::hif4_pack(x.view(), kRef);
+  return qexact::hif4_unpack(p.scale.view(), p.value.view(), kRef);
 }
 
 // ---- an independent transcription of CONTRACTS §5 for one row of fp32 blocks ----
@@ -124,14 +127,14 @@ TEST(Hif4, GoldenAllTwoBlock) {
   const std::vector<float> y = values_of(fake_quant(x));
   EXPECT_EQ(differing(y, std::vector<float>(64, 1.875f)), 0);
 
-  const qexact::Hif4Packed p = qexact::hif4_pack(x.view());
+  const qexact::Hif4Packed p = qexact::hif4_pack(x.view(), kRef);
   // byte 0: (e + 48) << 2 | (m - 4) = 46 << 2 | 1 = 0xB9; every L2 and L3 bit set.
   EXPECT_EQ(bytes_of(p.scale), (std::vector<std::uint8_t>{0xB9, 0xFF, 0xFF, 0xFF}));
   EXPECT_EQ(bytes_of(p.value), std::vector<std::uint8_t>(32, 0x66));  // c = 6, sign 0, twice
 
   const Tensor neg = f32_tensor({1, 64}, std::vector<float>(64, -2.0f));
   EXPECT_EQ(differing(values_of(fake_quant(neg)), std::vector<float>(64, -1.875f)), 0);
-  EXPECT_EQ(bytes_of(qexact::hif4_pack(neg.view()).value), std::vector<std::uint8_t>(32, 0xEE));
+  EXPECT_EQ(bytes_of(qexact::hif4_pack(neg.view(), kRef).value), std::vector<std::uint8_t>(32, 0xEE));
 }
 
 // ---- check values from the seed documents, each recomputed by hand from §5 ----
@@ -200,7 +203,7 @@ TEST(Hif4, AllZeroBlockGivesPositiveZerosAndTheSmallestScale) {
   for (std::size_t i = 0; i < v.size(); i += 3) v[i] = -0.0f;
   const Tensor x = f32_tensor({1, 128}, v);
   EXPECT_EQ(differing(values_of(fake_quant(x)), std::vector<float>(128, 0.0f)), 0);
-  const qexact::Hif4Packed p = qexact::hif4_pack(x.view());
+  const qexact::Hif4Packed p = qexact::hif4_pack(x.view(), kRef);
   EXPECT_EQ(bytes_of(p.scale), std::vector<std::uint8_t>(8, 0x00));  // 2^-48, no L2/L3 bits
   EXPECT_EQ(bytes_of(p.value), std::vector<std::uint8_t>(64, 0x00));
 }
@@ -218,7 +221,7 @@ TEST(Hif4, TinyFp32BlocksQuantizeToSignedZerosNotNaN) {
     std::vector<float> expected(64, 0.0f);
     expected[6] = -0.0f;
     EXPECT_EQ(differing(y, expected), 0) << "max " << max;
-    EXPECT_EQ(bytes_of(qexact::hif4_pack(x.view()).scale), (std::vector<std::uint8_t>{0x00, 0x00, 0x00, 0x00}));
+    EXPECT_EQ(bytes_of(qexact::hif4_pack(x.view(), kRef).scale), (std::vector<std::uint8_t>{0x00, 0x00, 0x00, 0x00}));
   }
 }
 
@@ -238,7 +241,7 @@ TEST(Hif4, SignRules) {
   EXPECT_EQ(bits(y[4]), bits(0.0f));
   EXPECT_EQ(y[3], -y[0]);
   EXPECT_EQ(y[0], 7.5f);
-  const qexact::Hif4Packed p = qexact::hif4_pack(f32_tensor({1, 64}, v).view());
+  const qexact::Hif4Packed p = qexact::hif4_pack(f32_tensor({1, 64}, v).view(), kRef);
   const std::vector<std::uint8_t> value = bytes_of(p.value);
   EXPECT_EQ(value[0], 0x86);  // element 0: 0x6 (low), element 1: sign 1, c 0 -> 0x8 (high)
   EXPECT_EQ(value[1], 0xE0);  // element 2: -0.0 -> 0x0, element 3: -8 -> 0xE
@@ -275,7 +278,7 @@ TEST(Hif4, PackLayoutOfAHandBuiltBlock) {
   block[13] = -0.5f;
   block[63] = 5.0f;
   const Tensor t = f32_tensor({2, 128}, x);
-  const qexact::Hif4Packed p = qexact::hif4_pack(t.view());
+  const qexact::Hif4Packed p = qexact::hif4_pack(t.view(), kRef);
   EXPECT_EQ(p.scale.shape(), (Shape{2, 2, 4}));
   EXPECT_EQ(p.value.shape(), (Shape{2, 64}));
 
@@ -303,7 +306,7 @@ TEST(Hif4, PackLayoutOfAHandBuiltBlock) {
   e[12] = 3.0f;
   e[13] = -0.5f;
   e[63] = 5.0f;
-  EXPECT_EQ(differing(values_of(qexact::hif4_unpack(p.scale.view(), p.value.view())), expected), 0);
+  EXPECT_EQ(differing(values_of(qexact::hif4_unpack(p.scale.view(), p.value.view(), kRef)), expected), 0);
   EXPECT_EQ(differing(values_of(fake_quant(t)), expected), 0);
 }
 
@@ -311,7 +314,7 @@ TEST(Hif4, UnpackOfAReservedScaleByteIsNaN) {
   Tensor scale(DType::u8, {1, 1, 4});
   scale.data<std::uint8_t>()[0] = 0xFF;
   Tensor value(DType::u8, {1, 32});
-  const std::vector<float> y = values_of(qexact::hif4_unpack(scale.view(), value.view()));
+  const std::vector<float> y = values_of(qexact::hif4_unpack(scale.view(), value.view(), kRef));
   EXPECT_EQ(std::count_if(y.begin(), y.end(), [](float f) { return std::isnan(f); }), 64);
 }
 

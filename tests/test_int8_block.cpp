@@ -73,7 +73,7 @@ Contract preset(const std::string& name, const std::function<void(Contract&)>& c
 }
 
 QuantResult quantize_with(const std::string& name, const Tensor& x, const std::function<void(Contract&)>& change = {}) {
-  return quantize(preset(name, change), x.view());
+  return quantize(preset(name, change), x.view(), RunOptions{Engine::reference, 1});  // the pinned engine
 }
 
 TEST(Int8Block, AscendBlockWithAmax127HasScaleOneAndRoundsToEven) {

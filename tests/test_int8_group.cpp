@@ -75,7 +75,7 @@ Contract preset(const std::string& name, const std::function<void(Contract&)>& c
 }
 
 QuantResult q8_0(const Tensor& x, const std::function<void(Contract&)>& change = {}) {
-  return quantize(preset("q8_0.ggml", change), x.view());
+  return quantize(preset("q8_0.ggml", change), x.view(), RunOptions{Engine::reference, 1});  // the pinned engine
 }
 
 // A row of `groups` groups of 32, the given leading values of each group, zeros after.

@@ -19,6 +19,10 @@
 
 namespace {
 
+// The reference is the engine these tests pin (tests/test_fast_pool.cpp holds the kernel to it).
+const qexact::RunOptions kRef{qexact::Engine::reference, 1};
+
+
 using qexact::DType;
 using qexact::PoolDivisor;
 using qexact::Shape;
@@ -41,7 +45,7 @@ std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 // The mean of a (1, S, 1) fp32 sequence pooled over all of it, in dtype `out`, as fp32.
 float mean_of(const std::vector<float>& v, DType out = DType::f32) {
   const Tensor x = f32_tensor({1, static_cast<std::int64_t>(v.size()), 1}, v);
-  return values_of(qexact::pooled_block_mean(x.view(), static_cast<std::int64_t>(v.size()), out))[0];
+  return values_of(qexact::pooled_block_mean(x.view(), static_cast<std::int64_t>(v.size()), out, kRef))[0];
 }
 
 // x[:, offset : offset + length] as a view sharing x's storage and strides.
@@ -126,7 +130,7 @@ TEST(PoolMean, ShardedEqualsTheExactMeanRoundedOnce) {
   const std::vector<std::vector<std::int64_t>> shardings = {
       {37}, {10, 27}, {5, 5, 5, 22}, {1, 12, 0, 24}, {36, 1}, {8, 8, 8, 8, 5}, {7, 9, 21}, {3, 3, 3, 3, 3, 3, 19}};
   for (DType out : {DType::f32, DType::bf16, DType::f16}) {
-    const Tensor whole = qexact::pooled_block_mean(x.view(), P, out);
+    const Tensor whole = qexact::pooled_block_mean(x.view(), P, out, kRef);
     ASSERT_EQ(whole.shape(), (Shape{B, 5, F1, F2}));
     ASSERT_EQ(whole.dtype(), out);
     const std::vector<float> means = values_of(whole);
