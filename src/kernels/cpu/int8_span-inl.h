@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "kernels/cpu/int8_plan.hpp"
-#include "kernels/cpu/load-inl.h"
+#include "kernels/cpu/float_lanes-inl.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -131,7 +131,7 @@ HWY_INLINE std::uint32_t LoadF32AbsMaxBits(DType dt, const Span& s, float* out) 
     const std::int64_t bytes = static_cast<std::int64_t>(dtype_size(dt));
     for (; i + N <= s.n; i += N) {
       PrefetchAhead(s.first + i * bytes);
-      const auto v = LoadAsF32(df, dt, s.first, i);
+      const auto v = LoadWidened(df, dt, s.first + i * bytes);
       hn::StoreU(v, df, out + i);
       mv = hn::Max(mv, hn::And(hn::BitCast(di, v), magnitude));
     }
@@ -208,7 +208,7 @@ HWY_INLINE void QuantizeSpan(const Encoder<kRounding, kDivide>& encode, DType dt
     } else {
       for (; i + N <= n; i += N) {
         PrefetchAhead(first + 2 * i);
-        hn::StoreU(encode(LoadAsF32(df, dt, first, i)), d8, bytes + i);
+        hn::StoreU(encode(LoadWidened(df, dt, first + 2 * i)), d8, bytes + i);
       }
     }
     if (i == n) return;

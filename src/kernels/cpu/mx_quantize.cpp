@@ -10,7 +10,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/load-inl.h"
+#include "kernels/cpu/float_lanes-inl.hpp"
 #include "kernels/cpu/mx_plan.hpp"
 #include "kernels/cpu/mx_scale_bits.hpp"
 
@@ -161,7 +161,7 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
   const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
   const VI exp_mask = hn::Set(di, kExpMask);
   for (int j = 0; j < nv; ++j) {
-    VI b = hn::BitCast(di, LoadAsF32(df, kDtype, row, begin + j * kN));
+    VI b = hn::BitCast(di, LoadWidened(df, kDtype, row + (begin + j * kN) * static_cast<std::int64_t>(kDtype == DType::f32 ? 4 : 2)));
     if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
     bits[j] = b;
     const VI abs = hn::And(b, abs_mask);
