@@ -276,6 +276,131 @@ TEST_F(CliTest, Hif4PackAndUnpackEqualTheLibrary) {
   EXPECT_EQ(get("x.npy"), encoded(hif4_unpack(expected.scale.view(), expected.value.view())));
 }
 
+// ---- engines and threads ---------------------------------------------------------------------
+
+// meta.json without its "engine" member.
+nlohmann::json meta_but_engine(const std::string& text) {
+  auto j = nlohmann::json::parse(text);
+  j.erase("engine");
+  return j;
+}
+
+TEST_F(CliTest, QuantizeAndDequantizeGiveTheSameFilesOnBothEngines) {
+  const QuantCase cases[] = {{"mxfp8_ascend", "mxfp8.ascend", {}, DType::bf16, {3, 64}},
+                             {"int8_token", "int8.token.blaze", {}, DType::f32, {4, 64}},
+                             {"int8_block", "int8.block.ascend", {}, DType::f16, {1, 70, 2, 8}},
+                             {"q8_0", "q8_0.ggml", {}, DType::f32, {2, 64}}};
+  for (const QuantCase& q : cases) {
+    SCOPED_TRACE(q.name);
+    const Tensor x = from_f32_vector(random_values(shape_numel(q.shape), 4321), q.shape, q.dtype);
+    put_npy("in.npy", x);
+    const std::vector<std::string> dtype =
+        q.dtype == DType::bf16 ? std::vector<std::string>{"--dtype", "bf16"} : std::vector<std::string>{};
+    std::vector<std::string> fast = {"quantize", "--preset", q.preset, "in.npy", "--out", "f", "--threads", "2"};
+    std::vector<std::string> reference = {"quantize", "--preset", q.preset, "in.npy", "--out", "r", "--engine",
+                                          "reference"};
+    fast.insert(fast.end(), dtype.begin(), dtype.end());
+    reference.insert(reference.end(), dtype.begin(), dtype.end());
+    const RunResult rf = run(fast);
+    ASSERT_EQ(rf.status, 0) << rf.err;
+    const RunResult rr = run(reference);
+    ASSERT_EQ(rr.status, 0) << rr.err;
+    EXPECT_EQ(get("f/payload.npy"), get("r/payload.npy"));
+    EXPECT_EQ(get("f/scale.npy"), get("r/scale.npy"));
+    EXPECT_EQ(nlohmann::json::parse(get("f/meta.json")).at("engine"), "fast");
+    EXPECT_EQ(nlohmann::json::parse(get("r/meta.json")).at("engine"), "reference");
+    EXPECT_EQ(meta_but_engine(get("f/meta.json")), meta_but_engine(get("r/meta.json")));
+
+    const RunResult df = run({"dequantize", "f", "--out", "xf.npy", "--engine", "fast", "--threads", "2"});
+    ASSERT_EQ(df.status, 0) << df.err;
+    const RunResult dr = run({"dequantize", "f", "--out", "xr.npy", "--engine", "reference", "--threads", "1"});
+    ASSERT_EQ(dr.status, 0) << dr.err;
+    EXPECT_EQ(get("xf.npy"), get("xr.npy"));
+    EXPECT_FALSE(get("xf.npy").empty());
+  }
+}
+
+TEST_F(CliTest, QuantizeRecordsTheDefaultEngine) {
+  put_npy("in.npy", from_f32_vector(random_values(2 * 32, 12), {2, 32}, DType::f32));
+  const RunResult r = run({"quantize", "--preset", "mx.ocp", "in.npy", "--out", "q"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(get("q/meta.json")).at("engine"), "fast");
+}
+
+TEST_F(CliTest, Hif4CommandsGiveTheSameFilesOnBothEngines) {
+  put_npy("in.npy", from_f32_vector(random_values(4 * 128, 31), {4, 128}, DType::bf16));
+  for (const char* engine : {"fast", "reference"}) {
+    const std::string e = engine;
+    ASSERT_EQ(run({"fake-quant", "--preset", "hif4", "--dtype", "bf16", "in.npy", "--out", "y_" + e + ".npy",
+                   "--engine", e, "--threads", "2"})
+                  .status,
+              0);
+    ASSERT_EQ(run({"hif4-pack", "--dtype", "bf16", "in.npy", "--out", "p_" + e, "--engine", e}).status, 0);
+    ASSERT_EQ(run({"hif4-unpack", "p_fast", "--out", "u_" + e + ".npy", "--engine", e, "--threads", "1"}).status, 0);
+  }
+  EXPECT_EQ(get("y_fast.npy"), get("y_reference.npy"));
+  EXPECT_EQ(get("p_fast/scale.npy"), get("p_reference/scale.npy"));
+  EXPECT_EQ(get("p_fast/value.npy"), get("p_reference/value.npy"));
+  EXPECT_EQ(get("u_fast.npy"), get("u_reference.npy"));
+  EXPECT_FALSE(get("u_fast.npy").empty());
+}
+
+// ---- bench -----------------------------------------------------------------------------------
+
+// Tiny sizes and one round: checks what is printed, never how fast anything is.
+const std::vector<std::string> kTinyBench = {"bench",          "--preset", "q8_0.ggml", "--elements", "4096",
+                                             "--cache-elements", "4096",   "--reference-elements", "4096",
+                                             "--threads",      "1,2",      "--rounds",  "1"};
+
+TEST_F(CliTest, BenchJsonPrintsOneObjectPerMeasurement) {
+  std::vector<std::string> args = kTinyBench;
+  args.push_back("--json");
+  const RunResult r = run(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.out;  // reference, then out of cache and in cache at 1 and 2 threads
+  std::vector<std::pair<std::string, int>> seen;
+  for (const std::string& line : lines) {
+    const auto j = nlohmann::json::parse(line);
+    for (const char* key :
+         {"preset", "op", "input_dtype", "threads", "elements", "gbps", "copy_gbps", "ratio", "engine"})
+      EXPECT_TRUE(j.contains(key)) << key << " in " << line;
+    EXPECT_EQ(j.at("preset"), "q8_0.ggml");
+    EXPECT_EQ(j.at("op"), "quantize");
+    EXPECT_EQ(j.at("input_dtype"), "f32");
+    EXPECT_EQ(j.at("elements"), 4096);
+    seen.emplace_back(j.at("engine").get<std::string>(), j.at("threads").get<int>());
+  }
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, int>>{
+                      {"reference", 1}, {"fast", 1}, {"fast", 2}, {"fast", 1}, {"fast", 2}}));
+  EXPECT_TRUE(work_tree().empty());
+}
+
+TEST_F(CliTest, BenchPrintsATable) {
+  const RunResult r = run(kTinyBench);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  std::size_t header = 0, rows = 0;
+  for (const std::string& line : lines) {
+    if (line.rfind("preset ", 0) == 0) {
+      ++header;
+      for (const char* title : {"GB/s", "copy GB/s", "ratio", "ns/elem", "vs ref", "thr"})
+        EXPECT_NE(line.find(title), std::string::npos) << title;
+    }
+    rows += line.rfind("q8_0.ggml ", 0) == 0;
+  }
+  EXPECT_EQ(header, 1u) << r.out;
+  EXPECT_EQ(rows, 5u) << r.out;
+}
+
+TEST_F(CliTest, BenchHelpDefinesCopyBandwidthAndBytes) {
+  const RunResult r = run({"bench", "--help"});
+  ASSERT_EQ(r.status, 0);
+  for (const char* words : {"memcpy", "bytes read + bytes written", "Bytes per element", "zero-fills"})
+    EXPECT_NE(r.out.find(words), std::string::npos) << words;
+}
+
 // ---- conform ---------------------------------------------------------------------------------
 
 TEST_F(CliTest, ConformRunsWithTheGivenSeedAndPasses) {
@@ -297,7 +422,8 @@ TEST_F(CliTest, ConformWithoutArgumentsUsesTheDefaultSeed) {
 TEST_F(CliTest, HelpAndVersionExitZero) {
   const RunResult h = run({"--help"});
   EXPECT_EQ(h.status, 0);
-  for (const char* sub : {"presets", "quantize", "dequantize", "fake-quant", "hif4-pack", "hif4-unpack", "conform"})
+  for (const char* sub :
+       {"presets", "quantize", "dequantize", "fake-quant", "hif4-pack", "hif4-unpack", "conform", "bench"})
     EXPECT_NE(h.out.find(sub), std::string::npos) << sub;
   const RunResult v = run({"--version"});
   EXPECT_EQ(v.status, 0);
@@ -420,6 +546,31 @@ TEST_F(CliRejects, DequantizeWithMalformedMeta) {
 TEST_F(CliRejects, Hif4UnpackWithoutItsFiles) {
   fs::create_directories(work() / "packed");
   expect_rejected({"hif4-unpack", "packed", "--out", "y.npy"}, "scale.npy");
+}
+
+TEST_F(CliRejects, UnknownEngine) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "q", "--engine", "turbo"}, "--engine");
+  expect_rejected({"fake-quant", "--preset", "hif4", "x.npy", "--out", "y.npy", "--engine", "Fast"}, "--engine");
+  expect_rejected({"hif4-pack", "x.npy", "--out", "p", "--engine", ""}, "--engine");
+}
+
+TEST_F(CliRejects, BadThreadCount) {
+  expect_rejected({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "q", "--threads", "-1"}, "--threads");
+  expect_rejected({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "q", "--threads", "two"}, "--threads");
+}
+
+TEST_F(CliRejects, DequantizeAndUnpackWithAnUnknownEngine) {
+  ASSERT_EQ(run({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "q"}).status, 0);
+  ASSERT_EQ(run({"hif4-pack", "x.npy", "--out", "p"}).status, 0);
+  expect_rejected({"dequantize", "q", "--out", "y.npy", "--engine", "gpu"}, "--engine");
+  expect_rejected({"hif4-unpack", "p", "--out", "y.npy", "--engine", "gpu"}, "--engine");
+}
+
+TEST_F(CliRejects, BenchWithBadArguments) {
+  expect_rejected({"bench", "--preset", "mx.ocp"}, "no benchmarked kernel for preset 'mx.ocp'");
+  expect_rejected({"bench", "--elements", "1000"}, "multiple of 4096");
+  expect_rejected({"bench", "--threads", "1,0"}, "thread count");
+  expect_rejected({"bench", "--rounds", "0"}, "timed round");
 }
 
 TEST_F(CliRejects, ConformWithABadSeed) {

@@ -1,5 +1,5 @@
-// `qexact dequantize DIR --out OUT.npy`: fp32 values of a `qexact quantize` output directory,
-// under the contract meta.json records.
+// `qexact dequantize DIR [--engine E] [--threads N] --out OUT.npy`: fp32 values of a `qexact
+// quantize` output directory, under the contract meta.json records.
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -14,6 +14,7 @@ namespace {
 struct DequantizeOptions {
   std::string dir;
   std::string out;
+  EngineArgs engine;
 };
 
 Tensor read_recorded(const std::filesystem::path& path, const TensorMeta& recorded) {
@@ -29,7 +30,7 @@ int run_dequantize(const DequantizeOptions& o) {
   const QuantMeta meta = meta_from_json(read_json(dir / kMetaFile), (dir / kMetaFile).string());
   const Tensor payload = read_recorded(dir / kPayloadFile, meta.payload);
   const Tensor scale = read_recorded(dir / kScaleFile, meta.scale);
-  const Tensor x = dequantize(meta.contract, payload.view(), scale.view(), meta.input.shape);
+  const Tensor x = dequantize(meta.contract, payload.view(), scale.view(), meta.input.shape, o.engine.options());
   io::write_file_atomic(o.out, npy::encode(x.view()));
   return 0;
 }
@@ -41,6 +42,7 @@ void add_dequantize(CLI::App& app, Action& action) {
   CLI::App* sub = app.add_subcommand("dequantize", "fp32 values of a `qexact quantize` output directory");
   sub->add_option("dir", opts->dir, "directory written by `qexact quantize`")->required();
   sub->add_option("--out", opts->out, "output OUT.npy (fp32)")->required();
+  add_engine_options(*sub, opts->engine);
   sub->callback([opts, &action] { action = [opts] { return run_dequantize(*opts); }; });
 }
 

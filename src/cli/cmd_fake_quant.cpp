@@ -1,5 +1,6 @@
-// `qexact fake-quant --preset hif4 [--qdim N] [--dtype D] IN.npy --out OUT.npy`: FP -> HiF4 -> FP
-// along axis qdim; the output has the input's shape and dtype (bf16 written as '<u2').
+// `qexact fake-quant --preset hif4 [--qdim N] [--dtype D] [--engine E] [--threads N] IN.npy
+// --out OUT.npy`: FP -> HiF4 -> FP along axis qdim; the output has the input's shape and dtype
+// (bf16 written as '<u2').
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -17,6 +18,7 @@ struct FakeQuantOptions {
   std::string dtype;
   std::string input;
   std::string out;
+  EngineArgs engine;
 };
 
 int run_fake_quant(const FakeQuantOptions& o) {
@@ -27,7 +29,7 @@ int run_fake_quant(const FakeQuantOptions& o) {
     fail(ErrorKind::bad_argument, "fake-quant takes a hif4 preset; '" + o.preset + "' is a " +
                                       family_name(c.family) + " preset (use quantize)");
   const Tensor x = read_float_input(o.input, o.dtype);
-  const Tensor y = hifloat4_fake_quant(x.view(), c.qdim);
+  const Tensor y = hifloat4_fake_quant(x.view(), c.qdim, o.engine.options());
   io::write_file_atomic(o.out, npy::encode(y.view()));
   return 0;
 }
@@ -40,6 +42,7 @@ void add_fake_quant(CLI::App& app, Action& action) {
   sub->add_option("--preset", opts->preset, "a hif4 preset (see `qexact presets`)")->required();
   opts->qdim_given = sub->add_option("--qdim", opts->qdim, "axis of the 64-element blocks (negative from the end)");
   add_dtype_option(*sub, opts->dtype);
+  add_engine_options(*sub, opts->engine);
   sub->add_option("input", opts->input, "input tensor IN.npy")->required();
   sub->add_option("--out", opts->out, "output OUT.npy (same dtype as the input)")->required();
   sub->callback([opts, &action] { action = [opts] { return run_fake_quant(*opts); }; });

@@ -1,5 +1,6 @@
 // `qexact hif4-pack IN.npy --out DIR` (DIR/scale.npy, DIR/value.npy) and
-// `qexact hif4-unpack DIR --out OUT.npy` (fp32): HiFloat4 storage (CONTRACTS §5).
+// `qexact hif4-unpack DIR --out OUT.npy` (fp32): HiFloat4 storage (CONTRACTS §5). Both take
+// --engine and --threads.
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -17,16 +18,18 @@ struct PackOptions {
   std::string dtype;
   std::string input;
   std::string out;
+  EngineArgs engine;
 };
 
 struct UnpackOptions {
   std::string dir;
   std::string out;
+  EngineArgs engine;
 };
 
 int run_pack(const PackOptions& o) {
   const Tensor x = read_float_input(o.input, o.dtype);
-  const Hif4Packed packed = hif4_pack(x.view());
+  const Hif4Packed packed = hif4_pack(x.view(), o.engine.options());
   io::OutputDir out(o.out);
   out.add(kHif4ScaleFile, npy::encode(packed.scale.view()));
   out.add(kHif4ValueFile, npy::encode(packed.value.view()));
@@ -38,7 +41,7 @@ int run_unpack(const UnpackOptions& o) {
   const std::filesystem::path dir = o.dir;
   const Tensor scale = read_npy_expecting(dir / kHif4ScaleFile, DType::u8);
   const Tensor value = read_npy_expecting(dir / kHif4ValueFile, DType::u8);
-  const Tensor x = hif4_unpack(scale.view(), value.view());
+  const Tensor x = hif4_unpack(scale.view(), value.view(), o.engine.options());
   io::write_file_atomic(o.out, npy::encode(x.view()));
   return 0;
 }
@@ -51,6 +54,7 @@ void add_hif4_pack(CLI::App& app, Action& action) {
   add_dtype_option(*sub, opts->dtype);
   sub->add_option("input", opts->input, "input tensor IN.npy")->required();
   sub->add_option("--out", opts->out, "output directory: scale.npy (u1), value.npy (u1)")->required();
+  add_engine_options(*sub, opts->engine);
   sub->callback([opts, &action] { action = [opts] { return run_pack(*opts); }; });
 }
 
@@ -59,6 +63,7 @@ void add_hif4_unpack(CLI::App& app, Action& action) {
   CLI::App* sub = app.add_subcommand("hif4-unpack", "fp32 values of a `qexact hif4-pack` output directory");
   sub->add_option("dir", opts->dir, "directory written by `qexact hif4-pack`")->required();
   sub->add_option("--out", opts->out, "output OUT.npy (fp32)")->required();
+  add_engine_options(*sub, opts->engine);
   sub->callback([opts, &action] { action = [opts] { return run_unpack(*opts); }; });
 }
 

@@ -1,4 +1,5 @@
-// `qexact quantize --preset NAME [--dtype D] [--param key=value ...] IN.npy --out DIR`:
+// `qexact quantize --preset NAME [--dtype D] [--param key=value ...] [--engine E] [--threads N]
+// IN.npy --out DIR`:
 // DIR/payload.npy, DIR/scale.npy and DIR/meta.json (quant_meta.hpp), published together.
 #include <memory>
 #include <stdexcept>
@@ -18,6 +19,7 @@ struct QuantizeOptions {
   std::vector<std::string> params;
   std::string input;
   std::string out;
+  EngineArgs engine;
 };
 
 void expect_shape(const char* what, const Shape& got, const Shape& expected) {
@@ -34,7 +36,8 @@ int run_quantize(const QuantizeOptions& o) {
   const Shape payload_shape = qexact::payload_shape(c, x.shape());
   const Shape scale_shape = qexact::scale_shape(c, x.shape());
 
-  const QuantResult r = quantize(c, x.view());
+  const RunOptions run = o.engine.options();
+  const QuantResult r = quantize(c, x.view(), run);
   expect_shape("payload", r.payload.shape(), payload_shape);
   expect_shape("scale", r.scale.shape(), scale_shape);
 
@@ -44,6 +47,7 @@ int run_quantize(const QuantizeOptions& o) {
   meta.payload = {r.payload.shape(), r.payload.dtype()};
   meta.scale = {r.scale.shape(), r.scale.dtype()};
   meta.path = r.path;
+  meta.engine = run.engine;
 
   io::OutputDir out(o.out);
   out.add(kPayloadFile, npy::encode(r.payload.view()));
@@ -60,6 +64,7 @@ void add_quantize(CLI::App& app, Action& action) {
   CLI::App* sub = app.add_subcommand("quantize", "Quantize a .npy tensor under a named contract");
   sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();
   add_dtype_option(*sub, opts->dtype);
+  add_engine_options(*sub, opts->engine);
   sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")
       ->allow_extra_args(false);
   sub->add_option("input", opts->input, "input tensor IN.npy")->required();

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::cli {
@@ -30,8 +31,18 @@ void add_fake_quant(CLI::App& app, Action& action);
 void add_hif4_pack(CLI::App& app, Action& action);
 void add_hif4_unpack(CLI::App& app, Action& action);
 void add_conform(CLI::App& app, Action& action);
+void add_bench(CLI::App& app, Action& action);
 
 // ---- shared by the commands (cli_io.cpp) ----
+
+// --engine reference|fast (default fast) and --threads N (default 0: QEXACT_THREADS, else one per
+// core) on the commands that run a kernel (cli_engine.cpp).
+struct EngineArgs {
+  std::string engine = "fast";
+  int threads = 0;
+  RunOptions options() const;
+};
+void add_engine_options(CLI::App& sub, EngineArgs& args);
 
 // --dtype on the commands that read a float tensor: "" (the file's dtype), "f32", "f16", "bf16".
 CLI::Option* add_dtype_option(CLI::App& sub, std::string& dtype);

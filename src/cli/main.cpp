@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   add_hif4_pack(app, action);
   add_hif4_unpack(app, action);
   add_conform(app, action);
+  add_bench(app, action);
 
   try {
     app.parse(argc, argv);

@@ -67,6 +67,7 @@ std::string meta_to_json(const QuantMeta& m) {
   for (const auto& [key, value] : qexact::params(m.contract)) params[key] = value;
   j["params"] = params;
   j["path"] = m.path;
+  j["engine"] = engine_name(m.engine);
   j["input"] = tensor_json(m.input, nullptr);
   j["payload"] = tensor_json(m.payload, kPayloadFile);
   j["scale"] = tensor_json(m.scale, kScaleFile);

@@ -2,7 +2,7 @@
 // rebuild the contract (the preset and every parameter, as strings) and to check the files.
 //
 //   {"qexact_version": "0.1.0", "preset": "int8.token.blaze",
-//    "params": {"scale_mode": "after", ...}, "path": "single_pass",
+//    "params": {"scale_mode": "after", ...}, "path": "single_pass", "engine": "fast",
 //    "input":   {"shape": [4, 64], "dtype": "f32"},
 //    "payload": {"file": "payload.npy", "shape": [4, 64], "dtype": "i8"},
 //    "scale":   {"file": "scale.npy", "shape": [4], "dtype": "f32"}}
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::cli {
@@ -29,6 +30,7 @@ struct QuantMeta {
   Contract contract;
   TensorMeta input, payload, scale;
   std::string path;  // the implementation path the quantizer reported
+  Engine engine = Engine::fast;  // which engine made the files: recorded, not read back (both give the same bytes)
 };
 
 std::string meta_to_json(const QuantMeta& m);

@@ -1,0 +1,61 @@
+// The kernels `qexact bench` and the Google Benchmark executables (bench/) measure: one X-macro
+// list, so both always measure the same set, called the same way (the public API with
+// RunOptions; see prepared_kernel.hpp for the call each op makes).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "qexact/tensor.hpp"
+
+namespace qexact::perf {
+
+// What a benchmarked kernel does, i.e. which public entry point it calls:
+//   quantize    qexact::quantize(contract, x, options)
+//   dequantize  qexact::dequantize(contract, payload, scale, x_shape, options)
+//   fake_quant  qexact::hifloat4_fake_quant(x, qdim, options)
+//   pack        qexact::hif4_pack(x, options)
+enum class Op { quantize, dequantize, fake_quant, pack };
+const char* op_name(Op op);
+
+// How a tensor of N elements is shaped (N must be a multiple of kElementQuantum):
+//   rows   (N / 4096, 4096): rows of a typical hidden size
+//   heads  (1, N / 2048, 16, 128): (B, S, heads, D), 16 heads of 128, N / 2048 tokens
+enum class Layout { rows, heads };
+inline constexpr std::int64_t kElementQuantum = 4096;
+Shape layout_shape(Layout layout, std::int64_t elements);
+
+// X(id, preset, op, source dtype, layout, target ratio to copy bandwidth at 2 threads out of
+// cache; 0 = no target). The source dtype is the float dtype of the tensor quantized (for
+// dequantize: the tensor its payload and scale were made from).
+#define QEXACT_PERF_KERNELS(X)                                                      \
+  X(mxfp8_ascend_quantize, "mxfp8.ascend", quantize, bf16, rows, 0.9)               \
+  X(mxfp8_torchao_floor_quantize, "mxfp8.torchao.floor", quantize, bf16, rows, 0.9) \
+  X(int8_token_blaze_quantize, "int8.token.blaze", quantize, bf16, rows, 0.9)       \
+  X(int8_block_ascend_quantize, "int8.block.ascend", quantize, bf16, heads, 0.9)    \
+  X(q8_0_ggml_quantize, "q8_0.ggml", quantize, f32, rows, 0.0)                      \
+  X(hif4_fake_quant, "hif4", fake_quant, bf16, rows, 0.6)                           \
+  X(hif4_pack, "hif4", pack, bf16, rows, 0.6)                                       \
+  X(mxfp8_ascend_dequantize, "mxfp8.ascend", dequantize, bf16, rows, 0.9)           \
+  X(int8_token_blaze_dequantize, "int8.token.blaze", dequantize, bf16, rows, 0.9)
+
+struct KernelSpec {
+  const char* id;
+  const char* preset;
+  Op op;
+  DType source;
+  Layout layout;
+  double target_ratio;  // 0: none
+};
+
+inline constexpr KernelSpec kKernels[] = {
+#define QEXACT_PERF_KERNEL_SPEC(id, preset, op, dtype, layout, target) \
+  KernelSpec{#id, preset, Op::op, DType::dtype, Layout::layout, target},
+    QEXACT_PERF_KERNELS(QEXACT_PERF_KERNEL_SPEC)
+#undef QEXACT_PERF_KERNEL_SPEC
+};
+
+// The kernels of the given presets, in list order (all of them when `presets` is empty).
+// Throws bad_argument naming a preset that has no benchmarked kernel.
+std::vector<KernelSpec> select_kernels(const std::vector<std::string>& presets);
+
+}  // namespace qexact::perf
