@@ -17,60 +17,14 @@
 #include "qexact/formats/fp16.hpp"
 #include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
+#include "int8_test_util.hpp"
 
 namespace {
 
 using namespace qexact;
+using namespace qexact::int8_test;
 
-Tensor f32(const std::vector<float>& v, const Shape& s) { return from_f32_vector(v, s, DType::f32); }
-
-std::vector<int> payload_of(const QuantResult& r) {
-  const auto* p = r.payload.data<std::int8_t>();
-  return std::vector<int>(p, p + r.payload.numel());
-}
-
-std::vector<std::uint8_t> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const std::uint8_t*>(t.raw());
-  return std::vector<std::uint8_t>(p, p + t.nbytes());
-}
-
-std::int64_t differing_bytes(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.nbytes(), b.nbytes());
-  const auto x = bytes_of(a), y = bytes_of(b);
-  std::int64_t n = 0;
-  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) n += x[i] != y[i];
-  return n;
-}
-
-std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
 std::uint32_t scale_bits(const QuantResult& r, std::int64_t i) { return bits(r.scale.data<float>()[i]); }
-
-std::vector<float> randn(std::size_t n, unsigned seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-std::string error_of(const std::function<void()>& f, ErrorKind want) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), want) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return "";
-}
-
-// A preset with fields changed in code (the same values "key=value" overrides would set).
-Contract preset(const std::string& name, const std::function<void(Contract&)>& change = {}) {
-  Contract c = make_preset(name);
-  if (change) change(c);
-  validate(c);
-  return c;
-}
 
 QuantResult quantize_with(const std::string& name, const Tensor& x, const std::function<void(Contract&)>& change = {}) {
   return quantize(preset(name, change), x.view(), RunOptions{Engine::reference, 1});  // the pinned engine
