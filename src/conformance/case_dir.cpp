@@ -1,0 +1,245 @@
+#include "conformance/case_dir.hpp"
+
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.hpp"
+#include "io/npy.hpp"
+#include "qexact/error.hpp"
+
+namespace qexact::conformance {
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const char* error_kind_name(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::bad_argument: return "bad_argument";
+    case ErrorKind::bad_input: return "bad_input";
+    case ErrorKind::bad_file: return "bad_file";
+    case ErrorKind::io: return "io";
+  }
+  return "unknown";
+}
+
+// A case name becomes a directory name: plain, portable, no way out of DIR.
+void check_case_name(const std::string& name) {
+  bool ok = !name.empty() && name != "." && name != "..";
+  for (char ch : name) {
+    const bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                       ch == '_' || ch == '-' || ch == '.' || ch == '^' || ch == '+';
+    ok = ok && plain;
+  }
+  if (!ok) fail(ErrorKind::bad_argument, "case name \"" + name + "\" is not a plain directory name");
+}
+
+Json manifest_json(const Contract& c, const std::vector<ExportCase>& cases) {
+  Json j;
+  j["format"] = kCaseFormat;
+  j["preset"] = c.preset;
+  Json params = Json::object();
+  for (const auto& [key, value] : qexact::params(c)) params[key] = value;
+  j["params"] = params;
+  j["outputs"] = device_output_files(c);
+  Json list = Json::array();
+  for (const ExportCase& e : cases) {
+    const Case& k = *e.c;
+    Json cj;
+    cj["name"] = k.name;
+    cj["kind"] = e.kind;
+    cj["description"] = k.description;
+    cj["predicate"] = k.target ? k.target->name : "";
+    cj["hits"] = k.hits;
+    cj["shape"] = k.input.shape();
+    cj["dtype"] = dtype_name(k.input.dtype());
+    cj["expect_error"] = k.expect_error ? error_kind_name(*k.expect_error) : "";
+    list.push_back(std::move(cj));
+  }
+  j["cases"] = std::move(list);
+  return j;
+}
+
+fs::path staging_name(const fs::path& dir) {
+  static const unsigned salt = std::random_device{}();
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  return parent / ("." + dir.filename().string() + ".staging." + std::to_string(::getpid()) + "." +
+                   std::to_string(salt));
+}
+
+void write_bytes(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) fail(ErrorKind::io, "cannot write " + path.string());
+}
+
+// Reading the manifest: every member checked, errors name it.
+class ManifestReader {
+ public:
+  explicit ManifestReader(std::string source) : source_(std::move(source)) {}
+  [[noreturn]] void malformed(const std::string& what) const { fail(ErrorKind::bad_file, source_ + ": " + what); }
+  const Json& member(const Json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object() || !obj.contains(key)) malformed(where + " has no \"" + key + "\"");
+    return obj.at(key);
+  }
+  std::string string(const Json& obj, const char* key, const std::string& where) const {
+    const Json& v = member(obj, key, where);
+    if (!v.is_string()) malformed("\"" + std::string(key) + "\" of " + where + " is not a string");
+    return v.get<std::string>();
+  }
+
+ private:
+  std::string source_;
+};
+
+Json read_json_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::io, "cannot open " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  const Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(ErrorKind::bad_file, path.string() + ": not valid JSON");
+  return j;
+}
+
+Tensor read_typed(const fs::path& path, DType expected) {
+  Tensor t = npy::read(path);
+  if (expected == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
+  if (t.dtype() != expected)
+    fail(ErrorKind::bad_file,
+         path.string() + ": holds " + dtype_name(t.dtype()) + " values, expected " + dtype_name(expected));
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> device_output_files(const Contract& c) {
+  if (c.family == Family::hif4) return {"output.npy"};
+  return {"payload.npy", "scale.npy"};
+}
+
+void write_case_dir(const fs::path& dir, const Contract& c, const std::vector<ExportCase>& cases) {
+  std::set<std::string> names;
+  for (const ExportCase& e : cases) {
+    check_case_name(e.c->name);
+    if (!names.insert(e.c->name).second) fail(ErrorKind::bad_argument, "case \"" + e.c->name + "\" exported twice");
+  }
+  std::error_code ec;
+  if (fs::exists(dir, ec))
+    fail(ErrorKind::bad_argument, dir.string() + " already exists: cases are exported into a new directory");
+
+  const fs::path staging = staging_name(dir);
+  try {
+    fs::create_directories(staging);
+    for (const ExportCase& e : cases) {
+      fs::create_directory(staging / e.c->name);
+      write_bytes(staging / e.c->name / kCaseInput, npy::encode(e.c->input.view()));
+    }
+    const std::string manifest = manifest_json(c, cases).dump(2) + "\n";
+    write_bytes(staging / kCaseManifest, std::vector<std::uint8_t>(manifest.begin(), manifest.end()));
+    if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
+    fs::rename(staging, dir);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(staging, ec);
+    fail(ErrorKind::io, std::string("cannot write the cases into ") + dir.string() + ": " + e.code().message());
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+}
+
+CaseDir read_case_dir(const fs::path& dir) {
+  const fs::path path = dir / kCaseManifest;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    fail(ErrorKind::bad_file, dir.string() + " is not an exported case directory (no " + kCaseManifest + ")");
+  const Json j = read_json_file(path);
+  const ManifestReader r(path.string());
+  if (!j.is_object()) r.malformed("the manifest is not a JSON object");
+  const std::string format = r.string(j, "format", "the manifest");
+  if (format != kCaseFormat) r.malformed("format \"" + format + "\" is not " + kCaseFormat);
+
+  CaseDir d;
+  d.root = dir;
+  const std::string preset = r.string(j, "preset", "the manifest");
+  const Json& params = r.member(j, "params", "the manifest");
+  if (!params.is_object()) r.malformed("\"params\" is not an object");
+  std::vector<std::string> overrides;
+  for (const auto& [key, value] : params.items()) {
+    if (!value.is_string()) r.malformed("parameter \"" + key + "\" is not a string");
+    overrides.push_back(key + "=" + value.get<std::string>());
+  }
+  d.contract = make_contract(preset, overrides);
+
+  const Json& cases = r.member(j, "cases", "the manifest");
+  if (!cases.is_array()) r.malformed("\"cases\" is not an array");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Json& cj = cases[i];
+    const std::string where = "case " + std::to_string(i);
+    CaseEntry e;
+    e.name = r.string(cj, "name", where);
+    check_case_name(e.name);
+    if (!names.insert(e.name).second) r.malformed("case \"" + e.name + "\" is listed twice");
+    e.kind = r.string(cj, "kind", where);
+    e.description = r.string(cj, "description", where);
+    e.predicate = r.string(cj, "predicate", where);
+    e.expect_error = r.string(cj, "expect_error", where);
+    const Json& hits = r.member(cj, "hits", where);
+    if (!hits.is_number_integer()) r.malformed("\"hits\" of case \"" + e.name + "\" is not an integer");
+    e.hits = hits.get<std::int64_t>();
+    const Json& shape = r.member(cj, "shape", where);
+    if (!shape.is_array()) r.malformed("\"shape\" of case \"" + e.name + "\" is not an array");
+    for (const Json& dim : shape) {
+      if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0)
+        r.malformed("\"shape\" of case \"" + e.name + "\" holds something other than a non-negative integer");
+      e.shape.push_back(dim.get<std::int64_t>());
+    }
+    e.dtype = parse_dtype(r.string(cj, "dtype", where));
+    if (!is_float_dtype(e.dtype)) r.malformed("case \"" + e.name + "\" has a non-float input dtype");
+    d.cases.push_back(std::move(e));
+  }
+  return d;
+}
+
+Tensor read_case_input(const CaseDir& d, const CaseEntry& e) {
+  const fs::path path = d.root / e.name / kCaseInput;
+  Tensor t = read_typed(path, e.dtype);
+  if (t.shape() != e.shape)
+    fail(ErrorKind::bad_file, path.string() + ": shape " + shape_str(t.shape()) + ", the manifest says " +
+                                  shape_str(e.shape));
+  return t;
+}
+
+std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry& e) {
+  const std::vector<std::string> files = device_output_files(d.contract);
+  std::vector<bool> present;
+  bool any = false;
+  std::error_code ec;
+  for (const std::string& f : files) {
+    present.push_back(fs::exists(d.root / e.name / f, ec));
+    any = any || present.back();
+  }
+  if (!any) return std::nullopt;
+  for (std::size_t i = 0; i < files.size(); ++i)
+    if (!present[i])
+      fail(ErrorKind::bad_file, (d.root / e.name).string() + ": has device outputs but no " + files[i]);
+
+  DeviceOutput out;
+  if (d.contract.family == Family::hif4) {
+    out.output = read_typed(d.root / e.name / files[0], e.dtype);
+  } else {
+    out.payload = npy::read(d.root / e.name / files[0]);
+    out.scale = npy::read(d.root / e.name / files[1]);
+  }
+  return out;
+}
+
+}  // namespace qexact::conformance

@@ -1,0 +1,79 @@
+// A directory of exported conformance cases: what `qexact cases` writes for a device to run,
+// and what `qexact compare DIR` / `qexact infer DIR` read back with the device's outputs.
+//
+//   DIR/manifest.json        {"format": "qexact-cases/1", "preset",
+//                             "params": {every parameter of the exported contract},
+//                             "outputs": ["payload.npy", "scale.npy"] (or ["output.npy"]),
+//                             "cases": [{"name", "kind", "description", "predicate", "hits",
+//                                        "shape", "dtype", "expect_error"}...]}
+//   DIR/<name>/input.npy     f32 '<f4', f16 '<f2', or bf16 bit patterns '<u2' (dtype in manifest)
+//   DIR/<name>/payload.npy   the device's outputs, in the contract's own shapes and dtypes: the
+//   DIR/<name>/scale.npy     same files `qexact quantize --out DIR/<name>` writes;
+//   DIR/<name>/output.npy    for HiF4, the fake-quant output (in the input's dtype) instead.
+//
+// A case with "expect_error" (e.g. NaN into a finite-only contract) is one the device should
+// refuse: it has an input and no outputs to compare.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conformance/cases.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::conformance {
+
+inline constexpr const char* kCaseManifest = "manifest.json";
+inline constexpr const char* kCaseFormat = "qexact-cases/1";
+inline constexpr const char* kCaseInput = "input.npy";
+
+struct CaseEntry {
+  std::string name;          // also the case's directory name
+  std::string kind;          // "adversarial", "probe" or "activation"
+  std::string description;
+  std::string predicate;     // "" for an undirected case
+  std::int64_t hits = 0;
+  Shape shape;
+  DType dtype = DType::f32;
+  std::string expect_error;  // "" or the ErrorKind name the contract throws ("bad_input", ...)
+};
+
+struct CaseDir {
+  std::filesystem::path root;
+  Contract contract;         // the exported contract (preset + every parameter)
+  std::vector<CaseEntry> cases;
+};
+
+// A case to export and its kind.
+struct ExportCase {
+  const Case* c;
+  std::string kind;
+};
+
+// The files a device writes beside each input for contract c: {"payload.npy", "scale.npy"},
+// or {"output.npy"} for HiF4.
+std::vector<std::string> device_output_files(const Contract& c);
+
+// Writes the whole directory; `dir` must not exist yet (an existing directory is refused, not
+// merged into). The tree is staged beside `dir` and renamed into place, so a failure leaves
+// nothing behind. Case names must be unique plain names.
+void write_case_dir(const std::filesystem::path& dir, const Contract& c, const std::vector<ExportCase>& cases);
+
+// Reads and checks manifest.json (ErrorKind::bad_file naming the member on a malformed one).
+CaseDir read_case_dir(const std::filesystem::path& dir);
+
+// The case's input, checked against the manifest's shape and dtype (bf16 from '<u2').
+Tensor read_case_input(const CaseDir& d, const CaseEntry& e);
+
+// The device's outputs beside a case's input. Absent when none of the output files exists;
+// a partial set is a bad_file error naming the missing file.
+struct DeviceOutput {
+  Tensor payload, scale;  // quantizing families
+  Tensor output;          // HiF4 fake-quant, in the input's dtype
+};
+std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry& e);
+
+}  // namespace qexact::conformance
