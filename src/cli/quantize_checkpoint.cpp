@@ -40,19 +40,22 @@ const char* scale_st_dtype(const Contract& c, DType scale) {
   return c.family == Family::mx ? "F8_E8M0" : st::dtype_name_of(scale);
 }
 
-// A payload of `shape` whose every element holds the format's largest positive (or most
-// negative) code: dequantized with the real scales it gives, per element, the largest value
-// the element's group can hold, whatever the scale layout.
-Tensor extreme_payload(const Contract& c, const Shape& shape, bool negative) {
+enum class Code { max, below_max, min };
+
+// A payload of `shape` whose every element holds the format's largest positive code, the next
+// smaller one, or its most negative code: dequantized with the real scales it gives, per
+// element, what the element's group can hold, whatever the scale layout.
+Tensor code_payload(const Contract& c, const Shape& shape, Code which) {
   if (c.family == Family::mx) {
     const ElemTraits& t = elem_traits(c.element);
-    const auto code = static_cast<std::uint8_t>(t.max_code | (negative ? 1u << (t.bits - 1) : 0u));
+    const auto magnitude = static_cast<unsigned>(which == Code::below_max ? t.max_code - 1 : t.max_code);
+    const auto code = static_cast<std::uint8_t>(magnitude | (which == Code::min ? 1u << (t.bits - 1) : 0u));
     const auto byte = static_cast<std::uint8_t>(c.element == ElemFormat::e2m1 ? code | (code << 4) : code);
     Tensor p(DType::u8, shape);
     std::fill(p.data<std::uint8_t>(), p.data<std::uint8_t>() + p.numel(), byte);
     return p;
   }
-  const auto q = static_cast<std::int8_t>(negative ? -c.range : 127);
+  const auto q = static_cast<std::int8_t>(which == Code::min ? -c.range : which == Code::max ? 127 : 126);
   Tensor p(DType::i8, shape);
   std::fill(p.data<std::int8_t>(), p.data<std::int8_t>() + p.numel(), q);
   return p;
@@ -64,26 +67,35 @@ struct Row {
   std::uint64_t bytes_in = 0, bytes_out = 0;
 };
 
-// SQNR (dB) and the share of clamped elements, computed in double.
+// SQNR (dB) and the share of clamped elements, computed in double. An element is clamped when
+// it lies beyond its group's largest magnitude (max * scale) by more than rounding to that
+// value accounts for (half the last step, max - next smaller): an amax a hair above
+// max * scale, from a scale rounded down, rounds to max and is not counted.
 void measure(const Contract& c, const Tensor& x, const QuantResult& r, const RunOptions& run, Row& row) {
   const std::vector<float> xs = to_f32_vector(x.view());
-  const Tensor dq = dequantize(c, r.payload.view(), r.scale.view(), x.shape(), run);
-  const Tensor hi = dequantize(c, extreme_payload(c, r.payload.shape(), false).view(), r.scale.view(), x.shape(), run);
-  const Tensor lo = dequantize(c, extreme_payload(c, r.payload.shape(), true).view(), r.scale.view(), x.shape(), run);
+  const auto dequantized = [&](const Tensor& payload) {
+    return dequantize(c, payload.view(), r.scale.view(), x.shape(), run);
+  };
+  const Tensor dq = dequantized(r.payload);
+  const Tensor hi = dequantized(code_payload(c, r.payload.shape(), Code::max));
+  const Tensor below = dequantized(code_payload(c, r.payload.shape(), Code::below_max));
+  const Tensor lo = dequantized(code_payload(c, r.payload.shape(), Code::min));
   const float* d = dq.data<float>();
   const float* h = hi.data<float>();
+  const float* b = below.data<float>();
   const float* l = lo.data<float>();
   double signal = 0, noise = 0;
-  std::int64_t saturated = 0;
+  std::int64_t clamped = 0;
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    const double e = static_cast<double>(xs[i]) - static_cast<double>(d[i]);
-    signal += static_cast<double>(xs[i]) * static_cast<double>(xs[i]);
+    const double xi = xs[i], di = d[i], hi_i = h[i], li = l[i];
+    const double e = xi - di;
+    signal += xi * xi;
     noise += e * e;
-    // Clamped: the element holds its group's extreme and the input lies beyond it.
-    if ((h[i] > 0 && d[i] == h[i] && xs[i] > h[i]) || (l[i] < 0 && d[i] == l[i] && xs[i] < l[i])) ++saturated;
+    const double half_step = (hi_i - static_cast<double>(b[i])) / 2;
+    if ((hi_i > 0 && di == hi_i && xi > hi_i + half_step) || (li < 0 && di == li && xi < li - half_step)) ++clamped;
   }
   row.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
-  row.saturated_pct = xs.empty() ? 0.0 : 100.0 * static_cast<double>(saturated) / static_cast<double>(xs.size());
+  row.saturated_pct = xs.empty() ? 0.0 : 100.0 * static_cast<double>(clamped) / static_cast<double>(xs.size());
 }
 
 class Progress {
