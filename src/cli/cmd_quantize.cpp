@@ -1,11 +1,15 @@
 // `qexact quantize --preset NAME [--dtype D] [--param key=value ...] [--engine E] [--threads N]
 // IN.npy --out DIR`:
 // DIR/payload.npy, DIR/scale.npy and DIR/meta.json (quant_meta.hpp), published together.
+// With IN.safetensors, `--out OUT.safetensors [--include GLOB] [--exclude GLOB] [--strict]`
+// quantizes a whole checkpoint into one file (quantize_checkpoint.hpp).
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 
 #include "cli/commands.hpp"
 #include "cli/quant_meta.hpp"
+#include "cli/quantize_checkpoint.hpp"
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
 #include "qexact/quantize.hpp"
@@ -20,7 +24,14 @@ struct QuantizeOptions {
   std::string input;
   std::string out;
   EngineArgs engine;
+  std::vector<std::string> include, exclude;
+  bool strict = false;
 };
+
+bool is_checkpoint(const std::string& path) {
+  const std::string ext = ".safetensors";
+  return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
 
 void expect_shape(const char* what, const Shape& got, const Shape& expected) {
   if (got != expected)
@@ -30,6 +41,14 @@ void expect_shape(const char* what, const Shape& got, const Shape& expected) {
 
 int run_quantize(const QuantizeOptions& o) {
   const Contract c = make_contract(o.preset, o.params);
+  if (is_checkpoint(o.input)) {
+    if (!o.dtype.empty())
+      fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
+    CheckpointOptions co{o.input, o.out, o.include, o.exclude, o.strict, o.engine.options()};
+    return quantize_checkpoint(c, co, std::cout);
+  }
+  if (!o.include.empty() || !o.exclude.empty() || o.strict)
+    fail(ErrorKind::bad_argument, "--include, --exclude and --strict apply to .safetensors checkpoints only");
   const Tensor x = read_float_input(o.input, o.dtype);
   // The shapes the contract gives this input: checks rank and tail before any work, and pins
   // what the quantizer must return.
@@ -61,14 +80,27 @@ int run_quantize(const QuantizeOptions& o) {
 
 void add_quantize(CLI::App& app, Action& action) {
   auto opts = std::make_shared<QuantizeOptions>();
-  CLI::App* sub = app.add_subcommand("quantize", "Quantize a .npy tensor under a named contract");
+  CLI::App* sub = app.add_subcommand(
+      "quantize",
+      "Quantize a .npy tensor under a named contract, or every matching tensor of a .safetensors checkpoint.\n"
+      "Checkpoint output (one .safetensors): " + std::string(kCheckpointNaming) +
+          ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
+          "qexact.quantized and qexact.skipped (JSON).");
   sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();
   add_dtype_option(*sub, opts->dtype);
   add_engine_options(*sub, opts->engine);
   sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")
       ->allow_extra_args(false);
-  sub->add_option("input", opts->input, "input tensor IN.npy")->required();
-  sub->add_option("--out", opts->out, "output directory (created if missing)")->required();
+  sub->add_option("input", opts->input, "input tensor IN.npy, or a checkpoint IN.safetensors")->required();
+  sub->add_option("--out", opts->out,
+                  "output directory (created if missing); for a checkpoint, the output .safetensors file")
+      ->required();
+  sub->add_option("--include", opts->include,
+                  "checkpoint: quantize tensors whose name matches this glob (repeatable; default: all)")
+      ->allow_extra_args(false);
+  sub->add_option("--exclude", opts->exclude, "checkpoint: leave tensors matching this glob as they are (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_flag("--strict", opts->strict, "checkpoint: a matched tensor the contract cannot take is an error");
   sub->callback([opts, &action] { action = [opts] { return run_quantize(*opts); }; });
 }
 

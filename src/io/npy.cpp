@@ -1,14 +1,13 @@
 #include "io/npy.hpp"
 
 #include <bit>
-#include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
-#include <memory>
 #include <optional>
+
+#include "io/read_file.hpp"
 
 namespace qexact::npy {
 namespace {
@@ -142,6 +141,8 @@ class HeaderParser {
     } else if (at('(')) {
       v.kind = HeaderValue::Kind::tuple;
       v.dims = tuple_of_ints(key);
+    } else if (key == "descr" && at('[')) {
+      bad(source_, "structured dtypes (a list of fields in 'descr') are not supported");
     } else {
       malformed("unsupported value for '" + key + "' (expected a string, True, False or a tuple)");
     }
@@ -298,19 +299,7 @@ std::vector<std::uint8_t> encode(const TensorView& t) {
   return out;
 }
 
-Tensor read(const std::filesystem::path& path) {
-  const std::string name = path.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(ErrorKind::io, "cannot read " + name + ": it is a directory");
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(name.c_str(), "rb"), &std::fclose);
-  if (!f) fail(ErrorKind::io, "cannot open " + name + ": " + std::strerror(errno));
-  std::vector<std::uint8_t> bytes;
-  std::uint8_t chunk[1 << 16];
-  std::size_t got = 0;
-  while ((got = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) bytes.insert(bytes.end(), chunk, chunk + got);
-  if (std::ferror(f.get())) fail(ErrorKind::io, "cannot read " + name + ": " + std::strerror(errno));
-  return decode(bytes, name);
-}
+Tensor read(const std::filesystem::path& path) { return decode(io::read_file(path), path.string()); }
 
 Tensor reinterpret_u16_as_bf16(const Tensor& t) {
   if (t.dtype() != DType::u16)

@@ -1,0 +1,300 @@
+#include "io/safetensors.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.hpp"
+#include "io/read_file.hpp"
+
+namespace qexact::safetensors {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "safetensors I/O copies little-endian data as is");
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+constexpr std::size_t kLengthBytes = 8;
+constexpr std::size_t kHeaderAlign = 8;  // the data buffer starts 8-byte aligned, as safetensors writes it
+constexpr const char* kMetadataKey = "__metadata__";
+
+[[noreturn]] void bad(const std::string& source, const std::string& what) {
+  fail(ErrorKind::bad_file, source + ": " + what);
+}
+
+struct DtypeInfo {
+  const char* name;
+  std::size_t itemsize;
+  std::optional<DType> dtype;  // what to_tensor() gives; none: listed but not computed with
+};
+// Every byte-sized dtype of the safetensors format.
+const DtypeInfo kDtypes[] = {
+    {"F32", 4, DType::f32},    {"F16", 2, DType::f16},         {"BF16", 2, DType::bf16},
+    {"U8", 1, DType::u8},      {"I8", 1, DType::i8},           {"I32", 4, DType::i32},
+    {"F8_E4M3", 1, DType::u8}, {"F8_E5M2", 1, DType::u8},      {"F8_E8M0", 1, DType::u8},
+    {"BOOL", 1, std::nullopt}, {"I16", 2, std::nullopt},       {"U16", 2, std::nullopt},
+    {"U32", 4, std::nullopt},  {"F64", 8, std::nullopt},       {"I64", 8, std::nullopt},
+    {"U64", 8, std::nullopt},  {"C64", 8, std::nullopt},
+};
+
+const DtypeInfo* find_dtype(const std::string& name) {
+  for (const auto& d : kDtypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+// product(shape) * itemsize, or nothing when it does not fit in an int64. A zero dimension does
+// not excuse the others: their product must fit too, as strides are computed from it.
+std::optional<std::uint64_t> byte_count(const Shape& shape, std::size_t itemsize) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  std::uint64_t nonzero_product = itemsize;
+  bool has_zero = false;
+  for (std::int64_t d : shape) {
+    const auto ud = static_cast<std::uint64_t>(d);
+    if (ud == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (nonzero_product > kMax / ud) return std::nullopt;
+    nonzero_product *= ud;
+  }
+  return has_zero ? 0 : nonzero_product;
+}
+
+// The header as JSON, or the reason it is not acceptable JSON. nlohmann keeps the last of two
+// equal keys silently; a file that names a tensor twice is ambiguous, so duplicates are found
+// while parsing.
+json parse_header(std::string_view text, const std::string& source) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const json::parser_callback_t track_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  json j = json::parse(text.begin(), text.end(), track_keys, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad(source, "the header is not valid JSON");
+  if (!duplicate.empty()) bad(source, "the header repeats the key '" + duplicate + "'");
+  if (!j.is_object()) bad(source, std::string("the header is JSON ") + j.type_name() + ", not an object");
+  return j;
+}
+
+struct Span {
+  std::string name;
+  std::uint64_t begin, end;
+};
+
+Shape parse_shape(const json& v, const std::string& what, const std::string& source) {
+  if (!v.is_array()) bad(source, what + ": 'shape' is not an array");
+  Shape shape;
+  for (const auto& d : v) {
+    if (!d.is_number_unsigned()) {
+      if (d.is_number_integer()) bad(source, what + ": negative dimension " + d.dump() + " in 'shape'");
+      bad(source, what + ": dimension " + d.dump() + " in 'shape' is not a non-negative integer");
+    }
+    const auto u = d.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      bad(source, what + ": dimension " + std::to_string(u) + " in 'shape' overflows a 64-bit size");
+    shape.push_back(static_cast<std::int64_t>(u));
+  }
+  return shape;
+}
+
+}  // namespace
+
+std::size_t itemsize(const std::string& dtype) {
+  const DtypeInfo* d = find_dtype(dtype);
+  if (!d) fail(ErrorKind::bad_file, "unknown safetensors dtype '" + dtype + "'");
+  return d->itemsize;
+}
+
+bool is_supported(const std::string& dtype) {
+  const DtypeInfo* d = find_dtype(dtype);
+  return d && d->dtype.has_value();
+}
+
+const char* dtype_name_of(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::u8: return "U8";
+    case DType::i8: return "I8";
+    case DType::i32: return "I32";
+    case DType::u16:
+    case DType::f64: break;
+  }
+  fail(ErrorKind::bad_argument, std::string("no safetensors dtype for ") + qexact::dtype_name(t));
+}
+
+Tensor to_tensor(const Entry& e) {
+  const DtypeInfo* d = find_dtype(e.dtype);
+  if (!d || !d->dtype)
+    fail(ErrorKind::bad_file, "tensor '" + e.name + "' has dtype " + e.dtype +
+                                  ", which qexact does not read (supported: F32, F16, BF16, U8, I8, I32, F8_E4M3, "
+                                  "F8_E5M2, F8_E8M0)");
+  const auto expected = byte_count(e.shape, d->itemsize);
+  if (!expected || *expected != e.bytes.size())
+    fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.bytes.size()) +
+                                      " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
+  Tensor t(*d->dtype, e.shape);
+  if (t.nbytes() != 0) std::memcpy(t.raw(), e.bytes.data(), t.nbytes());
+  return t;
+}
+
+Entry make_entry(std::string name, std::string dtype, const TensorView& t) {
+  const DtypeInfo* d = find_dtype(dtype);
+  if (!d || !d->dtype || *d->dtype != t.dtype)
+    fail(ErrorKind::bad_argument, "tensor '" + name + "': a " + qexact::dtype_name(t.dtype) +
+                                      " tensor cannot be stored as safetensors dtype '" + dtype + "'");
+  const Tensor c = contiguous_copy(t);
+  const auto* b = static_cast<const std::uint8_t*>(c.raw());
+  return Entry{std::move(name), std::move(dtype), c.shape(), std::vector<std::uint8_t>(b, b + c.nbytes())};
+}
+
+Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
+  if (file.size() < kLengthBytes)
+    bad(source, "truncated file: " + std::to_string(file.size()) + " bytes, fewer than the 8-byte header length");
+  std::uint64_t header_len = 0;
+  for (std::size_t i = kLengthBytes; i-- > 0;) header_len = (header_len << 8) | file[i];
+  if (header_len > file.size() - kLengthBytes)
+    bad(source, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                    std::to_string(file.size()) + " bytes)");
+  const std::string_view text(reinterpret_cast<const char*>(file.data() + kLengthBytes), header_len);
+  const json header = parse_header(text, source);
+  const std::span<const std::uint8_t> buffer = file.subspan(kLengthBytes + header_len);
+
+  Archive a;
+  std::vector<Span> spans;
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey) {
+      if (!value.is_object()) bad(source, "'__metadata__' is not an object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) bad(source, "'__metadata__' value of '" + k + "' is not a string");
+        a.metadata.emplace(k, v.get<std::string>());
+      }
+      continue;
+    }
+    const std::string what = "tensor '" + name + "'";
+    if (!value.is_object()) bad(source, what + " is not an object");
+    for (const auto& [k, v] : value.items())
+      if (k != "dtype" && k != "shape" && k != "data_offsets") bad(source, what + " has an unexpected key '" + k + "'");
+    for (const char* k : {"dtype", "shape", "data_offsets"})
+      if (!value.contains(k)) bad(source, what + " has no '" + k + "'");
+    const json& dt = value["dtype"];
+    if (!dt.is_string()) bad(source, what + ": 'dtype' is not a string");
+    const std::string dtype = dt.get<std::string>();
+    const DtypeInfo* info = find_dtype(dtype);
+    if (!info) bad(source, what + ": unknown dtype '" + dtype + "'");
+    const Shape shape = parse_shape(value["shape"], what, source);
+    const json& off = value["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      bad(source, what + ": 'data_offsets' is not a pair of non-negative integers");
+    const auto begin = off[0].get<std::uint64_t>();
+    const auto end = off[1].get<std::uint64_t>();
+    if (begin > end)
+      bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
+    if (end > buffer.size())
+      bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                      "] run past the end of the data (" + std::to_string(buffer.size()) + " bytes)");
+    const auto expected = byte_count(shape, info->itemsize);
+    if (!expected) bad(source, what + ": shape " + shape_str(shape) + " is too large (its byte count overflows)");
+    if (end - begin != *expected)
+      bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] span " +
+                      std::to_string(end - begin) + " bytes where shape " + shape_str(shape) + " of " + dtype +
+                      " needs " + std::to_string(*expected));
+    spans.push_back({name, begin, end});
+    a.entries.push_back(Entry{name, dtype, shape, {}});
+  }
+
+  // The tensors must tile the data buffer: no overlap, no gap, nothing after the last one.
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& x, const Span& y) { return x.begin != y.begin ? x.begin < y.begin : x.end < y.end; });
+  std::uint64_t covered = 0;
+  for (const Span& s : spans) {
+    if (s.begin < covered)
+      bad(source, "tensor '" + s.name + "': data_offsets [" + std::to_string(s.begin) + ", " + std::to_string(s.end) +
+                      "] overlap another tensor's (which ends at " + std::to_string(covered) + ")");
+    if (s.begin > covered)
+      bad(source, "bytes [" + std::to_string(covered) + ", " + std::to_string(s.begin) +
+                      ") of the data belong to no tensor (before tensor '" + s.name + "')");
+    covered = s.end;
+  }
+  if (covered != buffer.size())
+    bad(source, "bytes [" + std::to_string(covered) + ", " + std::to_string(buffer.size()) +
+                    ") at the end of the data belong to no tensor");
+
+  // json objects iterate in key order, so entries are sorted by name already.
+  std::map<std::string, const Span*> by_name;
+  for (const Span& s : spans) by_name.emplace(s.name, &s);
+  for (Entry& e : a.entries) {
+    const Span& s = *by_name.at(e.name);
+    e.bytes.assign(buffer.begin() + static_cast<std::ptrdiff_t>(s.begin), buffer.begin() + static_cast<std::ptrdiff_t>(s.end));
+  }
+  return a;
+}
+
+std::vector<std::uint8_t> encode(const Archive& a) {
+  std::vector<const Entry*> sorted;
+  for (const Entry& e : a.entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* x, const Entry* y) { return x->name < y->name; });
+
+  ordered_json header = ordered_json::object();
+  if (!a.metadata.empty()) {
+    ordered_json meta = ordered_json::object();
+    for (const auto& [k, v] : a.metadata) meta[k] = v;
+    header[kMetadataKey] = meta;
+  }
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const Entry& e = *sorted[i];
+    if (e.name == kMetadataKey) fail(ErrorKind::bad_argument, "a tensor cannot be named '__metadata__'");
+    if (i > 0 && sorted[i - 1]->name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + e.name + "'");
+    const DtypeInfo* info = find_dtype(e.dtype);
+    if (!info) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': unknown safetensors dtype '" + e.dtype + "'");
+    for (std::int64_t d : e.shape)
+      if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': negative dimension in " + shape_str(e.shape));
+    const auto expected = byte_count(e.shape, info->itemsize);
+    if (!expected || *expected != e.bytes.size())
+      fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.bytes.size()) +
+                                        " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
+    ordered_json t = ordered_json::object();
+    t["dtype"] = e.dtype;
+    t["shape"] = e.shape;
+    t["data_offsets"] = {offset, offset + e.bytes.size()};
+    header[e.name] = t;
+    offset += e.bytes.size();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception&) {
+    fail(ErrorKind::bad_argument, "a tensor name or metadata string is not valid UTF-8");
+  }
+  text.resize((text.size() + kHeaderAlign - 1) / kHeaderAlign * kHeaderAlign, ' ');
+
+  std::vector<std::uint8_t> out;
+  out.reserve(kLengthBytes + text.size() + offset);
+  for (std::size_t i = 0; i < kLengthBytes; ++i) out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(text.size()) >> (8 * i)));
+  out.insert(out.end(), text.begin(), text.end());
+  for (const Entry* e : sorted) out.insert(out.end(), e->bytes.begin(), e->bytes.end());
+  return out;
+}
+
+Archive read(const std::filesystem::path& path) { return decode(io::read_file(path), path.string()); }
+
+void write(const std::filesystem::path& path, const Archive& a) { io::write_file_atomic(path, encode(a)); }
+
+}  // namespace qexact::safetensors
