@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "io/read_file.hpp"
+#include "io/shape_bytes.hpp"
 
 namespace qexact::npy {
 namespace {
@@ -196,23 +197,6 @@ std::uint32_t read_le(const std::uint8_t* p, int bytes) {
   return v;
 }
 
-// product(shape) * itemsize, or nothing when it does not fit in an int64. A zero dimension does
-// not excuse the others: their product must fit too, as strides are computed from it.
-std::optional<std::uint64_t> byte_count(const Shape& shape, std::size_t itemsize) {
-  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  std::uint64_t nonzero_product = itemsize;
-  bool has_zero = false;
-  for (std::int64_t d : shape) {
-    const auto ud = static_cast<std::uint64_t>(d);
-    if (ud == 0) {
-      has_zero = true;
-      continue;
-    }
-    if (nonzero_product > kMax / ud) return std::nullopt;
-    nonzero_product *= ud;
-  }
-  return has_zero ? 0 : nonzero_product;
-}
 
 const HeaderValue& require_key(const std::map<std::string, HeaderValue>& dict, const std::string& key,
                                HeaderValue::Kind kind, const char* kind_name, const std::string& source) {
@@ -252,7 +236,7 @@ Tensor decode(std::span<const std::uint8_t> file, const std::string& source) {
 
   const DType dtype = dtype_of_descr(source, descr.text);
   if (fortran.flag) bad(source, "Fortran-order arrays are not supported (save with C order)");
-  const auto expected = byte_count(shape.dims, dtype_size(dtype));
+  const auto expected = io::shape_bytes(shape.dims, dtype_size(dtype));
   if (!expected) bad(source, "shape " + shape_str(shape.dims) + " is too large (its byte count overflows)");
 
   const std::uint64_t available = file.size() - preamble - header_len;

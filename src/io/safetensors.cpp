@@ -11,6 +11,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/read_file.hpp"
+#include "io/shape_bytes.hpp"
 
 namespace qexact::safetensors {
 namespace {
@@ -49,23 +50,6 @@ const DtypeInfo* find_dtype(const std::string& name) {
   return nullptr;
 }
 
-// product(shape) * itemsize, or nothing when it does not fit in an int64. A zero dimension does
-// not excuse the others: their product must fit too, as strides are computed from it.
-std::optional<std::uint64_t> byte_count(const Shape& shape, std::size_t itemsize) {
-  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  std::uint64_t nonzero_product = itemsize;
-  bool has_zero = false;
-  for (std::int64_t d : shape) {
-    const auto ud = static_cast<std::uint64_t>(d);
-    if (ud == 0) {
-      has_zero = true;
-      continue;
-    }
-    if (nonzero_product > kMax / ud) return std::nullopt;
-    nonzero_product *= ud;
-  }
-  return has_zero ? 0 : nonzero_product;
-}
 
 // The header as JSON, or the reason it is not acceptable JSON. nlohmann keeps the last of two
 // equal keys silently; a file that names a tensor twice is ambiguous, so duplicates are found
@@ -145,7 +129,7 @@ Tensor to_tensor(const Entry& e) {
     fail(ErrorKind::bad_file, "tensor '" + e.name + "' has dtype " + e.dtype +
                                   ", which qexact does not read (supported: F32, F16, BF16, U8, I8, I32, F8_E4M3, "
                                   "F8_E5M2, F8_E8M0)");
-  const auto expected = byte_count(e.shape, d->itemsize);
+  const auto expected = io::shape_bytes(e.shape, d->itemsize);
   if (!expected || *expected != e.bytes.size())
     fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.bytes.size()) +
                                       " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
@@ -209,7 +193,7 @@ Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
     if (end > buffer.size())
       bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                       "] run past the end of the data (" + std::to_string(buffer.size()) + " bytes)");
-    const auto expected = byte_count(shape, info->itemsize);
+    const auto expected = io::shape_bytes(shape, info->itemsize);
     if (!expected) bad(source, what + ": shape " + shape_str(shape) + " is too large (its byte count overflows)");
     if (end - begin != *expected)
       bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] span " +
@@ -266,7 +250,7 @@ std::vector<std::uint8_t> encode(const Archive& a) {
     if (!info) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': unknown safetensors dtype '" + e.dtype + "'");
     for (std::int64_t d : e.shape)
       if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': negative dimension in " + shape_str(e.shape));
-    const auto expected = byte_count(e.shape, info->itemsize);
+    const auto expected = io::shape_bytes(e.shape, info->itemsize);
     if (!expected || *expected != e.bytes.size())
       fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.bytes.size()) +
                                         " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
