@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   add_hif4_unpack(app, action);
   add_conform(app, action);
   add_bench(app, action);
+  add_plan(app, action);
 
   try {
     app.parse(argc, argv);
