@@ -3,64 +3,36 @@
 // `qexact quantize` writes for that tensor alone as .npy; include/exclude select; skipped tensors
 // are copied through and listed; --strict and bad input exit 2 and leave no output.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iomanip>
-#include <random>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "qexact/contract.hpp"
 
 namespace qexact {
 namespace {
-namespace fs = std::filesystem;
 namespace st = safetensors;
 using Bytes = std::vector<std::uint8_t>;
-
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using test::RunResult;
 
 Bytes bytes_of(const Tensor& t) {
   const auto* b = static_cast<const std::uint8_t*>(t.raw());
   return Bytes(b, b + t.nbytes());
 }
 
-// A float tensor of seeded normal values (scaled by 3), printed so a failure can be replayed.
 Tensor random_tensor(DType dt, const Shape& shape, std::uint32_t seed) {
-  std::cout << "seed " << seed << "\n";
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
-  for (float& x : v) x = normal(rng);
-  return from_f32_vector(v, shape, dt);
+  return from_f32_vector(test::random_values(shape_numel(shape), seed), shape, dt);
 }
 
 const st::Entry& find_entry(const st::Archive& a, const std::string& name) {
@@ -88,53 +60,14 @@ std::vector<std::string> summary_row(const std::string& out, const std::string& 
   return {};
 }
 
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public test::CliTest {
  protected:
+  CheckpointTest() : CliTest("qexact_ckpt_") {}
+
   void SetUp() override {
-    const char* cli = std::getenv("QEXACT_CLI");
-    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
-    cli_ = cli;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::path(::testing::TempDir()) /
-            ("qexact_ckpt_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(work());
-    fs::create_directories(root_ / "logs");
+    CliTest::SetUp();
+    if (IsSkipped()) return;
     write_checkpoint();
-  }
-  void TearDown() override {
-    if (!root_.empty()) fs::remove_all(root_);
-  }
-
-  fs::path work() const { return root_ / "work"; }
-
-  RunResult run(const std::vector<std::string>& args) const {
-    std::string cmd = "cd ";
-    cmd += shell_quote(work().string());
-    cmd += " && ";
-    cmd += shell_quote(cli_);
-    for (const auto& a : args) {
-      cmd += ' ';
-      cmd += shell_quote(a);
-    }
-    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
-    cmd += " >";
-    cmd += shell_quote(out.string());
-    cmd += " 2>";
-    cmd += shell_quote(err.string());
-    cmd += " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    RunResult r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  std::set<std::string> work_tree() const {
-    std::set<std::string> out;
-    for (const auto& e : fs::recursive_directory_iterator(work())) out.insert(fs::relative(e.path(), work()).string());
-    return out;
   }
 
   // The synthetic checkpoint: f32, bf16 and f16 weights, a length no 32-block divides, a
@@ -179,9 +112,7 @@ class CheckpointTest : public ::testing::Test {
         std::memcpy(stored.raw(), x.raw(), x.nbytes());
         args.insert(args.end(), {"--dtype", "bf16"});
       }
-      const Bytes npy_file = npy::encode(stored.view());
-      std::ofstream(work() / npy_name, std::ios::binary)
-          .write(reinterpret_cast<const char*>(npy_file.data()), static_cast<std::streamsize>(npy_file.size()));
+      put_npy(npy_name, stored);
       const RunResult r = run(args);
       ASSERT_EQ(r.status, 0) << r.err;
       const Tensor payload = npy::read(work() / dir / "payload.npy");
@@ -196,8 +127,6 @@ class CheckpointTest : public ::testing::Test {
     }
   }
 
-  std::string cli_;
-  fs::path root_;
   st::Archive input_;
 };
 
@@ -246,7 +175,7 @@ TEST_F(CheckpointTest, SameInputSameBytes) {
   ASSERT_EQ(run({"quantize", "--preset", "mxfp8.ascend", "--threads", "1", "model.safetensors", "--out",
                  "b.safetensors"}).status,
             0);
-  EXPECT_EQ(slurp(work() / "a.safetensors"), slurp(work() / "b.safetensors"));
+  EXPECT_EQ(get("a.safetensors"), get("b.safetensors"));
 }
 
 TEST_F(CheckpointTest, IncludeAndExcludeSelectByGlob) {
@@ -306,13 +235,9 @@ TEST_F(CheckpointTest, SummaryCountsClampedElementsAndExactTensors) {
 }
 
 TEST_F(CheckpointTest, StrictMakesASkipAnErrorAndWritesNothing) {
-  const std::set<std::string> before = work_tree();
-  const RunResult r = run({"quantize", "--preset", "mxfp8.torchao.floor", "--strict", "--exclude", "position_ids",
-                           "model.safetensors", "--out", "out.safetensors"});
-  EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("tensor 'odd' cannot be quantized (--strict)"), std::string::npos) << r.err;
-  EXPECT_EQ(work_tree(), before);
+  expect_rejected({"quantize", "--preset", "mxfp8.torchao.floor", "--strict", "--exclude", "position_ids",
+                   "model.safetensors", "--out", "out.safetensors"},
+                  "tensor 'odd' cannot be quantized (--strict)");
   // Nothing to skip: --strict succeeds.
   EXPECT_EQ(run({"quantize", "--preset", "mxfp8.ascend", "--strict", "--exclude", "position_ids", "model.safetensors",
                  "--out", "out.safetensors"})
@@ -321,9 +246,8 @@ TEST_F(CheckpointTest, StrictMakesASkipAnErrorAndWritesNothing) {
 }
 
 TEST_F(CheckpointTest, BadInputExitsTwoAndWritesNothing) {
-  const std::string file = slurp(work() / "model.safetensors");
-  std::ofstream(work() / "cut.safetensors", std::ios::binary) << file.substr(0, file.size() - 1);
-  const std::set<std::string> before = work_tree();
+  const std::string file = get("model.safetensors");
+  put("cut.safetensors", file.substr(0, file.size() - 1));
   struct Bad {
     std::vector<std::string> args;
     const char* word;
@@ -339,11 +263,7 @@ TEST_F(CheckpointTest, BadInputExitsTwoAndWritesNothing) {
                        Bad{{"quantize", "--preset", "mxfp8.ascend", "--include", "x", "x.npy", "--out", "d"},
                            "--include"}}) {
     SCOPED_TRACE(b.word);
-    const RunResult r = run(b.args);
-    EXPECT_EQ(r.status, 2) << r.err;
-    EXPECT_EQ(r.out, "");
-    EXPECT_NE(r.err.find(b.word), std::string::npos) << r.err;
-    EXPECT_EQ(work_tree(), before);
+    expect_rejected(b.args, b.word);
   }
 }
 

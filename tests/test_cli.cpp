@@ -2,153 +2,28 @@
 // temporary directory. Outputs are compared byte for byte with the library's own results on the
 // same input; bad input must exit 2 with one "qexact: error: " line and leave no output at all.
 #include <gtest/gtest.h>
-#include <unistd.h>
-#include <sys/wait.h>
 
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <random>
 #include <set>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "io/npy.hpp"
+#include "cli_test_util.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact {
 namespace {
 namespace fs = std::filesystem;
-
-// A directory name of its own for the running test: parallel runs (ctest -j, other build trees)
-// never share one.
-std::string unique_dir_name(const std::string& prefix) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = prefix + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid());
-  for (char& c : name)
-    if (c == '/') c = '_';
-  return name;
-}
-
-struct RunResult {
-  int status = -1;  // the exit status, or -1 when the process did not exit normally
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string encoded(const Tensor& t) {
-  const auto b = npy::encode(t.view());
-  return std::string(b.begin(), b.end());
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-// Values from a seeded normal distribution (scaled), printed so a failure can be replayed.
-std::vector<float> random_values(std::int64_t n, std::uint32_t seed) {
-  std::cout << "seed " << seed << "\n";
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* cli = std::getenv("QEXACT_CLI");
-    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
-    cli_ = cli;
-    root_ = fs::path(::testing::TempDir()) /
-            unique_dir_name("qexact_cli_");
-    fs::remove_all(root_);
-    fs::create_directories(work());
-    fs::create_directories(root_ / "logs");
-  }
-  void TearDown() override {
-    if (!root_.empty()) fs::remove_all(root_);
-  }
-
-  fs::path work() const { return root_ / "work"; }
-
-  // Runs `qexact ARGS` in work(), capturing stdout and stderr in files outside it.
-  RunResult run(const std::vector<std::string>& args) const {
-    // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string&&` at -O3.
-    std::string cmd = "cd ";
-    cmd += shell_quote(work().string());
-    cmd += " && ";
-    cmd += shell_quote(cli_);
-    for (const auto& a : args) {
-      cmd += ' ';
-      cmd += shell_quote(a);
-    }
-    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
-    cmd += " >";
-    cmd += shell_quote(out.string());
-    cmd += " 2>";
-    cmd += shell_quote(err.string());
-    cmd += " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    RunResult r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  // Every path under work(), relative to it.
-  std::set<std::string> work_tree() const {
-    std::set<std::string> out;
-    for (const auto& e : fs::recursive_directory_iterator(work())) out.insert(fs::relative(e.path(), work()).string());
-    return out;
-  }
-
-  void put(const std::string& name, const std::string& bytes) const {
-    std::ofstream(work() / name, std::ios::binary) << bytes;
-  }
-  void put_npy(const std::string& name, const Tensor& t) const { put(name, encoded(t)); }
-  std::string get(const std::string& name) const { return slurp(work() / name); }
-
-  // The command failed as bad input must: status 2, nothing on stdout, exactly one stderr line
-  // "qexact: error: ..." containing `word`, and work() exactly as it was before.
-  void expect_rejected(const std::vector<std::string>& args, const std::string& word) const {
-    const std::set<std::string> before = work_tree();
-    const RunResult r = run(args);
-    EXPECT_EQ(r.status, 2) << r.err;
-    EXPECT_EQ(r.out, "");
-    const auto err_lines = lines_of(r.err);
-    ASSERT_EQ(err_lines.size(), 1u) << r.err;
-    EXPECT_EQ(err_lines[0].rfind("qexact: error: ", 0), 0u) << r.err;
-    EXPECT_NE(err_lines[0].find(word), std::string::npos) << "expected '" << word << "' in: " << r.err;
-    EXPECT_EQ(work_tree(), before);
-  }
-
-  std::string cli_;
-  fs::path root_;
-};
+using test::CliTest;
+using test::encoded;
+using test::lines_of;
+using test::random_values;
+using test::RunResult;
 
 // ---- presets --------------------------------------------------------------------------------
 

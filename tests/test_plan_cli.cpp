@@ -2,39 +2,16 @@
 // directory: the text and JSON reports, the sweep found from the plan or --sweep, and bad
 // input exiting 2 with one "qexact: error: " line naming the tensor and the field.
 #include <gtest/gtest.h>
-#include <unistd.h>
-#include <sys/wait.h>
 
-#include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
+
 namespace {
-namespace fs = std::filesystem;
-
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using qexact::test::RunResult;
 
 const char* kTensors = R"([
   {"name": "q", "shape": [1, 4096, 24, 128], "dtype": "bf16", "collective": "all_to_all", "axis": 1, "to_axis": 2,
@@ -53,65 +30,19 @@ const char* kSweep = R"({"format": "qexact-sweep/1", "world": 4, "mpi": "Open MP
                  {"bytes": 2097152, "time_s": 0.001, "algbw_GBps": 2.097152, "busbw_GBps": 1.572864},
                  {"bytes": 4194304, "time_s": 0.002, "algbw_GBps": 2.097152, "busbw_GBps": 1.572864}]}})";
 
-class PlanCliTest : public ::testing::Test {
+class PlanCliTest : public qexact::test::CliTest {
  protected:
+  PlanCliTest() : CliTest("qexact_plan_cli_") {}
+
   void SetUp() override {
-    const char* cli = std::getenv("QEXACT_CLI");
-    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
-    cli_ = cli;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::path(::testing::TempDir()) /
-            ("qexact_plan_cli_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "work" / "sub");
-    fs::create_directories(root_ / "logs");
-  }
-  void TearDown() override {
-    if (!root_.empty()) fs::remove_all(root_);
+    CliTest::SetUp();
+    if (IsSkipped()) return;
+    std::filesystem::create_directories(work() / "sub");
   }
 
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(root_ / "work" / name, std::ios::binary) << text;
-  }
   void write_plan(const std::string& name, const std::string& extra = "") const {
-    write(name, "{\"world\": 4, " + extra + "\"tensors\": " + kTensors + "}");
+    put(name, "{\"world\": 4, " + extra + "\"tensors\": " + kTensors + "}");
   }
-
-  RunResult run(const std::vector<std::string>& args) const {
-    std::string cmd = "cd ";
-    cmd += shell_quote((root_ / "work").string());
-    cmd += " && ";
-    cmd += shell_quote(cli_);
-    for (const auto& a : args) {
-      cmd += ' ';
-      cmd += shell_quote(a);
-    }
-    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
-    cmd += " >";
-    cmd += shell_quote(out.string());
-    cmd += " 2>";
-    cmd += shell_quote(err.string());
-    cmd += " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    RunResult r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  // Bad input: status 2, nothing on stdout, one error line holding `expected`.
-  void expect_error(const std::vector<std::string>& args, const std::string& expected) const {
-    const RunResult r = run(args);
-    EXPECT_EQ(r.status, 2) << r.err;
-    EXPECT_EQ(r.out, "");
-    EXPECT_EQ(r.err.rfind("qexact: error: ", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
-
-  std::string cli_;
-  fs::path root_;
 };
 
 // The report's block for tensor `name`: from its header line to the next blank line.
@@ -180,7 +111,7 @@ TEST_F(PlanCliTest, JsonReport) {
 }
 
 TEST_F(PlanCliTest, SweepFromThePlanRelativeToItAndFromTheOption) {
-  write("sub/sweep.json", kSweep);
+  put("sub/sweep.json", kSweep);
   write_plan("sub/plan.json", R"("sweep": "sweep.json", )");
   RunResult r = run({"plan", "sub/plan.json", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -200,7 +131,7 @@ TEST_F(PlanCliTest, SweepFromThePlanRelativeToItAndFromTheOption) {
   EXPECT_NE(block_of(r.out, "q").find("time (all_to_all): before no prediction -> after "), std::string::npos) << r.out;
   // --sweep instead of the plan's field.
   write_plan("plan.json");
-  write("other.json", kSweep);
+  put("other.json", kSweep);
   r = run({"plan", "plan.json", "--sweep", "other.json", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   j = nlohmann::json::parse(r.out);
@@ -209,29 +140,32 @@ TEST_F(PlanCliTest, SweepFromThePlanRelativeToItAndFromTheOption) {
 }
 
 TEST_F(PlanCliTest, BadInputExitsTwoNamingTheProblem) {
-  write("broken.json", "{\"world\": 4, \"tensors\": [");
-  expect_error({"plan", "broken.json"}, "broken.json: not valid JSON");
-  expect_error({"plan", "missing.json"}, "cannot open missing.json");
-  write("noworld.json", std::string("{\"tensors\": ") + kTensors + "}");
-  expect_error({"plan", "noworld.json"}, "noworld.json: field 'world': missing");
-  write("w3.json", std::string("{\"world\": 3, \"tensors\": ") + kTensors + "}");
-  expect_error({"plan", "w3.json"}, "w3.json: tensor #0 'q': field 'axis': shape[1] = 4096 is not divisible by world 3");
-  write("preset.json", R"({"world": 2, "tensors": [{"name": "x", "shape": [8, 64], "dtype": "bf16",
+  put("broken.json", "{\"world\": 4, \"tensors\": [");
+  expect_rejected({"plan", "broken.json"}, "broken.json: not valid JSON");
+  expect_rejected({"plan", "missing.json"}, "cannot open missing.json");
+  put("noworld.json", std::string("{\"tensors\": ") + kTensors + "}");
+  expect_rejected({"plan", "noworld.json"}, "noworld.json: field 'world': missing");
+  put("w3.json", std::string("{\"world\": 3, \"tensors\": ") + kTensors + "}");
+  expect_rejected({"plan", "w3.json"},
+                  "w3.json: tensor #0 'q': field 'axis': shape[1] = 4096 is not divisible by world 3");
+  put("preset.json", R"({"world": 2, "tensors": [{"name": "x", "shape": [8, 64], "dtype": "bf16",
       "collective": "all_gather", "axis": 0, "quantize": "mxfp9"}]})");
-  expect_error({"plan", "preset.json"}, "preset.json: tensor #0 'x': field 'quantize': unknown preset 'mxfp9'");
-  write("coll.json", R"({"world": 2, "tensors": [{"name": "x", "shape": [8, 64], "dtype": "bf16",
+  expect_rejected({"plan", "preset.json"}, "preset.json: tensor #0 'x': field 'quantize': unknown preset 'mxfp9'");
+  put("coll.json", R"({"world": 2, "tensors": [{"name": "x", "shape": [8, 64], "dtype": "bf16",
       "collective": "broadcast", "axis": 0}]})");
-  expect_error({"plan", "coll.json"}, "coll.json: tensor #0 'x': field 'collective': unknown collective 'broadcast'");
-  write("rank.json", R"({"world": 2, "tensors": [{"name": "x", "shape": [8, 64], "dtype": "bf16",
+  expect_rejected({"plan", "coll.json"},
+                  "coll.json: tensor #0 'x': field 'collective': unknown collective 'broadcast'");
+  put("rank.json", R"({"world": 2, "tensors": [{"name": "x", "shape": [8, 64], "dtype": "bf16",
       "collective": "all_gather", "axis": 0, "quantize": "int8.block.ascend"}]})");
-  expect_error({"plan", "rank.json"}, "rank.json: tensor #0 'x': field 'quantize': preset int8.block.ascend cannot take");
+  expect_rejected({"plan", "rank.json"},
+                  "rank.json: tensor #0 'x': field 'quantize': preset int8.block.ascend cannot take");
   write_plan("plan.json");
-  write("sweep2.json", std::string(kSweep).replace(std::string(kSweep).find("\"world\": 4"), 10, "\"world\": 2"));
-  expect_error({"plan", "plan.json", "--sweep", "sweep2.json"},
-               "sweep2.json: field 'world': the sweep was measured with 2 ranks, the plan has 4");
-  write("bad_sweep.json", "{\"format\": \"nccl\"}");
-  expect_error({"plan", "plan.json", "--sweep", "bad_sweep.json"},
-               "bad_sweep.json: field 'format': expected \"qexact-sweep/1\", got \"nccl\"");
+  put("sweep2.json", std::string(kSweep).replace(std::string(kSweep).find("\"world\": 4"), 10, "\"world\": 2"));
+  expect_rejected({"plan", "plan.json", "--sweep", "sweep2.json"},
+                  "sweep2.json: field 'world': the sweep was measured with 2 ranks, the plan has 4");
+  put("bad_sweep.json", "{\"format\": \"nccl\"}");
+  expect_rejected({"plan", "plan.json", "--sweep", "bad_sweep.json"},
+                  "bad_sweep.json: field 'format': expected \"qexact-sweep/1\", got \"nccl\"");
 }
 
 }  // namespace
