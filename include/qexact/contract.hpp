@@ -71,6 +71,7 @@ enum class IntRounding : std::uint8_t {
   rne,             // (v + 1.5*2^23) - 1.5*2^23
   half_away,       // roundf
   half_away_fp32,  // trunc(fp32(v + 0.5*sign(v)))  (Triton)
+  trunc,           // toward zero (a device that converts without rounding)
 };
 enum class ScaleStore : std::uint8_t { f32, f16 };
 

@@ -39,7 +39,8 @@ constexpr EnumName<ScaleMode> kScaleModes[] = {{ScaleMode::before, "before"}, {S
 constexpr EnumName<Quotient> kQuotients[] = {
     {Quotient::divide, "divide"}, {Quotient::reciprocal, "reciprocal"}, {Quotient::inv_scale, "inv_scale"}};
 constexpr EnumName<IntRounding> kIntRounding[] = {
-    {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"}};
+    {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
+    {IntRounding::trunc, "trunc"}};
 constexpr EnumName<ScaleStore> kScaleStore[] = {{ScaleStore::f32, "f32"}, {ScaleStore::f16, "f16"}};
 
 template <class E, std::size_t N>
