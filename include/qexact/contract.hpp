@@ -119,6 +119,9 @@ Contract make_preset(const std::string& name);  // throws bad_argument on an unk
 std::vector<std::pair<std::string, std::string>> params(const Contract& c);
 void set_param(Contract& c, const std::string& key, const std::string& value);
 void set_param(Contract& c, const std::string& key_eq_value);
+// Every value an enumerated or boolean parameter can take, in a stable order (each accepted by
+// set_param); empty for a numeric parameter (block, group, scale_min, ...) and an unknown key.
+std::vector<std::string> param_choices(const std::string& key);
 // Throws bad_argument if the combination of parameters is not a contract qexact implements.
 void validate(const Contract& c);
 
