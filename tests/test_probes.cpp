@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
+#include <limits>
 #include <set>
 
 #include "conformance/probes.hpp"
 #include "io/npy.hpp"
 #include "qexact/formats/bf16.hpp"
+#include "qexact/formats/e8m0.hpp"
+#include "qexact/formats/element.hpp"
 
 namespace qexact::conformance {
 namespace {
@@ -96,6 +100,31 @@ TEST(Probes, DiscriminatesCountsOnlyBytesThatChange) {
   EXPECT_EQ(p.count(c, one.view(), Observed{}), 1);
   // Values the family cannot take are left out: one valid variant cannot disagree.
   EXPECT_EQ(discriminates("rounding", {"rne", "no_such_rounding"}).count(c, one.view(), Observed{}), 0);
+}
+
+// Why there is no ratio probe (probes.hpp): rceil's two ratios can only round to different sides
+// of a power of two next to max * 2^k, and there they never do, for any element format and k.
+TEST(Probes, RceilRatioNeverChangesAScaleByte) {
+  std::int64_t checked = 0, differing = 0;
+  for (ElemFormat f : {ElemFormat::e4m3, ElemFormat::e5m2, ElemFormat::e2m3, ElemFormat::e3m2, ElemFormat::e2m1}) {
+    const float max = elem_traits(f).max;
+    for (int k = -149; k <= 127; ++k) {
+      const float centre = std::ldexp(max, k);
+      if (centre == 0.0f || !std::isfinite(centre)) continue;
+      float lo = centre, hi = centre;
+      for (int i = 0; i < 64; ++i) {
+        for (float a : {lo, hi}) {
+          ++checked;
+          differing += e8m0_rceil(a, max, false) != e8m0_rceil(a, max, true);
+        }
+        lo = std::nextafter(lo, 0.0f);
+        hi = std::nextafter(hi, std::numeric_limits<float>::infinity());
+      }
+    }
+  }
+  std::cout << "rceil divide vs reciprocal: " << differing << " differing of " << checked << "\n";
+  EXPECT_GT(checked, 100000);
+  EXPECT_EQ(differing, 0);
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 //
 // No probe can separate the MX ratio parameter (rceil's amax / max vs amax * fp32(1 / max)):
 // the two quotients can only fall on different sides of a power of two for amax next to
-// max * 2^k, and for every element max of the family they do not (checked over the 64 fp32
-// values either side of max * 2^k); infer reports it as undetermined.
+// max * 2^k, and for every element max of the family they do not (test_probes checks
+// the 64 fp32 values either side of max * 2^k for every k); infer reports it as undetermined.
 #pragma once
 #include <string>
 #include <vector>
