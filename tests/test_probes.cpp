@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 
+#include "conformance/emulate.hpp"
 #include "conformance/probes.hpp"
 #include "io/npy.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -100,6 +101,32 @@ TEST(Probes, DiscriminatesCountsOnlyBytesThatChange) {
   EXPECT_EQ(p.count(c, one.view(), Observed{}), 1);
   // Values the family cannot take are left out: one valid variant cannot disagree.
   EXPECT_EQ(discriminates("rounding", {"rne", "no_such_rounding"}).count(c, one.view(), Observed{}), 0);
+}
+
+TEST(Probes, FastEngineMatchesTheReferenceOnEveryProbe) {
+  // The probes hold ties, values a hair below them and tiny groups: the kernels' hard inputs.
+  std::vector<Contract> contracts;
+  for (const std::string& preset : preset_names()) contracts.push_back(make_preset(preset));
+  contracts.push_back(make_contract("mxfp8.ascend", {"rounding=trunc"}));
+  contracts.push_back(make_contract("mx.ocp.e2m1", {"rounding=trunc"}));
+  contracts.push_back(make_contract("int8.block.ascend", {"int_rounding=trunc"}));
+  contracts.push_back(make_contract("q8_0.ggml", {"int_rounding=trunc"}));
+  for (const Contract& c : contracts)
+    for (const Case& k : discriminating_probes(c)) {
+      const ContractRun ref = run_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
+      const ContractRun fast = run_contract(c, k.input.view(), RunOptions{Engine::fast, 2});
+      ASSERT_EQ(ref.output.has_value(), fast.output.has_value()) << c.preset << " " << k.name;
+      if (!ref.output) continue;
+      for (auto [a, b] : {std::pair{&ref.output->payload, &fast.output->payload},
+                          std::pair{&ref.output->scale, &fast.output->scale},
+                          std::pair{&ref.output->output, &fast.output->output}}) {
+        ASSERT_EQ(a->nbytes(), b->nbytes());
+        std::int64_t differing = 0;
+        for (std::size_t i = 0; i < a->nbytes(); ++i)
+          differing += static_cast<const std::uint8_t*>(a->raw())[i] != static_cast<const std::uint8_t*>(b->raw())[i];
+        EXPECT_EQ(differing, 0) << c.preset << " " << k.name << ": " << differing << " differing of " << a->nbytes();
+      }
+    }
 }
 
 // Why there is no ratio probe (probes.hpp): rceil's two ratios can only round to different sides
