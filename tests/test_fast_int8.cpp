@@ -73,6 +73,10 @@ std::vector<Contract> int8_contracts() {
       {"q8_0.ggml", {"int_rounding=half_away_fp32", "scale_store=f32"}},
       {"q8_0.ggml", {"quotient=reciprocal"}},
       {"q8_0.ggml", {"scale_mode=after", "scale_min=1e-5", "quotient=divide"}},
+      {"int8.block.ascend", {"int_rounding=trunc"}},
+      {"int8.token.blaze", {"int_rounding=trunc", "budget=1"}},
+      {"int8.token.vllm", {"int_rounding=trunc"}},
+      {"q8_0.ggml", {"int_rounding=trunc"}},
   };
   for (const auto& [preset, overrides] : variants) out.push_back(make_contract(preset, overrides));
   return out;

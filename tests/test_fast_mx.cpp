@@ -34,9 +34,12 @@ std::vector<Contract> mx_contracts() {
       {"nonfinite=te_saturate"},       {"prequant_round=bf16"},     {"block=16"},
       {"layout=pairs"},                {"log2_fp32=true"},          {"element=e5m2", "overflow=inf"},
       {"element=e2m1", "block=16"},    {"element=e3m2", "rounding=half_away_fp32"},
+      {"rounding=trunc"},              {"rounding=trunc", "overflow=nan"},
+      {"element=e2m1", "rounding=trunc"}, {"element=e5m2", "rounding=trunc", "overflow=inf"},
   };
   for (const auto& v : variants) out.push_back(make_contract("mx.ocp", v));
   out.push_back(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}));
+  out.push_back(make_contract("mxfp8.ascend", {"rounding=trunc"}));
   return out;
 }
 

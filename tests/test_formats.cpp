@@ -55,7 +55,7 @@ TEST(ElementCodec, EveryCodeRoundTrips) {
     for (int c = 0; c < (1 << t.bits); ++c) {
       const float v = elem_decode(f, static_cast<std::uint8_t>(c));
       if (!std::isfinite(v)) continue;
-      for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32})
+      for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc})
         EXPECT_EQ(elem_encode(f, v, r, Overflow::saturate), c) << t.name << " code " << c;
     }
   }
@@ -75,6 +75,46 @@ TEST(ElementCodec, MidpointsAndNeighboursMatchBruteForce) {
       }
     }
   }
+}
+
+// Brute force for rounding toward zero: the largest code whose value is <= |v|.
+std::uint8_t brute_trunc(ElemFormat f, float v) {
+  const ElemTraits& t = elem_traits(f);
+  const double a = std::fabs(static_cast<double>(v));
+  int best = 0;
+  for (int c = 0; c <= t.max_code; ++c)
+    if (static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(c))) <= a) best = c;
+  return static_cast<std::uint8_t>((std::signbit(v) ? 1 << (t.bits - 1) : 0) | best);
+}
+
+TEST(ElementCodec, TruncMatchesBruteForceOnEveryBf16Input) {
+  for (ElemFormat f : kFormats) {
+    const ElemTraits& t = elem_traits(f);
+    std::int64_t differing = 0, total = 0;
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      const float v = bf16_to_f32(static_cast<std::uint16_t>(b));
+      if (!std::isfinite(v)) continue;
+      ++total;
+      differing += elem_encode(f, v, Rounding::trunc, Overflow::saturate) != brute_trunc(f, v);
+    }
+    EXPECT_EQ(differing, 0) << t.name << ": " << differing << " differing of " << total;
+  }
+}
+
+TEST(ElementCodec, TruncHandCheckedValues) {
+  // E4M3 around 1: grid 1, 1.125, 1.25; truncation never goes up, not even a hair below a code.
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, 1.0625f, Rounding::trunc, Overflow::saturate), 0x38);  // 1.0
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, 1.2499999f, Rounding::trunc, Overflow::saturate), 0x39);  // 1.125
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, -1.2499999f, Rounding::trunc, Overflow::saturate), 0xB9);
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, 0x1.fp-10f, Rounding::trunc, Overflow::saturate), 0x00);  // < 2^-9: signed 0
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, -0x1.fp-10f, Rounding::trunc, Overflow::saturate), 0x80);
+  // Overflow: 479 truncates to 448 on the grid; 480 is past max (the next step) and overflows.
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, 479.0f, Rounding::trunc, Overflow::nan), 0x7E);
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, 480.0f, Rounding::trunc, Overflow::nan), 0x7F);
+  EXPECT_EQ(elem_encode(ElemFormat::e4m3, 480.0f, Rounding::trunc, Overflow::saturate), 0x7E);
+  EXPECT_EQ(elem_encode(ElemFormat::e2m1, 5.9f, Rounding::trunc, Overflow::saturate), 0x6);  // 4
+  EXPECT_EQ(elem_encode(ElemFormat::e2m1, -0.49f, Rounding::trunc, Overflow::saturate), 0x8);
+  EXPECT_EQ(parse_rounding("trunc"), Rounding::trunc);
 }
 
 TEST(ElementCodec, AllBf16InputsMatchBruteForce) {

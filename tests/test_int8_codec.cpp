@@ -27,7 +27,9 @@ double exact_round(double v, IntRounding r) {
   const double f = std::floor(a);
   const double rem = a - f;
   double out = f;
-  if (rem > 0.5)
+  if (r == IntRounding::trunc)
+    out = f;
+  else if (rem > 0.5)
     out = f + 1;
   else if (rem == 0.5)
     out = (r == IntRounding::rne) ? (std::fmod(f, 2.0) == 0.0 ? f : f + 1) : f + 1;
@@ -110,6 +112,13 @@ TEST(Int8Codec, HalfAwayFp32DiffersFromHalfAwayOnlyJustBelowOneHalf) {
   EXPECT_EQ(differing, 2);
 }
 
+TEST(Int8Codec, TruncRoundsTowardZero) {
+  expect_encodes(IntRounding::trunc, 127,
+                 {{0.5f, 0}, {0.999999f, 0}, {1.5f, 1}, {2.5f, 2}, {126.99f, 126}, {-0.5f, 0}, {-1.5f, -1},
+                  {-126.99f, -126}, {kJustBelowHalf, 0}, {-127.9f, -127}, {200.0f, 127}});
+  expect_encodes(IntRounding::trunc, 128, {{-127.9f, -127}, {-128.5f, -128}, {-1e30f, -128}});
+}
+
 TEST(Int8Codec, SaturatesToTheRangeInsteadOfWrapping) {
   for (IntRounding r : {IntRounding::rne, IntRounding::half_away, IntRounding::half_away_fp32}) {
     SCOPED_TRACE(static_cast<int>(r));
@@ -155,7 +164,8 @@ TEST(Int8Codec, MatchesExactRoundingOverSampledBitPatterns) {
   for (std::uint64_t u = 0; u <= 0xFFFFFFFFull; u += kStride) {
     const float v = std::bit_cast<float>(static_cast<std::uint32_t>(u));
     for (int range : {127, 128}) {
-      checked += 3;
+      checked += 4;
+      if (int8_encode(v, IntRounding::trunc, range) != exact_encode(v, IntRounding::trunc, range)) ++wrong;
       if (int8_encode(v, IntRounding::rne, range) != exact_encode(v, IntRounding::rne, range)) ++wrong;
       if (int8_encode(v, IntRounding::half_away, range) != exact_encode(v, IntRounding::half_away, range)) ++wrong;
       // half_away_fp32 is exact half-away except at +/-(0.5 - 2^-25), checked above.

@@ -71,6 +71,7 @@ enum class IntRounding : std::uint8_t {
   rne,             // (v + 1.5*2^23) - 1.5*2^23
   half_away,       // roundf
   half_away_fp32,  // trunc(fp32(v + 0.5*sign(v)))  (Triton)
+  trunc,           // toward zero (a device that converts without rounding)
 };
 enum class ScaleStore : std::uint8_t { f32, f16 };
 
@@ -118,6 +119,9 @@ Contract make_preset(const std::string& name);  // throws bad_argument on an unk
 std::vector<std::pair<std::string, std::string>> params(const Contract& c);
 void set_param(Contract& c, const std::string& key, const std::string& value);
 void set_param(Contract& c, const std::string& key_eq_value);
+// Every value an enumerated or boolean parameter can take, in a stable order (each accepted by
+// set_param); empty for a numeric parameter (block, group, scale_min, ...) and an unknown key.
+std::vector<std::string> param_choices(const std::string& key);
 // Throws bad_argument if the combination of parameters is not a contract qexact implements.
 void validate(const Contract& c);
 

@@ -33,6 +33,9 @@ void add_hif4_unpack(CLI::App& app, Action& action);
 void add_conform(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_plan(CLI::App& app, Action& action);
+void add_cases(CLI::App& app, Action& action);
+void add_emulate(CLI::App& app, Action& action);
+void add_infer(CLI::App& app, Action& action);
 
 // ---- shared by the commands (cli_io.cpp) ----
 

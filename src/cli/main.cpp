@@ -2,7 +2,7 @@
 //
 // Exit status: 0 on success; 2 for a usage error, bad input or a file problem, with one line
 // "qexact: error: ..." on stderr and no output written; 1 for an internal error. `conform`
-// returns its own status (0 when every byte matched).
+// returns its own status (0 when every byte matched); so does `infer` (0 exact, 1 closest).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   add_conform(app, action);
   add_bench(app, action);
   add_plan(app, action);
+  add_cases(app, action);
+  add_emulate(app, action);
+  add_infer(app, action);
 
   try {
     app.parse(argc, argv);

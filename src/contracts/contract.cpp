@@ -39,7 +39,8 @@ constexpr EnumName<ScaleMode> kScaleModes[] = {{ScaleMode::before, "before"}, {S
 constexpr EnumName<Quotient> kQuotients[] = {
     {Quotient::divide, "divide"}, {Quotient::reciprocal, "reciprocal"}, {Quotient::inv_scale, "inv_scale"}};
 constexpr EnumName<IntRounding> kIntRounding[] = {
-    {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"}};
+    {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
+    {IntRounding::trunc, "trunc"}};
 constexpr EnumName<ScaleStore> kScaleStore[] = {{ScaleStore::f32, "f32"}, {ScaleStore::f16, "f16"}};
 
 template <class E, std::size_t N>
@@ -369,6 +370,35 @@ void set_param(Contract& c, const std::string& kv) {
   if (eq == std::string::npos || eq == 0)
     fail(ErrorKind::bad_argument, "parameter override '" + kv + "' is not of the form key=value");
   set_param(c, kv.substr(0, eq), kv.substr(eq + 1));
+}
+
+std::vector<std::string> param_choices(const std::string& key) {
+  auto names = [](const auto& table) {
+    std::vector<std::string> out;
+    for (const auto& e : table) out.emplace_back(e.name);
+    return out;
+  };
+  if (key == "element") return {"e4m3", "e5m2", "e2m3", "e3m2", "e2m1"};
+  if (key == "rounding") {
+    std::vector<std::string> out;
+    for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc})
+      out.emplace_back(rounding_name(r));
+    return out;
+  }
+  if (key == "overflow") return {"saturate", "nan", "inf"};
+  if (key == "log2_fp32" || key == "signed_zero") return {"false", "true"};
+  if (key == "scale_rule") return names(kScaleRules);
+  if (key == "ratio") return names(kRatio);
+  if (key == "nonfinite") return names(kNonFinite);
+  if (key == "byte0") return names(kByte0);
+  if (key == "prequant_round") return names(kPrequant);
+  if (key == "layout") return names(kLayouts);
+  if (key == "tail") return names(kTails);
+  if (key == "scale_mode") return names(kScaleModes);
+  if (key == "quotient") return names(kQuotients);
+  if (key == "int_rounding") return names(kIntRounding);
+  if (key == "scale_store") return names(kScaleStore);
+  return {};
 }
 
 void validate(const Contract& c) {

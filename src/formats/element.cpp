@@ -43,15 +43,16 @@ const char* rounding_name(Rounding r) {
     case Rounding::half_away: return "half_away";
     case Rounding::half_away_fp32: return "half_away_fp32";
     case Rounding::even_fp32: return "even_fp32";
+    case Rounding::trunc: return "trunc";
   }
   return "?";
 }
 
 Rounding parse_rounding(const std::string& n) {
-  for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32})
+  for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc})
     if (n == rounding_name(r)) return r;
   if (n == "even") return Rounding::rne;
-  fail(ErrorKind::bad_argument, "unknown rounding '" + n + "' (rne, half_away, half_away_fp32, even_fp32)");
+  fail(ErrorKind::bad_argument, "unknown rounding '" + n + "' (rne, half_away, half_away_fp32, even_fp32, trunc)");
 }
 
 const char* overflow_name(Overflow o) {
@@ -152,6 +153,9 @@ std::uint8_t elem_encode(ElemFormat f, float v, Rounding r, Overflow o) {
       up = q >= n + 1.0f;
       break;
     }
+    case Rounding::trunc:
+      up = false;  // the largest table value <= a; only a >= virt (handled above) overflows
+      break;
     default:
       up = false;
   }

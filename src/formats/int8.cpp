@@ -28,6 +28,8 @@ float int8_round(float v, IntRounding r) {
       return round_half_away(v);
     case IntRounding::half_away_fp32:
       return round_half_away_fp32(v);
+    case IntRounding::trunc:
+      return std::trunc(v);
   }
   return round_rne(v);
 }

@@ -7,9 +7,11 @@
 // format's value table (no bit tricks), ties broken by the named rounding rule.
 // Rounding rules: rne (ties to even), half_away (ties away from zero, exact), half_away_fp32
 // and even_fp32 (microxcaling's floor(fp32(u + 0.5)) on the grid unit u, which also rounds up
-// values a hair below a midpoint, and its "even" variant).
+// values a hair below a midpoint, and its "even" variant), trunc (toward zero: the largest
+// grid value <= |x|, as a device without rounding logic truncates).
 // Overflow: saturate (anything above max, inf included, gives +/-max), nan (values that round
-// past max give NaN; a format without NaN cannot be asked this), inf (E5M2 only: gives +/-inf).
+// past max give NaN -- under trunc, values >= max + the top binade's step; a format without
+// NaN cannot be asked this), inf (E5M2 only: gives +/-inf).
 // NaN input: the format's NaN code with the input's sign; a format without NaN gives code 0.
 // The sign of a value that rounds to zero is kept (-tiny -> sign bit set).
 #pragma once
@@ -22,7 +24,7 @@ namespace qexact {
 
 enum class ElemFormat : std::uint8_t { e4m3, e5m2, e2m3, e3m2, e2m1 };
 
-enum class Rounding : std::uint8_t { rne, half_away, half_away_fp32, even_fp32 };
+enum class Rounding : std::uint8_t { rne, half_away, half_away_fp32, even_fp32, trunc };
 
 enum class Overflow : std::uint8_t { saturate, nan, inf };
 

@@ -8,6 +8,7 @@
 //   half_away_fp32  trunc(fp32(v + copysign(0.5f, v))): the sum itself rounds in fp32, as in
 //                   SageAttention's Triton kernel, so v = 0.5 - 2^-25 gives 1 (the only values
 //                   where it differs from half_away are +/-(0.5 - 2^-25)).
+//   trunc           toward zero (C truncf), e.g. a conversion that drops the fraction.
 // Saturation: the rounded value is clamped to [-127, 127] (range 127) or [-128, 127]
 // (range 128); +/-inf saturate the same way. Never wraps: a plain 8-bit conversion would.
 // NaN: encodes to 0, as PTX cvt.rni.sat.s8.f32 does. Reachable from finite inputs when a

@@ -177,6 +177,8 @@ class Encoder {
       const auto t = hn::Trunc(v);
       const auto away = hn::Add(t, hn::CopySign(hn::Set(df, 1.0f), v));
       biased = hn::Add(hn::IfThenElse(hn::Ge(hn::Abs(hn::Sub(v, t)), hn::Set(df, 0.5f)), away, t), magic_);
+    } else if constexpr (kRounding == IntRounding::trunc) {
+      biased = hn::Add(hn::Trunc(v), magic_);
     } else {
       // The fp32 addition of +/-0.5 rounds, as the contract's Triton kernel does.
       biased = hn::Add(hn::Trunc(hn::Add(v, hn::CopySign(hn::Set(df, 0.5f), v))), magic_);
@@ -252,6 +254,9 @@ HWY_INLINE void WithElementArithmetic(const Int8Plan& p, Body&& body) {
     case IntRounding::half_away_fp32:
       return divide ? body.template operator()<IntRounding::half_away_fp32, true>()
                     : body.template operator()<IntRounding::half_away_fp32, false>();
+    case IntRounding::trunc:
+      return divide ? body.template operator()<IntRounding::trunc, true>()
+                    : body.template operator()<IntRounding::trunc, false>();
   }
 }
 

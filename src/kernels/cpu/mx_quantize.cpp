@@ -53,6 +53,8 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   VI add = hn::Set(di, (1 << (drop - 1)) - 1);
   if (kRneSaturate || p.rounding == Rounding::rne || p.rounding == Rounding::even_fp32) {
     add = hn::Add(add, hn::And(hn::ShiftRightSame(abs, drop), hn::Set(di, 1)));
+  } else if (p.rounding == Rounding::trunc) {
+    add = hn::Zero(di);  // dropping the low bits is rounding toward zero
   } else {
     add = hn::Set(di, 1 << (drop - 1));  // ties away (exact on this grid in fp32 too)
   }
@@ -74,6 +76,9 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
     }
     case Rounding::half_away_fp32:
       q = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));
+      break;
+    case Rounding::trunc:
+      q = hn::Floor(x);  // x >= 0
       break;
     case Rounding::even_fp32: {
       const VF up = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));

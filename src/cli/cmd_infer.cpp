@@ -1,0 +1,112 @@
+// `qexact infer DIR [--json] [--family F]`: the contract that reproduces every byte of a
+// device's outputs for exported cases (conformance/infer.hpp). Exit 0 when one does, 1 when
+// only a closest one was found (its residual reported), 2 on bad input.
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "conformance/infer.hpp"
+
+namespace qexact::cli {
+namespace {
+
+struct InferCliOptions {
+  std::string dir;
+  bool json = false;
+  std::string family;
+  int threads = 1;
+};
+
+nlohmann::ordered_json to_json(const conformance::InferResult& r) {
+  nlohmann::ordered_json j;
+  j["exact"] = r.exact;
+  j["preset"] = r.preset.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.preset);
+  j["family"] = family_name(r.contract.family);
+  nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : qexact::params(r.contract)) params[k] = v;
+  j["params"] = params;
+  nlohmann::ordered_json overrides = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : r.overrides) overrides[k] = v;
+  j["overrides"] = overrides;
+  nlohmann::ordered_json undetermined = nlohmann::ordered_json::array();
+  nlohmann::ordered_json alternatives = nlohmann::ordered_json::object();
+  for (const auto& [k, values] : r.undetermined) {
+    undetermined.push_back(k);
+    alternatives[k] = values;
+  }
+  j["undetermined"] = undetermined;
+  j["undetermined_alternatives"] = alternatives;
+  j["also_exact"] = r.also_exact;
+  nlohmann::ordered_json residual;
+  residual["payload_bytes_differing"] = r.payload_bytes_differing;
+  residual["payload_bytes_total"] = r.payload_bytes_total;
+  residual["scale_bytes_differing"] = r.scale_bytes_differing;
+  residual["scale_bytes_total"] = r.scale_bytes_total;
+  nlohmann::ordered_json cases = nlohmann::ordered_json::object();
+  for (const auto& c : r.cases) {
+    nlohmann::ordered_json cj;
+    cj["payload_bytes_differing"] = c.payload_bytes_differing;
+    cj["scale_bytes_differing"] = c.scale_bytes_differing;
+    if (!c.note.empty()) cj["note"] = c.note;
+    cases[c.name] = cj;
+  }
+  residual["cases"] = cases;
+  j["residual"] = residual;
+  j["cases_with_outputs"] = r.cases_with_outputs;
+  j["candidates_evaluated"] = r.candidates_evaluated;
+  return j;
+}
+
+void print_text(const conformance::InferResult& r, std::ostream& out) {
+  std::string name = r.preset;
+  for (const auto& [k, v] : r.overrides) name += " " + k + "=" + v;
+  out << (r.exact ? "exact: " : "closest: ") << name << "\n";
+  out << "  family " << family_name(r.contract.family) << ":";
+  for (const auto& [k, v] : qexact::params(r.contract)) out << " " << k << "=" << v;
+  out << "\n";
+  out << "  payload bytes differing: " << r.payload_bytes_differing << " of " << r.payload_bytes_total
+      << ", scale bytes differing: " << r.scale_bytes_differing << " of " << r.scale_bytes_total << " ("
+      << r.cases_with_outputs << " cases with device outputs, " << r.candidates_evaluated << " contracts tried)\n";
+  if (!r.also_exact.empty()) {
+    out << "  also exact:";
+    for (const auto& p : r.also_exact) out << " " << p;
+    out << "\n";
+  }
+  for (const auto& [k, values] : r.undetermined) {
+    out << "  undetermined: " << k << " (these outputs fit equally with";
+    for (const auto& v : values) out << " " << v;
+    out << ")\n";
+  }
+  for (const auto& c : r.cases) {
+    out << "  case " << c.name << ": " << c.payload_bytes_differing << " payload, " << c.scale_bytes_differing
+        << " scale bytes differ";
+    if (!c.note.empty()) out << " (" << c.note << ")";
+    out << "\n";
+  }
+}
+
+int run_infer(const InferCliOptions& o) {
+  conformance::InferOptions io;
+  if (!o.family.empty()) io.family = conformance::parse_family(o.family);
+  io.threads = o.threads;
+  const conformance::InferResult r = conformance::infer_contract(conformance::read_case_dir(o.dir), io);
+  if (o.json) std::cout << to_json(r).dump(2) << "\n";
+  else print_text(r, std::cout);
+  return r.exact ? 0 : 1;
+}
+
+}  // namespace
+
+void add_infer(CLI::App& app, Action& action) {
+  auto opts = std::make_shared<InferCliOptions>();
+  CLI::App* sub = app.add_subcommand("infer", "Find the contract that reproduces a device's outputs for exported cases");
+  sub->add_option("dir", opts->dir, "a directory written by `qexact cases`, with the device's outputs")->required();
+  sub->add_flag("--json", opts->json, "print the result as JSON");
+  sub->add_option("--family", opts->family, "search only this family (mx, int8.block, int8.token, int8.group, hif4)");
+  sub->add_option("--threads", opts->threads, "threads of the fast engine per candidate")->capture_default_str();
+  sub->callback([opts, &action] { action = [opts] { return run_infer(*opts); }; });
+}
+
+}  // namespace qexact::cli

@@ -1,0 +1,66 @@
+#include "conformance/emulate.hpp"
+
+#include <system_error>
+
+#include "io/atomic_file.hpp"
+#include "io/npy.hpp"
+#include "qexact/error.hpp"
+
+namespace qexact::conformance {
+namespace fs = std::filesystem;
+
+ContractRun run_contract(const Contract& c, const TensorView& x, const RunOptions& o) {
+  ContractRun run;
+  try {
+    DeviceOutput out;
+    if (c.family == Family::hif4) {
+      out.output = hifloat4_fake_quant(x, c.qdim, o);
+    } else {
+      QuantResult q = quantize(c, x, o);
+      out.payload = std::move(q.payload);
+      out.scale = std::move(q.scale);
+    }
+    run.output = std::move(out);
+  } catch (const Error& e) {
+    run.error = e.what();
+  }
+  return run;
+}
+
+EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const RunOptions& o) {
+  validate(c);
+  const CaseDir d = read_case_dir(dir);
+  const std::vector<std::string> files = device_output_files(c);
+  std::error_code ec;
+  for (const CaseEntry& e : d.cases)
+    for (const char* f : {"payload.npy", "scale.npy", "output.npy"})
+      if (fs::exists(dir / e.name / f, ec))
+        fail(ErrorKind::bad_argument, (dir / e.name / f).string() +
+                                          " already exists: emulate writes the outputs of one device into a fresh "
+                                          "export (`qexact cases`)");
+
+  // Everything is computed before the first file is written.
+  std::vector<std::pair<const CaseEntry*, DeviceOutput>> outputs;
+  EmulateReport report;
+  for (const CaseEntry& e : d.cases) {
+    const Tensor x = read_case_input(d, e);
+    ContractRun run = run_contract(c, x.view(), o);
+    if (!run.output) {
+      report.rejected.emplace_back(e.name, run.error);
+      continue;
+    }
+    outputs.emplace_back(&e, std::move(*run.output));
+  }
+  for (const auto& [e, out] : outputs) {
+    if (c.family == Family::hif4) {
+      io::write_file_atomic(dir / e->name / files[0], npy::encode(out.output.view()));
+    } else {
+      io::write_file_atomic(dir / e->name / files[0], npy::encode(out.payload.view()));
+      io::write_file_atomic(dir / e->name / files[1], npy::encode(out.scale.view()));
+    }
+    report.written.push_back(e->name);
+  }
+  return report;
+}
+
+}  // namespace qexact::conformance

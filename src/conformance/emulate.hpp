@@ -1,0 +1,37 @@
+// Running a contract as a device would: over one input (run_contract), or over every case of an
+// exported case directory, writing the outputs beside each input (emulate_case_dir). This is
+// how a "device" is made from a deliberately altered contract, and how infer evaluates a
+// candidate contract against a device's files.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conformance/case_dir.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::conformance {
+
+// What a contract makes of one input: the files a device writes (payload + scale, or the HiF4
+// fake-quant output along c.qdim), or, when the contract refuses the input, the error's message.
+struct ContractRun {
+  std::optional<DeviceOutput> output;  // absent: rejected
+  std::string error;                   // why it was rejected
+};
+ContractRun run_contract(const Contract& c, const TensorView& x, const RunOptions& o);
+
+struct EmulateReport {
+  std::vector<std::string> written;                           // cases that got outputs
+  std::vector<std::pair<std::string, std::string>> rejected;  // (case, the contract's error)
+};
+
+// Runs `c` over every case of the directory and writes payload.npy + scale.npy (or
+// output.npy) beside each input, each file atomically, after every case has been computed.
+// Refuses (bad_argument) a directory where some case already has outputs: stale files of an
+// earlier device would be mixed with these.
+EmulateReport emulate_case_dir(const std::filesystem::path& dir, const Contract& c, const RunOptions& o);
+
+}  // namespace qexact::conformance

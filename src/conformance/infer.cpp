@@ -1,0 +1,357 @@
+#include "conformance/infer.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+
+#include "conformance/emulate.hpp"
+#include "conformance/predicates.hpp"
+#include "qexact/error.hpp"
+#include "qexact/formats/fp16.hpp"
+
+namespace qexact::conformance {
+namespace {
+
+struct LoadedCase {
+  const CaseEntry* entry;
+  Tensor input;
+  std::optional<DeviceOutput> device;
+};
+
+struct Diff {
+  std::int64_t payload = 0, scale = 0;
+  std::string note;
+  std::int64_t total() const { return payload + scale; }
+};
+
+// Bytes that differ; tensors of another dtype or shape differ in all their bytes.
+std::int64_t differing(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+    return static_cast<std::int64_t>(std::max(a.nbytes(), b.nbytes()));
+  const auto* p = static_cast<const std::uint8_t*>(a.raw());
+  const auto* q = static_cast<const std::uint8_t*>(b.raw());
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < a.nbytes(); ++i) n += p[i] != q[i];
+  return n;
+}
+
+std::int64_t payload_bytes(const DeviceOutput& o) {
+  return static_cast<std::int64_t>(o.payload.nbytes() + o.output.nbytes());
+}
+
+Diff compare(const std::optional<DeviceOutput>& device, const ContractRun& run) {
+  Diff d;
+  if (!device && !run.output) return d;
+  if (!device) {
+    d.payload = payload_bytes(*run.output);
+    d.scale = static_cast<std::int64_t>(run.output->scale.nbytes());
+    d.note = "the device refused it; the contract does not";
+    if (d.total() == 0) d.payload = 1;  // an empty output still disagrees with a refusal
+    return d;
+  }
+  if (!run.output) {
+    d.payload = payload_bytes(*device);
+    d.scale = static_cast<std::int64_t>(device->scale.nbytes());
+    d.note = "the contract refuses it: " + run.error;
+    if (d.total() == 0) d.payload = 1;
+    return d;
+  }
+  d.payload = differing(device->payload, run.output->payload) + differing(device->output, run.output->output);
+  d.scale = differing(device->scale, run.output->scale);
+  return d;
+}
+
+bool is_valid(const Contract& c) {
+  try {
+    validate(c);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string key_of(const Contract& c) {
+  std::string k = family_name(c.family);
+  for (const auto& [name, value] : params(c)) k += ";" + name + "=" + value;
+  return k;
+}
+
+std::string fmt_float(float v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, p);
+}
+
+std::string param_value(const Contract& c, const std::string& key) {
+  for (const auto& [name, value] : params(c))
+    if (name == key) return value;
+  return "";
+}
+
+class Search {
+ public:
+  Search(const CaseDir& dir, const InferOptions& o) : dir_(dir), run_{Engine::fast, std::max(1, o.threads)} {
+    for (const CaseEntry& e : dir.cases) {
+      LoadedCase k{&e, read_case_input(dir, e), read_device_output(dir, e)};
+      if (k.device) ++with_outputs_;
+      cases_.push_back(std::move(k));
+    }
+    if (with_outputs_ == 0)
+      fail(ErrorKind::bad_input, dir.root.string() +
+                                     " holds no device outputs: run its cases on the device (or `qexact emulate`) first");
+  }
+
+  std::int64_t with_outputs() const { return with_outputs_; }
+  std::int64_t evaluated() const { return evaluated_; }
+
+  Diff total(const Contract& c) {
+    const std::string key = key_of(c);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    ++evaluated_;
+    Diff sum;
+    for (const LoadedCase& k : cases_) {
+      const Diff d = compare(k.device, run_contract(c, k.input.view(), run_));
+      sum.payload += d.payload;
+      sum.scale += d.scale;
+    }
+    cache_.emplace(key, sum);
+    return sum;
+  }
+
+  std::vector<CaseResidual> residuals(const Contract& c) {
+    std::vector<CaseResidual> out;
+    for (const LoadedCase& k : cases_) {
+      const Diff d = compare(k.device, run_contract(c, k.input.view(), run_));
+      if (d.total() > 0) out.push_back({k.entry->name, d.payload, d.scale, d.note});
+    }
+    return out;
+  }
+
+  void device_totals(InferResult& r) const {
+    for (const LoadedCase& k : cases_)
+      if (k.device) {
+        r.payload_bytes_total += payload_bytes(*k.device);
+        r.scale_bytes_total += static_cast<std::int64_t>(k.device->scale.nbytes());
+      }
+  }
+
+  // A start fits when the family is the manifest's, or when it quantizes the first case the
+  // device answered into a payload of the device's dtype and shape.
+  bool fits(const Contract& c) const {
+    if (c.family == dir_.contract.family) return true;
+    for (const LoadedCase& k : cases_) {
+      if (!k.device) continue;
+      const ContractRun run = run_contract(c, k.input.view(), run_);
+      if (!run.output) return false;
+      const Tensor& want = k.device->payload.nbytes() ? k.device->payload : k.device->output;
+      const Tensor& got = run.output->payload.nbytes() ? run.output->payload : run.output->output;
+      return want.dtype() == got.dtype() && want.shape() == got.shape();
+    }
+    return false;
+  }
+
+  // scale_min candidates from the data: the device's scale of a domain whose input is all
+  // zero is scale_min (scale_mode=after) or scale_min / 127 (before).
+  void collect_scale_mins(const Contract& c) {
+    if (c.family != Family::int8_block && c.family != Family::int8_token && c.family != Family::int8_group) return;
+    for (const LoadedCase& k : cases_) {
+      if (!k.device || k.input.numel() == 0) continue;
+      const Tensor& s = k.device->scale;
+      std::optional<Groups> groups;
+      try {
+        groups.emplace(c, k.input.shape());
+      } catch (const Error&) {
+        continue;
+      }
+      if (s.numel() != groups->count() || (s.dtype() != DType::f32 && s.dtype() != DType::f16)) continue;
+      const std::vector<float> x = to_f32_vector(k.input.view());
+      for (std::int64_t g = 0; g < groups->count() && data_scale_mins_.size() < 8; ++g) {
+        bool zero = groups->size(g) > 0;
+        for (std::int64_t i = 0; i < groups->size(g) && zero; ++i) zero = x[static_cast<std::size_t>(groups->member(g, i))] == 0.0f;
+        if (!zero) continue;
+        const float v = s.dtype() == DType::f32 ? s.data<float>()[g] : f16_to_f32(s.data<std::uint16_t>()[g]);
+        if (!(v > 0.0f) || !std::isfinite(v)) continue;
+        data_scale_mins_.insert(fmt_float(v));
+        data_scale_mins_.insert(fmt_float(v * 127.0f));
+      }
+    }
+  }
+
+  std::vector<std::string> candidates(const Contract& c, const std::string& key) const {
+    std::vector<std::string> v = candidate_values(c, key);
+    if (key == "scale_min")
+      for (const std::string& s : data_scale_mins_)
+        if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+    return v;
+  }
+
+  // Coordinate descent from `start`: the best single change (or a change plus the one other
+  // change that makes it a valid contract) while it lowers the differing byte count.
+  std::pair<Contract, Diff> descend(const Contract& start) {
+    Contract cur = start;
+    Diff best = total(cur);
+    while (best.total() > 0) {
+      std::optional<Contract> move;
+      Diff move_diff = best;
+      auto consider = [&](const Contract& n) {
+        const Diff d = total(n);
+        if (d.total() < move_diff.total()) {
+          move = n;
+          move_diff = d;
+        }
+      };
+      for (const auto& [key, value] : params(cur)) {
+        for (const std::string& cand : candidates(cur, key)) {
+          if (cand == value) continue;
+          Contract n = cur;
+          try {
+            set_param(n, key, cand);
+          } catch (const Error&) {
+            continue;
+          }
+          if (is_valid(n)) {
+            consider(n);
+            continue;
+          }
+          for (const auto& [key2, value2] : params(n)) {
+            if (key2 == key) continue;
+            for (const std::string& cand2 : candidates(n, key2)) {
+              if (cand2 == value2) continue;
+              Contract n2 = n;
+              try {
+                set_param(n2, key2, cand2);
+              } catch (const Error&) {
+                continue;
+              }
+              if (is_valid(n2)) consider(n2);
+            }
+          }
+        }
+      }
+      if (!move) break;
+      cur = *move;
+      best = move_diff;
+    }
+    return {cur, best};
+  }
+
+ private:
+  const CaseDir& dir_;
+  RunOptions run_;
+  std::vector<LoadedCase> cases_;
+  std::int64_t with_outputs_ = 0, evaluated_ = 0;
+  std::map<std::string, Diff> cache_;
+  std::set<std::string> data_scale_mins_;
+};
+
+std::vector<std::pair<std::string, std::string>> overrides_of(const Contract& c, const Contract& base) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto mine = params(c);
+  const auto theirs = params(base);
+  if (c.family != base.family) return mine;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].second != theirs[i].second) out.push_back(mine[i]);
+  return out;
+}
+
+}  // namespace
+
+Family parse_family(const std::string& name) {
+  for (Family f : {Family::mx, Family::int8_block, Family::int8_token, Family::int8_group, Family::hif4})
+    if (name == family_name(f)) return f;
+  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (mx, int8.block, int8.token, int8.group, hif4)");
+}
+
+std::vector<std::string> candidate_values(const Contract& c, const std::string& key) {
+  std::vector<std::string> v = param_choices(key);
+  if (v.empty()) {
+    if (key == "block") v = {"16", "32"};
+    else if (key == "token_block") v = {"32", "64", "128"};
+    else if (key == "group") v = {"16", "32", "64", "128"};
+    else if (key == "scale_min") v = {"0", "1e-08", "1e-07", "1e-06", "1e-05"};
+    else if (key == "range") v = {"127", "128"};
+    else if (key == "budget") v = {"1"};  // the path changes, never the bytes
+    else if (key == "qdim") v = {"-1", "0"};
+  }
+  const std::string current = param_value(c, key);
+  if (!current.empty() && std::find(v.begin(), v.end(), current) == v.end()) v.insert(v.begin(), current);
+  return v;
+}
+
+InferResult infer_contract(const CaseDir& dir, const InferOptions& o) {
+  Search search(dir, o);
+  InferResult r;
+  r.cases_with_outputs = search.with_outputs();
+  search.device_totals(r);
+
+  std::vector<Contract> starts;
+  std::set<std::string> seen;
+  for (const std::string& name : preset_names()) {
+    const Contract c = make_preset(name);
+    if (o.family && c.family != *o.family) continue;
+    if (!search.fits(c) || !seen.insert(key_of(c)).second) continue;
+    starts.push_back(c);
+  }
+  if (starts.empty())
+    fail(ErrorKind::bad_argument, "no preset of the requested family fits the device's outputs in " + dir.root.string());
+  for (const Contract& c : starts) search.collect_scale_mins(c);
+
+  // The manifest's preset first: among equally good end points the first is kept.
+  std::stable_sort(starts.begin(), starts.end(), [&](const Contract& a, const Contract& b) {
+    return (a.preset == dir.contract.preset) > (b.preset == dir.contract.preset);
+  });
+  std::optional<std::pair<Contract, Diff>> best;
+  std::string best_start;
+  for (const Contract& s : starts) {
+    auto end = search.descend(s);
+    if (!best || end.second.total() < best->second.total()) {
+      best = end;
+      best_start = s.preset;
+    }
+    if (best->second.total() == 0) break;
+  }
+
+  r.exact = best->second.total() == 0;
+  r.contract = best->first;
+  r.preset = best_start;
+  if (r.exact) {
+    // Name it by a preset that reproduces every byte as it stands (the manifest's first).
+    std::vector<std::string> exact_presets;
+    for (const std::string& name : preset_names()) {
+      const Contract c = make_preset(name);
+      if (o.family && c.family != *o.family) continue;
+      if (search.fits(c) && search.total(c).total() == 0) exact_presets.push_back(name);
+    }
+    auto it = std::find(exact_presets.begin(), exact_presets.end(), dir.contract.preset);
+    if (it == exact_presets.end()) it = exact_presets.begin();
+    if (it != exact_presets.end()) {
+      r.preset = *it;
+      r.contract = make_preset(*it);
+      for (const std::string& p : exact_presets)
+        if (p != *it) r.also_exact.push_back(p);
+    }
+  }
+  r.overrides = overrides_of(r.contract, make_preset(r.preset));
+
+  const Diff found = search.total(r.contract);
+  r.payload_bytes_differing = found.payload;
+  r.scale_bytes_differing = found.scale;
+  for (const auto& [key, value] : params(r.contract)) {
+    for (const std::string& cand : search.candidates(r.contract, key)) {
+      if (cand == value) continue;
+      Contract n = r.contract;
+      try {
+        set_param(n, key, cand);
+      } catch (const Error&) {
+        continue;
+      }
+      if (is_valid(n) && search.total(n).total() == found.total()) r.undetermined[key].push_back(cand);
+    }
+  }
+  r.cases = search.residuals(r.contract);
+  r.candidates_evaluated = search.evaluated();
+  return r;
+}
+
+}  // namespace qexact::conformance

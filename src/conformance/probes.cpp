@@ -1,0 +1,417 @@
+#include "conformance/probes.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "conformance/emulate.hpp"
+#include "qexact/formats/element.hpp"
+
+namespace qexact::conformance {
+namespace {
+
+using Content = std::vector<float>;
+using Fill = std::function<Content(Rng&, std::int64_t size, std::int64_t g)>;
+
+constexpr std::uint64_t kProbeSeed = 0x9E0BE5;  // probes are fixed inputs, not a seeded suite
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+double pow2(int k) { return std::ldexp(1.0, k); }
+
+// Every output byte of one run, payload then scale (HiF4: the output tensor).
+std::vector<std::uint8_t> output_bytes(const DeviceOutput& out) {
+  std::vector<std::uint8_t> b;
+  for (const Tensor* t : {&out.payload, &out.scale, &out.output}) {
+    const auto* p = static_cast<const std::uint8_t*>(t->raw());
+    b.insert(b.end(), p, p + t->nbytes());
+  }
+  return b;
+}
+
+Content uniform_content(Rng& r, std::int64_t size, double scale) {
+  Content v(static_cast<std::size_t>(size));
+  for (float& x : v) x = static_cast<float>(r.uniform(-1.0, 1.0) * scale);
+  return v;
+}
+
+// Uniform filler strictly below `anchor`, which sits at a random position with a random sign.
+Content anchored(Rng& r, std::int64_t size, double anchor) {
+  Content v = uniform_content(r, size, anchor * (1.0 - 0x1p-6));
+  v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * anchor);
+  return v;
+}
+
+// Group g gets values[g % n] at a random position over filler.
+Fill anchors(std::vector<double> values) {
+  return [values](Rng& r, std::int64_t size, std::int64_t g) {
+    return anchored(r, size, values[static_cast<std::size_t>(g) % values.size()]);
+  };
+}
+
+class ProbeBuilder {
+ public:
+  explicit ProbeBuilder(const Contract& c) : c_(c) {}
+
+  std::vector<Case> all() {
+    switch (c_.family) {
+      case Family::mx: mx(); break;
+      case Family::int8_block:
+      case Family::int8_token:
+      case Family::int8_group: int8(); break;
+      case Family::hif4: hif4(); break;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  std::int64_t group_len() const {
+    switch (c_.family) {
+      case Family::mx: return c_.block;
+      case Family::int8_group: return c_.group;
+      case Family::hif4: return 64;
+      case Family::int8_token: return kRowLen;
+      case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
+    }
+    return 1;
+  }
+
+  Shape shape_for_groups(std::int64_t n) const {
+    const std::int64_t len = group_len();
+    switch (c_.family) {
+      case Family::mx:
+      case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
+      case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
+      case Family::int8_token: return Shape{n, kRowLen};
+      case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
+    }
+    return Shape{n, len};
+  }
+
+  // Adds the probe when its predicate hits under c_ (see the header).
+  void add(const std::string& name, const std::string& description, const Shape& shape, DType dtype,
+           const Content& values, Predicate target) {
+    Case k;
+    k.name = "probe_" + name;
+    k.description = description;
+    k.input = from_f32_vector(values, shape, dtype);
+    k.target = std::move(target);
+    k.hits = k.target->count(c_, k.input.view(), Observed{});
+    if (k.hits >= k.target->min_hits) out_.push_back(std::move(k));
+  }
+
+  void add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
+                  DType dtype, Predicate target) {
+    const Shape shape = shape_for_groups(n);
+    const Groups groups(c_, shape);
+    Content values(static_cast<std::size_t>(shape_numel(shape)), 0.0f);
+    Rng r(case_seed(kProbeSeed, name));
+    for (std::int64_t g = 0; g < groups.count(); ++g) {
+      const Content content = fill(r, groups.size(g), g);
+      for (std::int64_t i = 0; i < groups.size(g); ++i)
+        values[static_cast<std::size_t>(groups.member(g, i))] = content[static_cast<std::size_t>(i)];
+    }
+    add(name, description, shape, dtype, values, std::move(target));
+  }
+
+  // ---- MX ----
+
+  void mx() {
+    const ElemTraits& t = elem_traits(c_.element);
+    const double top = t.max;
+    const int emax = t.emax;
+    const DType f32 = DType::f32;
+
+    std::vector<double> sweep;
+    for (int k : {-10, -2, -1, 0, 1, 4}) sweep.push_back(top * pow2(k));
+    for (double v : {450.0, 1000.0, 230.0, 480.0, 510.0}) sweep.push_back(v / 448.0 * top);
+    for (int k : {-3, 0, 5, 9}) {
+      sweep.push_back(pow2(k));
+      sweep.push_back(pow2(k) * (1.0 + 0x1p-7));
+      sweep.push_back(pow2(k) * (1.0 - 0x1p-8));
+      sweep.push_back(pow2(k) * 1.5);
+      sweep.push_back(pow2(k) * 1.9375);
+    }
+    add_groups("amax_sweep",
+               "scale rule: amax = max*2^k, the seed's 450/1000/230/480/510 (scaled to the element max), 2^k, "
+               "just above / below 2^k, 1.5*2^k, 1.9375*2^k",
+               static_cast<std::int64_t>(sweep.size()), anchors(sweep), f32, discriminates("scale_rule", param_choices("scale_rule")));
+
+    std::vector<double> below_pow2;
+    for (int k : {-5, 3, 10, 20})
+      for (int j = 1; j <= 3; ++j) below_pow2.push_back(pow2(k) * (1.0 - j * 0x1p-24));
+    add_groups("log2_fp32", "amax a few fp32 ulps below 2^k: log2 evaluated in fp32 rounds up to k", 
+               static_cast<std::int64_t>(below_pow2.size()), anchors(below_pow2), f32,
+               discriminates("log2_fp32", param_choices("log2_fp32"), {"scale_rule=floor", "prequant_round=none"}));
+
+    // Ties: every midpoint of the element grid and the fp32 value just below it (toward zero),
+    // both signs, under an anchor 1.25 * 2^emax * 2^k that pins the floor and rceil scales to 2^k.
+    const std::vector<float>& table = elem_value_table(c_.element);
+    Content ties;
+    for (std::size_t i = 0; i + 1 < table.size(); ++i) {
+      const float mid = (table[i] + table[i + 1]) / 2.0f;
+      for (float v : {mid, std::nextafter(mid, 0.0f)}) {
+        ties.push_back(v);
+        ties.push_back(-v);
+      }
+    }
+    const std::int64_t slots = c_.block - 1;
+    std::vector<Content> tie_groups;
+    for (int k : {0, -20}) {
+      for (std::size_t first = 0; first < ties.size(); first += static_cast<std::size_t>(slots)) {
+        Content g(static_cast<std::size_t>(c_.block));
+        g[0] = static_cast<float>(1.25 * pow2(emax + k));
+        for (std::int64_t i = 0; i < slots; ++i)
+          g[static_cast<std::size_t>(i + 1)] = static_cast<float>(ties[(first + static_cast<std::size_t>(i)) % ties.size()] * pow2(k));
+        tie_groups.push_back(g);
+      }
+    }
+    add_groups("rounding", "every midpoint of the element grid and the fp32 value just below it, at scales 1 and 2^-20",
+               static_cast<std::int64_t>(tie_groups.size()),
+               [tie_groups](Rng&, std::int64_t size, std::int64_t g) {
+                 Content v = tie_groups[static_cast<std::size_t>(g) % tie_groups.size()];
+                 v.resize(static_cast<std::size_t>(size));
+                 return v;
+               },
+               f32, discriminates("rounding", param_choices("rounding")));
+
+    // Overflow: elements in (max, 2^(emax+1)) * 2^k, which the floor scale maps past the max.
+    const double hi = pow2(emax + 1);
+    add_groups("overflow", "elements in (element max, 2^(emax+1)) * 2^k: saturate, NaN or inf", 8,
+               [top, hi, emax](Rng& r, std::int64_t size, std::int64_t g) {
+                 const double k = pow2(static_cast<int>(g) - 4);
+                 Content v = uniform_content(r, size, pow2(emax) * k);
+                 const double band[] = {1.0 / 16, 1.0 / 4, 1.0 / 2, 3.0 / 4, 15.0 / 16};
+                 for (std::size_t j = 0; j < 5; ++j)
+                   v[j * 3] = static_cast<float>((j % 2 ? -1 : 1) * (top + (hi - top) * band[j]) * k);
+                 return v;
+               },
+               f32, discriminates("overflow", param_choices("overflow")));
+
+    std::vector<double> tiny = {0.0, 0x1p-119, 0x1p-122, 0x1p-126, 0x1p-127, 0x1p-130, 0x1p-133, 1e-38, 0x1p-118};
+    add_groups("byte0", "all-zero groups and groups of amax 2^-119 .. 2^-133 and 1e-38 (scale byte 0 or near it)",
+               static_cast<std::int64_t>(tiny.size()),
+               [tiny](Rng& r, std::int64_t size, std::int64_t g) {
+                 const double a = tiny[static_cast<std::size_t>(g) % tiny.size()];
+                 return a == 0.0 ? Content(static_cast<std::size_t>(size), 0.0f) : anchored(r, size, a);
+               },
+               DType::f32, discriminates("byte0", param_choices("byte0")));
+
+    add_groups("signed_zero", "normal groups (max 1) holding -0.0, -2^-30 and -1e-20", 4,
+               [](Rng& r, std::int64_t size, std::int64_t) {
+                 Content v = uniform_content(r, size, 0.5);
+                 v[0] = 1.0f;
+                 for (std::int64_t i = 1; i < size; i += 2) v[static_cast<std::size_t>(i)] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? -0x1p-30f : -1e-20f;
+                 return v;
+               },
+               f32, discriminates("signed_zero", param_choices("signed_zero")));
+
+    add_groups("nonfinite", "groups with +inf, -inf, NaN, -NaN, inf and NaN together, all NaN, among signed peers", 6,
+               [](Rng& r, std::int64_t size, std::int64_t g) {
+                 Content v = uniform_content(r, size, 2.0);
+                 switch (g % 6) {
+                   case 0: v[3] = kInf; break;
+                   case 1: v[size - 1] = -kInf; break;
+                   case 2: v[0] = kNaN; break;
+                   case 3: v[5] = -kNaN; break;
+                   case 4: v[1] = kInf; v[2] = kNaN; break;
+                   default: std::fill(v.begin(), v.end(), kNaN); break;
+                 }
+                 return v;
+               },
+               f32, discriminates("nonfinite", param_choices("nonfinite")));
+
+    add_groups("prequant", "fp32 groups whose amax 2^(k+1) * (1 - 2^-10) rounds up a binade in bf16, full-mantissa peers", 8,
+               [](Rng& r, std::int64_t size, std::int64_t g) {
+                 const int k = static_cast<int>(g) - 4;
+                 Content v = uniform_content(r, size, pow2(k));
+                 v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * pow2(k + 1) * (1.0 - 0x1p-10));
+                 return v;
+               },
+               f32, discriminates("prequant_round", param_choices("prequant_round")));
+
+    // Layout marker: 129 rows (one past a 128-row tile) of 5 groups, every group's amax (so its
+    // scale byte) a function of its (row, group) position.
+    {
+      const std::int64_t rows = 129, groups = 5, k = groups * c_.block;
+      Content v(static_cast<std::size_t>(rows * k));
+      Rng r(case_seed(kProbeSeed, "layout"));
+      for (std::int64_t row = 0; row < rows; ++row)
+        for (std::int64_t g = 0; g < groups; ++g) {
+          const Content part = anchored(r, c_.block, pow2(emax + static_cast<int>((row * groups + g) % 41) - 20));
+          std::copy(part.begin(), part.end(), v.begin() + row * k + g * c_.block);
+        }
+      add("layout", "129 rows x 5 groups, each group's amax 2^(emax + (5*row + group) % 41 - 20): the scale bytes' "
+          "positions show the layout (pairs, rowmajor, padded, swizzled)",
+          Shape{rows, k}, f32, v, discriminates("layout", param_choices("layout"), {"tail=reject"}));
+    }
+
+    add_groups("block", "groups of 32 whose halves have amax 2^a and 2^(a-3): block 16 or 32", 16,
+               [](Rng& r, std::int64_t size, std::int64_t g) {
+                 Content v(static_cast<std::size_t>(size));
+                 const int a = static_cast<int>(g % 8) - 4;
+                 for (std::int64_t i = 0; i < size; i += 16) {
+                   const Content half = anchored(r, std::min<std::int64_t>(16, size - i), pow2((i / 16) % 2 ? a - 3 : a));
+                   std::copy(half.begin(), half.end(), v.begin() + i);
+                 }
+                 return v;
+               },
+               f32, discriminates("block", {"16", "32"}));
+  }
+
+  // ---- int8 ----
+
+  void int8() {
+    const DType f32 = DType::f32;
+    // Ties: an anchor 127 * 2^k pins the scale to 2^k; (n + 1/2), (n + 1/4), (n + 3/4) * 2^k and
+    // (1/2 - 2^-25) * 2^k, both signs.
+    Content ties;
+    for (int n = 0; n < 127; ++n)
+      for (double f : {0.5, 0.25, 0.75}) {
+        ties.push_back(static_cast<float>(n + f));
+        ties.push_back(static_cast<float>(-(n + f)));
+      }
+    ties.push_back(0x1.fffffep-2f);
+    ties.push_back(-0x1.fffffep-2f);
+    add_groups("rounding", "exact .5 ties, .25 and .75 of x / scale and 0.5 - 2^-25, scale pinned to 2^0 and 2^-6", 8,
+               [ties](Rng&, std::int64_t size, std::int64_t g) {
+                 const double k = pow2(g % 2 ? -6 : 0);
+                 Content v(static_cast<std::size_t>(size));
+                 v[0] = static_cast<float>(127.0 * k);
+                 for (std::int64_t i = 1; i < size; ++i)
+                   v[static_cast<std::size_t>(i)] =
+                       static_cast<float>(ties[static_cast<std::size_t>(g * 131 + i) % ties.size()] * k);
+                 return v;
+               },
+               f32, discriminates("int_rounding", param_choices("int_rounding")));
+
+    // Quotients: per domain of a random amax, the elements x = (n + 1/2) * scale and their fp32
+    // neighbours for which x / scale, x * fp32(127 / amax) and x * fp32(1 / scale) do not all
+    // round alike (the nominal scale of the contract; the predicate checks the real ones).
+    const Contract c = c_;
+    add_groups("quotient", "x near (n + 1/2) * scale where x / scale, x * (127 / amax) and x * (1 / scale) round apart", 32,
+               [c](Rng& r, std::int64_t size, std::int64_t) {
+                 Content v;
+                 float amax = 1.0f;
+                 for (int tries = 0; tries < 64 && static_cast<std::int64_t>(v.size()) < size; ++tries) {
+                   v.clear();
+                   amax = static_cast<float>(r.uniform(1.0, 2.0) * pow2(static_cast<int>(r.below(9)) - 4));
+                   const float scale = int8_nominal_scale(c, amax);
+                   const float m_rec = 127.0f / amax, m_inv = 1.0f / scale;
+                   auto rne = [](float q) { return std::nearbyint(q); };
+                   for (int n = 0; n < 127 && static_cast<std::int64_t>(v.size()) < size; ++n) {
+                     float x = static_cast<float>((n + 0.5) * scale);
+                     for (int step = 0; step < 4; ++step, x = std::nextafter(x, 0.0f)) {
+                       const float a = rne(x / scale), b = rne(x * m_rec), d = rne(x * m_inv);
+                       if (a != b || a != d) v.push_back((n % 2 ? -1.0f : 1.0f) * x);
+                     }
+                   }
+                   if (v.size() >= 4) break;
+                 }
+                 Content out = uniform_content(r, size, amax * (1.0 - 0x1p-6));
+                 for (std::size_t i = 0; i < v.size() && static_cast<std::int64_t>(i) + 1 < size; ++i) out[i + 1] = v[i];
+                 out[0] = amax;
+                 return out;
+               },
+               f32, discriminates("quotient", param_choices("quotient"), {"scale_mode=before"}));
+
+    const std::vector<double> tiny = {0.0, 1e-38, 1e-30, 1e-20, 1e-12, 1e-10, 1e-9, 1e-8, 5e-8, 1e-7, 2e-7, 1e-6, 1e-5, 1e-4};
+    const Fill tiny_fill = [tiny](Rng& r, std::int64_t size, std::int64_t g) {
+      const double a = tiny[static_cast<std::size_t>(g) % tiny.size()];
+      return a == 0.0 ? Content(static_cast<std::size_t>(size), 0.0f) : anchored(r, size, a);
+    };
+    const auto n_tiny = static_cast<std::int64_t>(tiny.size());
+    add_groups("scale_min", "an all-zero domain and domains of amax 1e-38 .. 1e-4: the scale floor", n_tiny, tiny_fill,
+               f32, discriminates("scale_min", {"0", "1e-08", "1e-07", "1e-06", "1e-05"}));
+    add_groups("scale_mode", "as probe_scale_min, under scale_min = 1e-6: clamp before or after the division", n_tiny,
+               tiny_fill, f32, discriminates("scale_mode", param_choices("scale_mode"), {"scale_min=1e-06"}));
+
+    // Granularity: magnitude classes change every 16 tokens and every 16 channels, so each
+    // domain size (token_block, group) gives other scales.
+    {
+      const Shape shape = c_.family == Family::int8_block ? Shape{1, 256, 2, kHeadDim} : Shape{16, 256};
+      const std::int64_t n = shape_numel(shape), last = shape.back();
+      const std::int64_t tokens_axis_stride = c_.family == Family::int8_block ? 2 * kHeadDim : last;
+      Content v(static_cast<std::size_t>(n));
+      Rng r(case_seed(kProbeSeed, "granularity"));
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t token = i / tokens_axis_stride, channel = c_.family == Family::int8_block ? 0 : i % last;
+        const int cls = static_cast<int>((token / 16 + channel / 16) % 5) - 2;
+        v[static_cast<std::size_t>(i)] = static_cast<float>(r.uniform(-1.0, 1.0) * pow2(cls));
+      }
+      const char* param = c_.family == Family::int8_block ? "token_block" : "group";
+      const std::vector<std::string> sizes = c_.family == Family::int8_block ? std::vector<std::string>{"32", "64", "128"}
+                                                                              : std::vector<std::string>{"16", "32", "64", "128"};
+      add("granularity", "magnitude classes changing every 16 tokens and 16 channels: the domain size", shape, f32, v,
+          discriminates(param, sizes));
+    }
+  }
+
+  // ---- HiF4 ----
+
+  void hif4() {
+    // 64 x 128 so that both axes hold whole 64-blocks; magnitudes vary along both.
+    const Shape shape{64, 128};
+    Content v(static_cast<std::size_t>(shape_numel(shape)));
+    Rng r(case_seed(kProbeSeed, "qdim"));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(r.uniform(-1.0, 1.0) * pow2(static_cast<int>((i / 128 + i % 128) % 9) - 4));
+    add("qdim", "64 x 128 with magnitudes varying along both axes: the quantized axis", shape, DType::f32, v,
+        discriminates("qdim", {"-1", "0"}));
+  }
+
+  static constexpr std::int64_t kRowLen = 256;  // as the adversarial cases
+  static constexpr std::int64_t kHeadDim = 16;
+
+  const Contract& c_;
+  std::vector<Case> out_;
+};
+
+}  // namespace
+
+Predicate discriminates(const std::string& param, const std::vector<std::string>& values,
+                        const std::vector<std::string>& context) {
+  Predicate p;
+  p.name = "discriminates:" + param;
+  p.description = "output bytes on which the contract's variants over " + param + " disagree";
+  p.min_hits = 1;
+  p.count = [param, values, context](const Contract& c, const TensorView& x, const Observed&) -> std::int64_t {
+    std::vector<std::vector<std::uint8_t>> outs;
+    for (const std::string& v : values) {
+      Contract variant = c;
+      try {
+        for (const std::string& kv : context) set_param(variant, kv);
+        set_param(variant, param, v);
+        validate(variant);
+      } catch (const Error&) {
+        continue;  // not a contract of this family
+      }
+      ContractRun run = run_contract(variant, x, RunOptions{Engine::reference, 1});
+      outs.push_back(run.output ? output_bytes(*run.output) : std::vector<std::uint8_t>{});
+    }
+    if (outs.size() < 2) return 0;
+    std::size_t longest = 0;
+    bool same_size = true;
+    for (const auto& o : outs) {
+      longest = std::max(longest, o.size());
+      same_size = same_size && o.size() == outs[0].size();
+    }
+    if (!same_size) return static_cast<std::int64_t>(longest);
+    std::int64_t n = 0;
+    for (std::size_t i = 0; i < longest; ++i) {
+      bool agree = true;
+      for (const auto& o : outs) agree = agree && o[i] == outs[0][i];
+      n += !agree;
+    }
+    return n;
+  };
+  return p;
+}
+
+std::vector<Case> discriminating_probes(const Contract& c) {
+  validate(c);
+  return ProbeBuilder(c).all();
+}
+
+}  // namespace qexact::conformance

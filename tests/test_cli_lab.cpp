@@ -1,0 +1,237 @@
+// The conformance-lab commands run as a process (QEXACT_CLI): `qexact cases` exports the suite,
+// `qexact emulate` plays a device, `qexact infer` names the device's contract. Exit statuses:
+// 0 success / exact, 1 closest only, 2 bad input with one "qexact: error: " line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "conformance/cases.hpp"
+#include "conformance/probes.hpp"
+#include "io/npy.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact {
+namespace {
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string encoded(const TensorView& t) {
+  const auto b = npy::encode(t);
+  return std::string(b.begin(), b.end());
+}
+
+class LabCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* cli = std::getenv("QEXACT_CLI");
+    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
+    cli_ = cli;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::path(::testing::TempDir()) /
+            ("qexact_lab_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "logs");
+  }
+  void TearDown() override {
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+
+  fs::path dir(const std::string& name) const { return root_ / name; }
+
+  RunResult run(const std::vector<std::string>& args) const {
+    std::string cmd = shell_quote(cli_);
+    for (const auto& a : args) {
+      cmd += ' ';
+      cmd += shell_quote(a);
+    }
+    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
+    cmd += " >";
+    cmd += shell_quote(out.string());
+    cmd += " 2>";
+    cmd += shell_quote(err.string());
+    cmd += " </dev/null";
+    const int raw = std::system(cmd.c_str());
+    RunResult r;
+    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  void expect_bad_input(const RunResult& r, const std::string& word) const {
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("qexact: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(word), std::string::npos) << "expected '" << word << "' in: " << r.err;
+  }
+
+  std::string cli_;
+  fs::path root_;
+};
+
+TEST_F(LabCli, CasesExportsTheSuiteWithItsManifest) {
+  const fs::path d = dir("asc");
+  const RunResult r = run({"cases", "--preset", "mxfp8.ascend", "--out", d.string(), "--seed", "5"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json m = nlohmann::json::parse(slurp(d / "manifest.json"));
+  EXPECT_EQ(m["format"], "qexact-cases/1");
+  EXPECT_EQ(m["preset"], "mxfp8.ascend");
+  for (const auto& [k, v] : params(make_preset("mxfp8.ascend"))) EXPECT_EQ(m["params"][k], v) << k;
+  EXPECT_EQ(m["outputs"], nlohmann::json::array({"payload.npy", "scale.npy"}));
+
+  const Contract c = make_preset("mxfp8.ascend");
+  const std::vector<conformance::Case> adversarial = conformance::adversarial_cases(c, 5);
+  const std::vector<conformance::Case> probes = conformance::discriminating_probes(c);
+  std::size_t n_adv = 0, n_probe = 0, n_act = 0;
+  for (const auto& e : m["cases"]) {
+    const std::string name = e["name"], kind = e["kind"];
+    SCOPED_TRACE(name);
+    for (const char* key : {"description", "predicate", "hits", "shape", "dtype", "expect_error"}) EXPECT_TRUE(e.contains(key)) << key;
+    if (!e["predicate"].get<std::string>().empty()) {
+      EXPECT_GT(e["hits"].get<std::int64_t>(), 0);
+    }
+    const std::string input = slurp(d / name / "input.npy");
+    if (kind == "adversarial") {
+      ASSERT_LT(n_adv, adversarial.size());
+      EXPECT_EQ(name, adversarial[n_adv].name);
+      EXPECT_EQ(input, encoded(adversarial[n_adv].input.view()));  // the very bytes of adversarial_cases()
+      ++n_adv;
+    } else if (kind == "probe") {
+      ASSERT_LT(n_probe, probes.size());
+      EXPECT_EQ(name, probes[n_probe].name);
+      EXPECT_EQ(input, encoded(probes[n_probe].input.view()));
+      EXPECT_EQ(e["hits"], probes[n_probe].hits);
+      ++n_probe;
+    } else {
+      EXPECT_EQ(kind, "activation");
+      ++n_act;
+    }
+  }
+  EXPECT_EQ(n_adv, adversarial.size());
+  EXPECT_EQ(n_probe, probes.size());
+  EXPECT_EQ(n_act, 3u);
+}
+
+TEST_F(LabCli, CasesFlagsRejectionCases) {
+  const fs::path d = dir("tok");
+  ASSERT_EQ(run({"cases", "--preset", "int8.token.blaze", "--out", d.string()}).status, 0);
+  const nlohmann::json m = nlohmann::json::parse(slurp(d / "manifest.json"));
+  int flagged = 0;
+  for (const auto& e : m["cases"])
+    if (e["name"] == "nan_middle") {
+      EXPECT_EQ(e["expect_error"], "bad_input");
+      EXPECT_TRUE(fs::exists(d / "nan_middle" / "input.npy"));
+      ++flagged;
+    }
+  EXPECT_EQ(flagged, 1);
+}
+
+TEST_F(LabCli, CasesRefusesAnExistingDirectory) {
+  const fs::path d = dir("exists");
+  fs::create_directories(d);
+  expect_bad_input(run({"cases", "--preset", "hif4", "--out", d.string()}), "already exists");
+  EXPECT_TRUE(fs::is_empty(d));
+}
+
+TEST_F(LabCli, EmulateWritesWhatQuantizeWritesAndListsRefusals) {
+  const fs::path d = dir("dev");
+  ASSERT_EQ(run({"cases", "--preset", "int8.token.blaze", "--out", d.string()}).status, 0);
+  const RunResult r = run({"emulate", "--preset", "int8.token.blaze", "--param", "int_rounding=trunc", d.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("nan_middle"), std::string::npos) << r.out;  // listed as refused
+  EXPECT_FALSE(fs::exists(d / "nan_middle" / "payload.npy"));
+  const Contract c = make_contract("int8.token.blaze", {"int_rounding=trunc"});
+  const Tensor x = npy::read(d / "randn" / "input.npy");
+  const QuantResult q = quantize(c, x.view());
+  EXPECT_EQ(slurp(d / "randn" / "payload.npy"), encoded(q.payload.view()));
+  EXPECT_EQ(slurp(d / "randn" / "scale.npy"), encoded(q.scale.view()));
+  // A second device into the same directory would mix outputs.
+  expect_bad_input(run({"emulate", "--preset", "int8.token.blaze", d.string()}), "already exists");
+}
+
+TEST_F(LabCli, InferNamesThePresetOfAnUnalteredDevice) {
+  const fs::path d = dir("ascend");
+  ASSERT_EQ(run({"cases", "--preset", "mxfp8.ascend", "--out", d.string()}).status, 0);
+  ASSERT_EQ(run({"emulate", "--preset", "mxfp8.ascend", d.string()}).status, 0);
+  const RunResult r = run({"infer", d.string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["exact"], true);
+  EXPECT_EQ(j["preset"], "mxfp8.ascend");
+  EXPECT_TRUE(j["overrides"].empty());
+  for (const auto& [k, v] : params(make_preset("mxfp8.ascend"))) EXPECT_EQ(j["params"][k], v) << k;
+  EXPECT_EQ(j["residual"]["payload_bytes_differing"], 0);
+  EXPECT_EQ(j["residual"]["scale_bytes_differing"], 0);
+  EXPECT_TRUE(j["residual"]["cases"].empty());
+  EXPECT_TRUE(j["undetermined"].is_array());
+}
+
+TEST_F(LabCli, InferRecoversATruncatingDeviceAndItsOverride) {
+  const fs::path d = dir("trunc");
+  ASSERT_EQ(run({"cases", "--preset", "mxfp8.ascend", "--out", d.string()}).status, 0);
+  ASSERT_EQ(run({"emulate", "--preset", "mxfp8.ascend", "--param", "rounding=trunc", d.string()}).status, 0);
+  const RunResult r = run({"infer", d.string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["exact"], true);
+  EXPECT_EQ(j["preset"], "mxfp8.ascend");
+  EXPECT_EQ(j["overrides"], nlohmann::json({{"rounding", "trunc"}}));
+  EXPECT_EQ(j["params"]["rounding"], "trunc");
+  const RunResult text = run({"infer", d.string()});
+  EXPECT_EQ(text.status, 0);
+  EXPECT_EQ(text.out.rfind("exact: mxfp8.ascend rounding=trunc\n", 0), 0u) << text.out;
+}
+
+TEST_F(LabCli, InferExitsOneWithTheClosestContract) {
+  const fs::path d = dir("closest");
+  ASSERT_EQ(run({"cases", "--preset", "int8.block.ascend", "--out", d.string()}).status, 0);
+  ASSERT_EQ(run({"emulate", "--preset", "int8.block.ascend", d.string()}).status, 0);
+  Tensor s = npy::read(d / "randn" / "scale.npy");
+  s.data<float>()[0] *= 2.0f;  // one scale no contract gives
+  std::ofstream(d / "randn" / "scale.npy", std::ios::binary) << encoded(s.view());
+  const RunResult r = run({"infer", d.string(), "--json"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["exact"], false);
+  EXPECT_EQ(j["preset"], "int8.block.ascend");
+  EXPECT_GE(j["residual"]["scale_bytes_differing"].get<int>(), 1);
+  EXPECT_TRUE(j["residual"]["cases"].contains("randn"));
+  EXPECT_EQ(j["residual"]["cases"].size(), 1u);
+}
+
+TEST_F(LabCli, InferRefusesBadInput) {
+  expect_bad_input(run({"infer", dir("missing").string()}), "manifest.json");
+  const fs::path d = dir("no_outputs");
+  ASSERT_EQ(run({"cases", "--preset", "hif4", "--out", d.string()}).status, 0);
+  expect_bad_input(run({"infer", d.string()}), "no device outputs");
+  expect_bad_input(run({"infer", d.string(), "--family", "int9"}), "unknown family");
+}
+
+}  // namespace
+}  // namespace qexact
