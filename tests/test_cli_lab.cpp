@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
 #include "conformance/cases.hpp"
 #include "conformance/probes.hpp"
 #include "io/npy.hpp"
@@ -23,67 +24,19 @@
 namespace qexact {
 namespace {
 namespace fs = std::filesystem;
-
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using test::RunResult;
+using test::slurp;
 
 std::string encoded(const TensorView& t) {
   const auto b = npy::encode(t);
   return std::string(b.begin(), b.end());
 }
 
-class LabCli : public ::testing::Test {
+class LabCli : public test::CliTest {
  protected:
-  void SetUp() override {
-    const char* cli = std::getenv("QEXACT_CLI");
-    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
-    cli_ = cli;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::path(::testing::TempDir()) /
-            ("qexact_lab_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "logs");
-  }
-  void TearDown() override {
-    if (!root_.empty()) fs::remove_all(root_);
-  }
+  LabCli() : CliTest("qexact_lab_") {}
 
-  fs::path dir(const std::string& name) const { return root_ / name; }
-
-  RunResult run(const std::vector<std::string>& args) const {
-    std::string cmd = shell_quote(cli_);
-    for (const auto& a : args) {
-      cmd += ' ';
-      cmd += shell_quote(a);
-    }
-    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
-    cmd += " >";
-    cmd += shell_quote(out.string());
-    cmd += " 2>";
-    cmd += shell_quote(err.string());
-    cmd += " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    RunResult r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  fs::path dir(const std::string& name) const { return work() / name; }
 
   void expect_bad_input(const RunResult& r, const std::string& word) const {
     EXPECT_EQ(r.status, 2) << r.out << r.err;
@@ -91,8 +44,6 @@ class LabCli : public ::testing::Test {
     EXPECT_NE(r.err.find(word), std::string::npos) << "expected '" << word << "' in: " << r.err;
   }
 
-  std::string cli_;
-  fs::path root_;
 };
 
 TEST_F(LabCli, CasesExportsTheSuiteWithItsManifest) {
