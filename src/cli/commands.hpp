@@ -32,6 +32,7 @@ void add_hif4_pack(CLI::App& app, Action& action);
 void add_hif4_unpack(CLI::App& app, Action& action);
 void add_conform(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
+void add_compare(CLI::App& app, Action& action);
 
 // ---- shared by the commands (cli_io.cpp) ----
 

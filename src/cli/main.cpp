@@ -2,7 +2,7 @@
 //
 // Exit status: 0 on success; 2 for a usage error, bad input or a file problem, with one line
 // "qexact: error: ..." on stderr and no output written; 1 for an internal error. `conform`
-// returns its own status (0 when every byte matched).
+// and `compare` return their own status (0 when every byte matched, 1 when bytes differ).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   add_hif4_unpack(app, action);
   add_conform(app, action);
   add_bench(app, action);
+  add_compare(app, action);
 
   try {
     app.parse(argc, argv);
