@@ -258,6 +258,16 @@ TEST_F(CompareCli, Bf16InputAsBitPatterns) {
   EXPECT_EQ(r.status, 0) << r.err << r.out;
 }
 
+TEST_F(CompareCli, ListedInHelp) {
+  const RunResult h = run({"--help"});
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("compare"), std::string::npos) << h.out;
+  const RunResult sub = run({"compare", "--help"});
+  EXPECT_EQ(sub.status, 0);
+  for (const char* option : {"--preset", "--param", "--input", "--payload", "--scale", "--output", "--json"})
+    EXPECT_NE(sub.out.find(option), std::string::npos) << option;
+}
+
 TEST_F(CompareCli, BadInputExitsTwoWithOneLine) {
   const Tensor x = binade_input(4);
   put_npy("x.npy", x);

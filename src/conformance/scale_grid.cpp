@@ -29,6 +29,7 @@ ScaleGrid::ScaleGrid(const Contract& c, const Shape& x) : c_(c), x_(x) {
       rows_ = k > 0 ? numel / k : 0;
       groups_ = shape_numel(scale_shape(c, x));
       per_row_ = c.family == Family::int8_group ? k / c.group : 1;
+      blocks_ = c.family == Family::int8_block ? ceil_div(x[1], c.token_block) : 0;
       elements_ = numel;
       break;
     case Family::pool: {
@@ -54,10 +55,7 @@ ScaleGrid::ScaleGrid(const Contract& c, const Shape& x) : c_(c), x_(x) {
 std::int64_t ScaleGrid::group_of(std::int64_t e) const {
   switch (c_.family) {
     case Family::mx: return e / row_len_ * per_row_ + (e % row_len_) / c_.block;
-    case Family::int8_block: {
-      const Shape ss = scale_shape(c_, x_);
-      return ref::int8::scale_index_of(c_, x_, ss[2], e);
-    }
+    case Family::int8_block: return ref::int8::scale_index_of(c_, x_, blocks_, e);
     case Family::int8_token:
     case Family::int8_group: return ref::int8::scale_index_of(c_, x_, 0, e);
     case Family::pool:
@@ -80,10 +78,7 @@ bool ScaleGrid::is_tail_group(std::int64_t g) const {
   switch (c_.family) {
     case Family::mx:
     case Family::pool: return g % per_row_ == per_row_ - 1;
-    case Family::int8_block: {
-      const std::int64_t blocks = ceil_div(x_[1], c_.token_block);
-      return g % blocks == blocks - 1;
-    }
+    case Family::int8_block: return g % blocks_ == blocks_ - 1;
     default: return false;
   }
 }

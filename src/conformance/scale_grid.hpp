@@ -38,6 +38,7 @@ class ScaleGrid {
   Shape x_;
   std::int64_t groups_ = 0, rows_ = 0, elements_ = 0, row_len_ = 0;
   std::int64_t per_row_ = 0;  // MX / int8.group: groups per row; pool: cells
+  std::int64_t blocks_ = 0;   // int8.block: token blocks per (b, head)
 };
 
 // Signed integers whose differences count representable steps: E8M0 bytes as they are,
