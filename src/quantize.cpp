@@ -22,6 +22,12 @@ void need_rank_at_least(const Shape& x, std::size_t r, const char* what) {
 
 Shape leading(const Shape& x) { return Shape(x.begin(), x.end() - 1); }
 
+[[noreturn]] void not_a_quantizer(const Contract& c) {
+  fail(ErrorKind::bad_argument, "'" + (c.preset.empty() ? std::string("pool.mean") : c.preset) +
+                                    "' is a pooled mean, not a quantizer: it has no payload or scale "
+                                    "(its one output is pooled_block_mean's)");
+}
+
 }  // namespace
 
 Shape payload_shape(const Contract& c, const Shape& x) {
@@ -52,6 +58,8 @@ Shape payload_shape(const Contract& c, const Shape& x) {
       return x;
     case Family::hif4:
       fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
+    case Family::pool:
+      not_a_quantizer(c);
   }
   return x;
 }
@@ -82,6 +90,7 @@ Shape scale_shape(const Contract& c, const Shape& x) {
       return s;
     }
     case Family::hif4:
+    case Family::pool:
       break;
   }
   return {};
@@ -119,6 +128,7 @@ QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o
     case Family::int8_token: return fast ? fast::quantize_int8_token(c, x, t) : ref::quantize_int8_token(c, x);
     case Family::int8_group: return fast ? fast::quantize_int8_group(c, x, t) : ref::quantize_int8_group(c, x);
     case Family::hif4: break;
+    case Family::pool: not_a_quantizer(c);
   }
   fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
 }
@@ -145,6 +155,7 @@ Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView
       return fast ? fast::dequantize_int8(c, payload, scale, x_shape, t)
                   : ref::dequantize_int8(c, payload, scale, x_shape);
     case Family::hif4: break;
+    case Family::pool: not_a_quantizer(c);
   }
   fail(ErrorKind::bad_argument, "hif4 has no dequantize: use hif4-unpack");
 }
@@ -158,9 +169,9 @@ Hif4Packed hif4_pack(const TensorView& x, const RunOptions& o) {
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOptions& o) {
   return o.engine == Engine::fast ? fast::hif4_unpack(scale, value, resolve_threads(o)) : ref::hif4_unpack(scale, value);
 }
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, const RunOptions& o) {
-  return o.engine == Engine::fast ? fast::pooled_block_mean(x, pool, out, resolve_threads(o))
-                                  : ref::pooled_block_mean(x, pool, out);
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, const RunOptions& o, PoolDivisor divisor) {
+  return o.engine == Engine::fast ? fast::pooled_block_mean(x, pool, out, resolve_threads(o), divisor)
+                                  : ref::pooled_block_mean(x, pool, out, divisor);
 }
 
 const char* token_path_name(TokenPath p) {

@@ -14,6 +14,7 @@
 #include "conformance/predicates.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/formats/element.hpp"
+#include "qexact/pool.hpp"
 
 namespace qexact::conformance {
 namespace {
@@ -81,6 +82,7 @@ TEST(Cases, EveryPresetHasTheFullListOfSection84) {
   for (const std::string& preset : preset_names()) {
     SCOPED_TRACE(preset);
     const Contract c = make_preset(preset);
+    if (c.family == Family::pool) continue;  // not a quantizer: its own cases, PoolCases below
     const std::vector<Case> cases = adversarial_cases(c, kSeed);
     std::set<std::string> names;
     for (const Case& k : cases) EXPECT_TRUE(names.insert(k.name).second) << "duplicate case " << k.name;
@@ -112,6 +114,7 @@ TEST(Cases, RejectionCasesFollowTheContract) {
   for (const std::string& preset : preset_names()) {
     SCOPED_TRACE(preset);
     const Contract c = make_preset(preset);
+    if (c.family == Family::pool) continue;  // PoolCases below
     for (const Case& k : adversarial_cases(c, kSeed)) {
       const bool non_finite = k.name.rfind("pos_inf", 0) == 0 || k.name.rfind("neg_inf", 0) == 0 ||
                               k.name.rfind("nan_", 0) == 0;
@@ -332,6 +335,39 @@ TEST(Rng, PortableSequence) {
   }
   EXPECT_NEAR(sum / n, 0.0, 0.01);
   EXPECT_NEAR(sum2 / n, 1.0, 0.02);
+}
+
+// The pooled mean's cases: undirected, every one a valid (B, S, F...) input with a tail cell,
+// and exactly the non-finite ones rejected, by both engines, as bad input.
+TEST(PoolCases, ShapesTailsAndRejections) {
+  const Contract c = make_preset("pool.mean");
+  const std::vector<Case> cases = adversarial_cases(c, kSeed);
+  std::set<std::string> names;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    EXPECT_TRUE(names.insert(k.name).second);
+    EXPECT_FALSE(k.description.empty());
+    EXPECT_FALSE(k.target.has_value());
+    ASSERT_GE(k.input.shape().size(), 2u);
+    const bool non_finite = k.name == "nan_middle" || k.name == "inf_last";
+    EXPECT_EQ(k.expect_error.has_value(), non_finite);
+    for (const RunOptions& o : {RunOptions{Engine::reference, 1}, RunOptions{Engine::fast, 2}}) {
+      if (non_finite) {
+        try {
+          pooled_block_mean(k.input.view(), c.pool, c.pool_out, o);
+          ADD_FAILURE() << "accepted by " << engine_name(o.engine);
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::bad_input);
+        }
+      } else {
+        EXPECT_NO_THROW(pooled_block_mean(k.input.view(), c.pool, c.pool_out, o));
+      }
+    }
+  }
+  EXPECT_EQ(cases.size(), 14u);
+  std::int64_t with_tail = 0;
+  for (const Case& k : cases) with_tail += k.input.shape()[1] % c.pool != 0 ? 1 : 0;
+  EXPECT_GE(with_tail, 10);
 }
 
 }  // namespace

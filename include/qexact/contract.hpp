@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qexact/formats/element.hpp"
+#include "qexact/tensor.hpp"
 
 namespace qexact {
 
@@ -19,6 +20,7 @@ enum class Family : std::uint8_t {
   int8_token,  // §4: one scale per row over the complete last axis
   int8_group,  // ggml q8_0: groups of `group` along the last axis, int8 payload
   hif4,        // §5: HiFloat4 three-level block format
+  pool,        // §6: pooled block mean over the sequence axis (not a quantizer: one output)
 };
 const char* family_name(Family f);
 
@@ -75,6 +77,12 @@ enum class IntRounding : std::uint8_t {
 };
 enum class ScaleStore : std::uint8_t { f32, f16 };
 
+// ---- pool parameters -------------------------------------------------------------------
+enum class PoolDivisor : std::uint8_t {
+  true_length,  // each cell divided by its real length (the contract)
+  uniform,      // every cell divided by P: wrong on a tail cell, offered to show the drift
+};
+
 struct Contract {
   std::string preset;  // the preset it was built from ("" for a hand-made contract)
   Family family = Family::mx;
@@ -107,6 +115,11 @@ struct Contract {
 
   // hif4
   int qdim = -1;
+
+  // pool
+  std::int64_t pool = 64;          // P: sequence positions per cell
+  PoolDivisor divisor = PoolDivisor::true_length;
+  DType pool_out = DType::f32;     // f32, bf16 or f16
 };
 
 // Named presets.

@@ -13,16 +13,15 @@
 namespace qexact {
 
 // Exact mean over the whole sequence. x: f32, bf16 or f16, any strides, finite elements;
-// pool >= 1; out: f32, bf16 or f16. An exact zero mean is +0.
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out = DType::f32, const RunOptions& o = {});
+// pool >= 1; out: f32, bf16 or f16. An exact zero mean is +0. PoolDivisor (contract.hpp):
+// true_length is the contract; uniform divides the tail cell by P too, as a device that gets
+// the tail rule wrong does.
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out = DType::f32, const RunOptions& o = {},
+                         PoolDivisor divisor = PoolDivisor::true_length);
 
 // The same computed the way a sharded run does it: each rank holds x[:, offset : offset+len]
 // and contributes, per cell it touches, an exact partial sum and its element count; the
 // partials are combined in rank order and each cell is divided once.
-enum class PoolDivisor {
-  true_length,  // each cell divided by its real length (the contract)
-  uniform,      // every cell divided by P: wrong on a tail cell, offered to show the drift
-};
 // shards: views of the ranks' slices, in rank order, covering the sequence without gaps: each
 // of rank >= 2 with the same batch and feature dimensions (a shard may hold no rows).
 // Elements must be finite (NaN or +/-inf throws bad_input naming the shard and the index).

@@ -32,6 +32,13 @@ def test_presets_are_the_named_contracts():
         assert isinstance(qexact.params(name), dict)
 
 
+def test_pool_mean_is_listed_but_is_not_a_quantizer():
+    assert "pool.mean" in qexact.presets()
+    assert qexact.params("pool.mean") == {"pool": "64", "divisor": "true_length", "out": "f32"}
+    with pytest.raises(ValueError, match="not a quantizer"):
+        qexact.quantize(np.ones((2, 64), np.float32), "pool.mean")
+
+
 def test_params_apply_overrides_as_the_cli_spells_them():
     p = qexact.params("int8.token.blaze", scale_mode="before", scale_min=1e-6, range=128)
     assert (p["scale_mode"], p["scale_min"], p["range"]) == ("before", "1e-06", "128")

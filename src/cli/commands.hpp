@@ -36,6 +36,7 @@ void add_plan(CLI::App& app, Action& action);
 void add_cases(CLI::App& app, Action& action);
 void add_emulate(CLI::App& app, Action& action);
 void add_infer(CLI::App& app, Action& action);
+void add_compare(CLI::App& app, Action& action);
 
 // ---- shared by the commands (cli_io.cpp) ----
 

@@ -2,7 +2,8 @@
 //
 // Exit status: 0 on success; 2 for a usage error, bad input or a file problem, with one line
 // "qexact: error: ..." on stderr and no output written; 1 for an internal error. `conform`
-// returns its own status (0 when every byte matched); so does `infer` (0 exact, 1 closest).
+// and `compare` return their own status (0 when every byte matched, 1 when bytes differ); so
+// does `infer` (0 exact, 1 closest only).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   add_cases(app, action);
   add_emulate(app, action);
   add_infer(app, action);
+  add_compare(app, action);
 
   try {
     app.parse(argc, argv);

@@ -121,7 +121,7 @@ Tensor read_typed(const fs::path& path, DType expected) {
 }  // namespace
 
 std::vector<std::string> device_output_files(const Contract& c) {
-  if (c.family == Family::hif4) return {"output.npy"};
+  if (c.family == Family::hif4 || c.family == Family::pool) return {"output.npy"};
   return {"payload.npy", "scale.npy"};
 }
 
@@ -235,6 +235,8 @@ std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry
   DeviceOutput out;
   if (d.contract.family == Family::hif4) {
     out.output = read_typed(d.root / e.name / files[0], e.dtype);
+  } else if (d.contract.family == Family::pool) {
+    out.output = read_typed(d.root / e.name / files[0], d.contract.pool_out);
   } else {
     out.payload = npy::read(d.root / e.name / files[0]);
     out.scale = npy::read(d.root / e.name / files[1]);

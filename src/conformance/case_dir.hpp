@@ -9,7 +9,8 @@
 //   DIR/<name>/input.npy     f32 '<f4', f16 '<f2', or bf16 bit patterns '<u2' (dtype in manifest)
 //   DIR/<name>/payload.npy   the device's outputs, in the contract's own shapes and dtypes: the
 //   DIR/<name>/scale.npy     same files `qexact quantize --out DIR/<name>` writes;
-//   DIR/<name>/output.npy    for HiF4, the fake-quant output (in the input's dtype) instead.
+//   DIR/<name>/output.npy    for HiF4, the fake-quant output (in the input's dtype) instead;
+//                            for pool.mean, the pooled means (in the contract's `out` dtype).
 //
 // A case with "expect_error" (e.g. NaN into a finite-only contract) is one the device should
 // refuse: it has an input and no outputs to compare.
@@ -54,7 +55,7 @@ struct ExportCase {
 };
 
 // The files a device writes beside each input for contract c: {"payload.npy", "scale.npy"},
-// or {"output.npy"} for HiF4.
+// or {"output.npy"} for HiF4 and pool.mean.
 std::vector<std::string> device_output_files(const Contract& c);
 
 // Writes the whole directory; `dir` must not exist yet (an existing directory is refused, not
@@ -72,7 +73,7 @@ Tensor read_case_input(const CaseDir& d, const CaseEntry& e);
 // a partial set is a bad_file error naming the missing file.
 struct DeviceOutput {
   Tensor payload, scale;  // quantizing families
-  Tensor output;          // HiF4 fake-quant, in the input's dtype
+  Tensor output;          // HiF4 fake-quant (the input's dtype); pool.mean (the contract's out dtype)
 };
 std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry& e);
 

@@ -198,6 +198,7 @@ class Generator {
       case Family::hif4: return 64;
       case Family::int8_token: return kRowLen;
       case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
+      case Family::pool: break;  // pool_cases.cpp builds its own cases
     }
     return 1;
   }
@@ -211,6 +212,7 @@ class Generator {
       case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
       case Family::int8_token: return Shape{n, kRowLen};
       case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
+      case Family::pool: break;
     }
     return Shape{n, len};
   }
@@ -460,6 +462,7 @@ class Generator {
       case Family::hif4: shape = Shape{4, 4 * len + 32}; break;
       case Family::int8_token: shape = Shape{8, 997}; break;
       case Family::int8_block: shape = Shape{1, 2 * c_.token_block + 37, 2, kHeadDim}; break;
+      case Family::pool: break;
     }
     const std::int64_t period = c_.family == Family::int8_block ? c_.token_block
                                 : c_.family == Family::int8_token ? 16
@@ -597,6 +600,7 @@ std::vector<Case> adversarial_cases(const Contract& c, std::uint64_t seed) {
   if (c.family == Family::hif4 && c.qdim != -1)
     fail(ErrorKind::bad_argument, "the conformance cases quantize HiF4 along the last axis (qdim = -1), got qdim " +
                                       std::to_string(c.qdim));
+  if (c.family == Family::pool) return pool_cases(c, seed);
   return Generator(c, seed).all();
 }
 

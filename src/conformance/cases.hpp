@@ -37,6 +37,10 @@ struct Case {
 
 std::vector<Case> adversarial_cases(const Contract& c, std::uint64_t seed);
 
+// The pooled mean's cases (pool_cases.cpp), which adversarial_cases gives for Family::pool:
+// undirected inputs of shape (B, S, F...) that stress the exact sum and the one rounding.
+std::vector<Case> pool_cases(const Contract& c, std::uint64_t seed);
+
 // Realistic tensors (outlier channels, heavy tails, mostly-small with a few large values),
 // generated from a fixed seed and shaped for the contract's family. Not directed.
 std::vector<Case> activation_set(const Contract& c);

@@ -11,6 +11,7 @@
 
 #include "conformance/cases.hpp"
 #include "kernels/cpu/simd_target.hpp"
+#include "qexact/pool.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::conformance {
@@ -280,6 +281,40 @@ void run_hif4_case(const Contract& c, const Case& k, bool activation, PresetRepo
   }
 }
 
+// The pooled mean (not a quantizer): its one output, the fast kernel against the reference.
+void run_pool_case(const Contract& c, const Case& k, PresetReport& rep) {
+  const TensorView x = k.input.view();
+  const std::vector<StridedInput> views = restrided(k.input);
+  auto mean = [&](const TensorView& v, const RunOptions& o) {
+    return pooled_block_mean(v, c.pool, c.pool_out, o, c.divisor);
+  };
+  if (k.expect_error) {
+    for (const RunOptions& o : {kReference, kFast}) {
+      const std::string engine = engine_name(o.engine);
+      expect_rejection(k, engine + " pooled_block_mean", [&] { mean(x, o); }, rep);
+      for (const StridedInput& v : views)
+        expect_rejection(k, engine + " pooled_block_mean of the " + v.how + " input", [&] { mean(v.view, o); }, rep);
+    }
+    return;
+  }
+  try {
+    const Tensor first = mean(x, kReference);
+    rep.paths.insert("exact_sum");
+    auto same = [&](const Tensor& y, const std::string& what) {
+      if (!same_bytes(first, y, rep.payload)) rep.fail(k.name, what + " gives different output bytes");
+    };
+    same(mean(x, kReference), "a repeated reference run");
+    same(mean(x, kFast1), "the fast engine on 1 thread");
+    same(mean(x, kFast), "the fast engine");
+    for (const StridedInput& v : views) {
+      same(mean(v.view, kReference), "the reference on the " + v.how + " input");
+      same(mean(v.view, kFast), "the fast engine on the " + v.how + " input");
+    }
+  } catch (const std::exception& e) {
+    rep.fail(k.name, std::string("threw: ") + e.what());
+  }
+}
+
 PresetReport check_preset(const std::string& preset, std::uint64_t seed) {
   PresetReport rep;
   rep.preset = preset;
@@ -291,6 +326,7 @@ PresetReport check_preset(const std::string& preset, std::uint64_t seed) {
       for (const Case& k : *set) {
         ++rep.cases;
         if (c.family == Family::hif4) run_hif4_case(c, k, set == &acts, rep);
+        else if (c.family == Family::pool) run_pool_case(c, k, rep);
         else run_quant_case(c, k, set == &acts, rep);
       }
   } catch (const std::exception& e) {
@@ -335,7 +371,8 @@ int run_conform(const ConformOptions& opts, std::ostream& out) {
          "engine on 1 and on all threads, padded-row and column-major inputs, both int8.token paths, dequantize\n"
          "and HiF4 unpack (and unpack(pack(x)) == fake_quant(x)); forbidden inputs must be rejected by both\n"
          "engines; each directed case's target is recounted on the reference's own scales. Bytes: differing /\n"
-         "checked (HiF4 payload: packed nibbles and fake-quant output). SQNR dB of dequantize(quantize(x)) vs x:\n"
+         "checked (HiF4 payload: packed nibbles and fake-quant output; pool.mean, not a quantizer: its output\n"
+         "bytes, no scale, no SQNR). SQNR dB of dequantize(quantize(x)) vs x:\n"
          "the median over finite adversarial cases, and pooled over the activation set.\n\n";
   out << row("preset", "cases", "targets", "rejected", "payload bytes diff/chk", "scale bytes diff/chk", "SQNR cases",
              "SQNR acts", "path");

@@ -218,6 +218,7 @@ Groups::Groups(const Contract& c, const Shape& shape) : shape_(shape) {
     case Family::hif4: len_ = 64; break;
     case Family::int8_token: len_ = k; break;
     case Family::int8_block: break;
+    case Family::pool: break;  // not a quantizer: no scale groups
   }
   if (k <= 0 || len_ <= 0) return;
   per_row_ = ceil_div(k, len_);

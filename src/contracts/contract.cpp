@@ -42,6 +42,9 @@ constexpr EnumName<IntRounding> kIntRounding[] = {
     {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
     {IntRounding::trunc, "trunc"}};
 constexpr EnumName<ScaleStore> kScaleStore[] = {{ScaleStore::f32, "f32"}, {ScaleStore::f16, "f16"}};
+constexpr EnumName<PoolDivisor> kPoolDivisors[] = {{PoolDivisor::true_length, "true_length"},
+                                                   {PoolDivisor::uniform, "uniform"}};
+constexpr EnumName<DType> kPoolOut[] = {{DType::f32, "f32"}, {DType::bf16, "bf16"}, {DType::f16, "f16"}};
 
 template <class E, std::size_t N>
 const char* name_of(const EnumName<E> (&table)[N], E v) {
@@ -141,6 +144,10 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.budget = parse_int("budget", s); }},
       {"qdim", {F::hif4}, [](const Contract& c) { return std::to_string(c.qdim); },
        [](Contract& c, const std::string& s) { c.qdim = static_cast<int>(parse_int("qdim", s)); }},
+      {"pool", {F::pool}, [](const Contract& c) { return std::to_string(c.pool); },
+       [](Contract& c, const std::string& s) { c.pool = parse_int("pool", s); }},
+      QX_ENUM_PARAM("divisor", divisor, kPoolDivisors, F::pool),
+      QX_ENUM_PARAM("out", pool_out, kPoolOut, F::pool),
   };
   return defs;
 }
@@ -299,6 +306,14 @@ const std::vector<PresetDef>& preset_defs() {
          c = Contract{};
          c.family = Family::hif4;
        }},
+      {"pool.mean", "pooled block mean over the sequence axis of (B, S, F...): exact, each cell / its true length",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::pool;
+         c.pool = 64;
+         c.divisor = PoolDivisor::true_length;
+         c.pool_out = DType::f32;
+       }},
   };
   return defs;
 }
@@ -318,6 +333,7 @@ const char* family_name(Family f) {
     case Family::int8_token: return "int8.token";
     case Family::int8_group: return "int8.group";
     case Family::hif4: return "hif4";
+    case Family::pool: return "pool";
   }
   return "?";
 }
@@ -428,6 +444,9 @@ void validate(const Contract& c) {
       if (c.family == Family::int8_token && c.budget < 1) bad("budget must be >= 1 byte");
       break;
     case Family::hif4:
+      break;
+    case Family::pool:
+      if (c.pool < 1) bad("pool must be >= 1, got " + std::to_string(c.pool));
       break;
   }
 }

@@ -1,6 +1,7 @@
 // The int8 contract steps shared by the block, token and group quantizers (int8_steps.hpp),
 // and dequantization, which is the same fp32 multiply for all three.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "qexact/formats/fp16.hpp"
@@ -44,6 +45,15 @@ QuotientOp quotient_for(const Contract& c, float amax, float s) {
       return {QuotientOp::Op::multiply, 1.0f / s};
   }
   fail(ErrorKind::bad_argument, "unknown quotient");
+}
+
+QuotientOp quotient_for_given(const Contract& c, float amax, float given) {
+  const float own = scale_from_amax(c, amax);
+  if (std::bit_cast<std::uint32_t>(stored_scale(c, own)) == std::bit_cast<std::uint32_t>(given))
+    return quotient_for(c, amax, own);
+  if (given == 0.0f || !std::isfinite(given)) return {};
+  if (c.quotient == Quotient::divide) return {QuotientOp::Op::divide, given};
+  return {QuotientOp::Op::multiply, 1.0f / given};
 }
 
 std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x) {
@@ -92,12 +102,6 @@ Tensor new_scale(const Contract& c, const Shape& shape) {
   return Tensor(c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32, shape);
 }
 
-}  // namespace int8
-
-namespace {
-
-// Flat index of the scale that element `flat` (C order in x_shape) was quantized with;
-// `blocks` is the block count of the int8_block scale shape (B, N, blocks).
 std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t blocks, std::int64_t flat) {
   switch (c.family) {
     case Family::int8_block: {
@@ -114,7 +118,7 @@ std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_
   }
 }
 
-}  // namespace
+}  // namespace int8
 
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape) {
   validate(c);
@@ -137,7 +141,7 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
   Tensor out(DType::f32, x_shape);
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     const auto k = static_cast<std::size_t>(i);
-    const auto si = static_cast<std::size_t>(scale_index_of(c, x_shape, blocks, i));
+    const auto si = static_cast<std::size_t>(int8::scale_index_of(c, x_shape, blocks, i));
     out.data<float>()[k] = int8_decode(q.data<std::int8_t>()[k], scales[si]);
   }
   return out;

@@ -38,6 +38,10 @@ struct QuotientOp {
   float operand = 0.0f;
 };
 QuotientOp quotient_for(const Contract& c, float amax, float s);
+// Step 4 with a scale `given` from outside (a device's stored scale): the contract's own
+// quotient when it equals the contract's stored scale, else x / given (quotient=divide) or
+// x * fp32(1 / given); a zero or non-finite given scale gives payload 0.
+QuotientOp quotient_for_given(const Contract& c, float amax, float given);
 
 // Step 5.
 std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x);
@@ -51,6 +55,10 @@ QuotientOp scale_domain(const Contract& c, float amax, Tensor& scale, std::int64
 void check_contract(const Contract& c, Family family);
 void reject_nonfinite(const std::vector<float>& values, const std::string& what,
                       const std::function<std::string(std::int64_t)>& where);
+
+// Flat index of the scale that element `flat` (C order in x_shape) is quantized with;
+// `blocks` is the block count of the int8_block scale shape (B, N, blocks).
+std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t blocks, std::int64_t flat);
 
 // Output tensors: i8 payload, f32 or f16 scale (scale_store).
 Tensor new_payload(const Shape& shape);

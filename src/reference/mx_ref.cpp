@@ -45,15 +45,19 @@ std::uint8_t scale_byte(const Contract& c, float amax) {
   return 0;
 }
 
+}  // namespace
+
 // The fp32 value elements are divided by. torchao <= 2025 clamped its fp32 scale to the
 // smallest normal, TransformerEngine multiplies byte-0 groups by 1.0, and TransformerEngine's
 // multiplier for byte 0xFE is 2^(254 - 254) written as bits: +0.0 (a divisor of +inf).
-float divisor_of(const Contract& c, std::uint8_t byte) {
+float mx_divisor(const Contract& c, std::uint8_t byte) {
   if (byte == 0 && c.byte0 == Byte0Rule::min_normal) return 0x1p-126f;
   if (byte == 0 && c.byte0 == Byte0Rule::unscaled) return 1.0f;
   if (byte == 254 && c.nonfinite == NonFiniteRule::te) return std::numeric_limits<float>::infinity();
   return e8m0_decode(byte);
 }
+
+namespace {
 
 std::uint8_t encode(const Contract& c, float v) {
   const ElemTraits& t = elem_traits(c.element);
@@ -70,7 +74,9 @@ std::uint8_t nan_code(const Contract& c, float x, bool keep_sign) {
   return static_cast<std::uint8_t>((keep_sign && std::signbit(x) ? 1u << (t.bits - 1) : 0u) | 0x7Fu);
 }
 
-GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n) {
+// `given`: the scale byte to quantize with instead of the one the contract computes (the
+// non-finite rules that decide the payload from the input alone still apply).
+GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n, const std::uint8_t* given) {
   GroupOut out;
   out.codes.assign(static_cast<std::size_t>(n), 0);
   const GroupScan s = scan(x, n);
@@ -80,11 +86,11 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n) {
   if (nonfinite) {
     switch (c.nonfinite) {
       case NonFiniteRule::zero:
-        out.scale_byte = 255;
+        out.scale_byte = given ? *given : 255;
         return out;
       case NonFiniteRule::nan:
       case NonFiniteRule::nan_signed:
-        out.scale_byte = 255;
+        out.scale_byte = given ? *given : 255;
         for (std::int64_t i = 0; i < n; ++i) out.codes[i] = nan_code(c, x[i], c.nonfinite == NonFiniteRule::nan_signed);
         return out;
       case NonFiniteRule::te:
@@ -96,10 +102,10 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n) {
   }
 
   // An infinite amax (te) saturates the scale: cvt.rp.satfinite gives the largest finite byte.
-  out.scale_byte = std::isinf(amax) ? 254 : scale_byte(c, amax);
+  out.scale_byte = given ? *given : std::isinf(amax) ? 254 : scale_byte(c, amax);
   if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;  // literal +0 payload
 
-  const float scale = divisor_of(c, out.scale_byte);
+  const float scale = mx_divisor(c, out.scale_byte);
   for (std::int64_t i = 0; i < n; ++i) {
     // Only the te rules reach here with non-finite elements: the device's NaN is canonical.
     const float v = x[i] / scale;
@@ -110,8 +116,9 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Flat offset of group g of row t in the contract's scale layout.
-std::int64_t scale_offset(const Contract& c, std::int64_t t, std::int64_t g, std::int64_t groups) {
+}  // namespace
+
+std::int64_t mx_scale_offset(const Contract& c, std::int64_t t, std::int64_t g, std::int64_t groups) {
   switch (c.layout) {
     case ScaleLayout::pairs: return t * 2 * ceil_div(groups, 2) + g;
     case ScaleLayout::rowmajor: return t * groups + g;
@@ -126,9 +133,10 @@ std::int64_t scale_offset(const Contract& c, std::int64_t t, std::int64_t g, std
   return 0;
 }
 
-}  // namespace
+namespace {
 
-QuantResult quantize_mx(const Contract& c, const TensorView& x) {
+// Both entry points: the contract's own scales, or `given` (a u8 tensor in the scale shape).
+QuantResult quantize_mx_impl(const Contract& c, const TensorView& x, const TensorView* given) {
   validate(c);
   const Shape pshape = payload_shape(c, x.shape);
   const Shape sshape = scale_shape(c, x.shape);
@@ -148,13 +156,24 @@ QuantResult quantize_mx(const Contract& c, const TensorView& x) {
   std::uint8_t* payload = r.payload.data<std::uint8_t>();
   std::uint8_t* scale = r.scale.data<std::uint8_t>();
   const std::int64_t row_bytes = fp4 ? ceil_div(k, 2) : k;
+  Tensor given_bytes;
+  if (given) {
+    if (given->dtype != DType::u8 || given->shape != sshape)
+      fail(ErrorKind::bad_argument, std::string("the given MX scales must be u8 of shape ") + shape_str(sshape) +
+                                        ", got " + dtype_name(given->dtype) + " " + shape_str(given->shape));
+    given_bytes = contiguous_copy(*given);
+    r.scale = contiguous_copy(*given);  // padding bytes as given
+    scale = r.scale.data<std::uint8_t>();
+  }
 
   for (std::int64_t t = 0; t < rows; ++t) {
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t begin = g * c.block;
       const std::int64_t n = std::min<std::int64_t>(c.block, k - begin);
-      const GroupOut go = quantize_group(c, v.data() + t * k + begin, n);
-      scale[scale_offset(c, t, g, groups)] = go.scale_byte;
+      const std::int64_t at = mx_scale_offset(c, t, g, groups);
+      const GroupOut go =
+          quantize_group(c, v.data() + t * k + begin, n, given ? given_bytes.data<std::uint8_t>() + at : nullptr);
+      scale[at] = go.scale_byte;
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t col = begin + i;
         if (fp4) {
@@ -167,6 +186,14 @@ QuantResult quantize_mx(const Contract& c, const TensorView& x) {
     }
   }
   return r;
+}
+
+}  // namespace
+
+QuantResult quantize_mx(const Contract& c, const TensorView& x) { return quantize_mx_impl(c, x, nullptr); }
+
+QuantResult quantize_mx_with_scales(const Contract& c, const TensorView& x, const TensorView& scale) {
+  return quantize_mx_impl(c, x, &scale);
 }
 
 Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape) {
@@ -184,7 +211,7 @@ Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorV
   float* o = out.data<float>();
   for (std::int64_t t = 0; t < rows; ++t) {
     for (std::int64_t col = 0; col < k; ++col) {
-      const std::uint8_t byte = s.data<std::uint8_t>()[scale_offset(c, t, col / c.block, groups)];
+      const std::uint8_t byte = s.data<std::uint8_t>()[mx_scale_offset(c, t, col / c.block, groups)];
       std::uint8_t code = p.data<std::uint8_t>()[t * row_bytes + (fp4 ? col / 2 : col)];
       if (fp4) code = static_cast<std::uint8_t>(col % 2 == 0 ? code & 0x0F : code >> 4);
       const float v = elem_decode(c.element, code) * e8m0_decode(byte);

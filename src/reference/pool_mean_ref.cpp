@@ -156,10 +156,10 @@ Tensor pooled_block_mean_sharded(const std::vector<TensorView>& shards, std::int
 
 namespace ref {
 
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out) {
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, PoolDivisor divisor) {
   const char* op = "pooled_block_mean";
   require_pool_arguments(pool, out, op);
-  return pooled_mean(read_shards({x}, op), pool, out, PoolDivisor::true_length);
+  return pooled_mean(read_shards({x}, op), pool, out, divisor);
 }
 
 }  // namespace ref

@@ -13,6 +13,11 @@ namespace qexact::ref {
 // MX family (CONTRACTS §1-2): x of rank >= 1, groups along the last axis.
 QuantResult quantize_mx(const Contract& c, const TensorView& x);
 Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
+// Flat offset of group g of row t (of `groups` per row) in c's scale layout.
+std::int64_t mx_scale_offset(const Contract& c, std::int64_t t, std::int64_t g, std::int64_t groups);
+// The fp32 value a group's elements are divided by, for scale byte `byte` under c's rules.
+float mx_divisor(const Contract& c, std::uint8_t byte);
+QuantResult quantize_mx_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
 // int8 per (b, head, token block) on (B, S, N, D) (CONTRACTS §3).
 QuantResult quantize_int8_block(const Contract& c, const TensorView& x);
@@ -23,12 +28,22 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x);
 // fp32 values of any int8 family's output.
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 
+// The contract's element steps with scales given from outside (a device's), in the contract's
+// scale shape, layout and dtype, for the MX and int8 families: each group's payload is what
+// the contract makes of its elements with that scale. MX: the given byte replaces the computed
+// one (the non-finite rules, which read the input, still decide those groups). int8: a domain
+// whose given scale equals the contract's own uses the contract's quotient; another one is
+// divided by it (quotient=divide) or multiplied by fp32(1 / it) (the multiplying quotients).
+// The result's scale is the given one. Used to separate scale errors from payload errors.
+QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
+
 // HiFloat4 (CONTRACTS §5).
 Tensor hif4_fake_quant(const TensorView& x, int qdim);
 Hif4Packed hif4_pack(const TensorView& x);
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value);
 
 // Pooled block mean (CONTRACTS §6), see qexact/pool.hpp.
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out);
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out,
+                         PoolDivisor divisor = PoolDivisor::true_length);
 
 }  // namespace qexact::ref

@@ -25,6 +25,7 @@ Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads);
 Hif4Packed hif4_pack(const TensorView& x, int threads);
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value, int threads);
 
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, int threads);
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, int threads,
+                         PoolDivisor divisor = PoolDivisor::true_length);
 
 }  // namespace qexact::fast

@@ -4,7 +4,7 @@
 // (pool_mean.cpp) when the column's exponent range and row count fit 63 bits, which is the
 // common case, else (and for items of fewer than 16 features) in a scalar 128-bit integer, and
 // past that (a column spanning more than about 100 binades) in the reference's exact
-// accumulator, ref::ExactSum. The rounding of sum / rows is this file's own (integer quotient,
+// accumulator, ref::ExactSum. The rounding of sum / divisor is this file's own (integer quotient,
 // quotient_rounding.hpp). Exact sums make the result independent of the threads and of how rows
 // are grouped; no temporary grows with the input.
 #include <algorithm>
@@ -90,13 +90,14 @@ std::uint32_t storage_bits(float v, DType out) {
 
 // The means of one work item, written to `out`; false (and nothing written) when a NaN or
 // +/-inf is among its elements.
-bool mean_of_item(const PoolPlan& p, std::int64_t item, DType out_dtype, std::uint8_t* out) {
+bool mean_of_item(const PoolPlan& p, std::int64_t item, DType out_dtype, PoolDivisor divisor, std::uint8_t* out) {
   const std::int64_t chunk = item % p.chunks();
   const std::int64_t b = item / p.chunks() / p.cells;
   const std::int64_t cell = item / p.chunks() % p.cells;
   const std::int64_t s0 = cell * p.pool;
   const std::int64_t s1 = std::min(p.length, s0 + p.pool);
   const auto rows = static_cast<std::uint64_t>(s1 - s0);
+  const std::uint64_t n = divisor == PoolDivisor::uniform ? static_cast<std::uint64_t>(p.pool) : rows;
   const std::int64_t f0 = chunk * kPoolColumnChunk;
   const std::int64_t width = std::min(kPoolColumnChunk, p.features - f0);
 
@@ -129,15 +130,15 @@ bool mean_of_item(const PoolPlan& p, std::int64_t item, DType out_dtype, std::ui
       if (!narrow && fits(c, 64)) {
         const auto sum = std::bit_cast<std::int64_t>(sums[c]);
         const std::uint64_t magnitude = sum < 0 ? 0 - static_cast<std::uint64_t>(sum) : static_cast<std::uint64_t>(sum);
-        bits = kernels::rounded_quotient_bits(magnitude, exponent, rows, sum < 0, out_dtype);
+        bits = kernels::rounded_quotient_bits(magnitude, exponent, n, sum < 0, out_dtype);
       } else if (fits(c, 128)) {
         const UInt128 sum = column_sum_128(p, b, s0, s1, f0 + c, emin[c]);
         const bool negative = (sum >> 127) != 0;
-        bits = kernels::rounded_quotient_bits(negative ? -sum : sum, exponent, rows, negative, out_dtype);
+        bits = kernels::rounded_quotient_bits(negative ? -sum : sum, exponent, n, negative, out_dtype);
       } else {
         ref::ExactSum sum;
         for (std::int64_t s = s0; s < s1; ++s) sum.add(element(p, p.row(b, s), f0 + c));
-        bits = storage_bits(sum.mean(rows, out_dtype), out_dtype);
+        bits = storage_bits(sum.mean(n, out_dtype), out_dtype);
       }
     }
     if (out_size == 4) {
@@ -185,7 +186,7 @@ std::string index_str(const Shape& shape, std::int64_t flat) {
 
 }  // namespace
 
-Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, int threads) {
+Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, int threads, PoolDivisor divisor) {
   kernels::apply_forced_target();
   const std::string where = "pooled_block_mean: ";
   if (pool < 1) fail(ErrorKind::bad_argument, where + "pool size must be >= 1, got " + std::to_string(pool));
@@ -204,7 +205,7 @@ Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, int 
   std::atomic<bool> non_finite{false};
   kernels::parallel_for(plan.batch * plan.cells * plan.chunks(), 1, threads, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t item = b; item < e; ++item)
-      if (!mean_of_item(plan, item, out, dst)) non_finite.store(true, std::memory_order_relaxed);
+      if (!mean_of_item(plan, item, out, divisor, dst)) non_finite.store(true, std::memory_order_relaxed);
   });
   if (non_finite.load()) fail_at_first_non_finite(x, where);
   return result;

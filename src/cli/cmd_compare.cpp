@@ -1,0 +1,299 @@
+// `qexact compare --preset P [--param k=v ...] --input X.npy --payload P.npy --scale S.npy
+//  [--dtype bf16] [--json]` (`--output O.npy` for hif4 and pool.mean), or
+// `qexact compare DIR [--preset P] [--param k=v ...] [--json]` over an exported case directory
+// (the contract comes from its manifest; --preset / --param override it): a device's outputs
+// against the contract's reference outputs, byte for byte, with the diagnoses of CONTRACTS §8.
+// Exit status: 0 when every byte matches, 1 when bytes differ, 2 on bad input.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "cli/commands.hpp"
+#include "conformance/case_dir.hpp"
+#include "conformance/compare.hpp"
+#include "conformance/contract_output.hpp"
+#include "io/npy.hpp"
+
+namespace qexact::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using conformance::CompareReport;
+using conformance::DeviceOutput;
+using conformance::Diagnosis;
+
+struct CompareOptions {
+  std::string dir;
+  std::string preset;
+  std::vector<std::string> params;
+  std::string input, payload, scale, output;
+  std::string dtype;
+  bool json = false;
+};
+
+struct CaseResult {
+  std::string name;
+  CompareReport report;
+};
+
+// A device file must exist: a missing one is bad input, not an empty comparison.
+Tensor read_device_file(const std::string& path, const char* option) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    fail(ErrorKind::bad_input, std::string(option) + " " + path + ": no such file");
+  return npy::read(path);
+}
+
+// The single output of hif4 / pool.mean; bf16 outputs come as '<u2' bit patterns.
+Tensor read_single_output(const std::string& path, DType expected) {
+  Tensor t = read_device_file(path, "--output");
+  if (expected == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
+  return t;
+}
+
+std::vector<CaseResult> compare_files(const CompareOptions& o, const Contract& c) {
+  if (o.input.empty()) fail(ErrorKind::bad_argument, "compare: --input is required without a case directory");
+  const Tensor x = read_float_input(o.input, o.dtype);
+  DeviceOutput dev;
+  if (conformance::output_kind(c) == conformance::OutputKind::single) {
+    if (o.output.empty() || !o.payload.empty() || !o.scale.empty())
+      fail(ErrorKind::bad_argument, std::string("compare: the ") + family_name(c.family) +
+                                        " family has one output: give --output, not --payload/--scale");
+    dev.output = read_single_output(o.output, c.family == Family::pool ? c.pool_out : x.dtype());
+  } else {
+    if (o.payload.empty() || o.scale.empty() || !o.output.empty())
+      fail(ErrorKind::bad_argument, "compare: a quantizing contract takes --payload and --scale (not --output)");
+    dev.payload = read_device_file(o.payload, "--payload");
+    dev.scale = read_device_file(o.scale, "--scale");
+  }
+  return {{std::filesystem::path(o.input).filename().string(), conformance::compare_device(c, x.view(), dev)}};
+}
+
+std::vector<CaseResult> compare_dir(const CompareOptions& o, Contract& c) {
+  conformance::CaseDir d = conformance::read_case_dir(o.dir);
+  if (!o.preset.empty()) {
+    c = make_contract(o.preset, o.params);
+  } else {
+    c = d.contract;
+    for (const std::string& kv : o.params) set_param(c, kv);
+    validate(c);
+  }
+  d.contract = c;
+  std::vector<CaseResult> out;
+  for (const conformance::CaseEntry& e : d.cases) {
+    if (!e.expect_error.empty()) continue;  // a case the device must refuse: nothing to compare
+    const Tensor x = conformance::read_case_input(d, e);
+    const std::optional<DeviceOutput> dev = conformance::read_device_output(d, e);
+    std::string files;
+    for (const std::string& f : conformance::device_output_files(c)) files += (files.empty() ? "" : ", ") + f;
+    if (!dev) fail(ErrorKind::bad_input, (d.root / e.name).string() + ": no device outputs (" + files + ")");
+    out.push_back({e.name, conformance::compare_device(c, x.view(), *dev)});
+  }
+  if (out.empty()) fail(ErrorKind::bad_input, o.dir + ": no case with outputs to compare");
+  return out;
+}
+
+struct Aggregate {
+  Diagnosis first;
+  std::map<std::string, std::int64_t> evidence;
+  std::vector<std::string> cases;
+  bool confirmed = true;
+};
+
+// Diagnoses by signature over the cases, in the order first seen.
+std::vector<Aggregate> aggregate(const std::vector<CaseResult>& results) {
+  std::vector<Aggregate> out;
+  for (const CaseResult& r : results)
+    for (const Diagnosis& d : r.report.diagnoses) {
+      Aggregate* a = nullptr;
+      for (Aggregate& x : out)
+        if (x.first.signature == d.signature) a = &x;
+      if (!a) {
+        out.push_back({d, {}, {}, true});
+        a = &out.back();
+      }
+      for (const auto& [k, v] : d.evidence) a->evidence[k] += v;
+      a->cases.push_back(r.name);
+      a->confirmed = a->confirmed && d.confirmed;
+    }
+  return out;
+}
+
+CompareReport totals(const std::vector<CaseResult>& results) {
+  CompareReport t;
+  for (const CaseResult& r : results) {
+    const CompareReport& c = r.report;
+    t.payload_bytes_total += c.payload_bytes_total;
+    t.payload_bytes_differing += c.payload_bytes_differing;
+    t.scale_bytes_total += c.scale_bytes_total;
+    t.scale_bytes_differing += c.scale_bytes_differing;
+    t.elements_total += c.elements_total;
+    t.elements_differing += c.elements_differing;
+    t.groups_total += c.groups_total;
+    t.groups_differing += c.groups_differing;
+    t.rows_total += c.rows_total;
+    t.rows_differing += c.rows_differing;
+    t.max_scale_delta = std::max(t.max_scale_delta, c.max_scale_delta);
+    for (const auto& [d, n] : c.scale_delta_histogram) t.scale_delta_histogram[d] += n;
+    if (t.scale_delta_unit.empty()) t.scale_delta_unit = c.scale_delta_unit;
+  }
+  return t;
+}
+
+void add_counts(Json& j, const CompareReport& r) {
+  j["payload_bytes_total"] = r.payload_bytes_total;
+  j["payload_bytes_differing"] = r.payload_bytes_differing;
+  j["scale_bytes_total"] = r.scale_bytes_total;
+  j["scale_bytes_differing"] = r.scale_bytes_differing;
+  j["scale_delta_unit"] = r.scale_delta_unit;
+  j["max_scale_delta"] = r.max_scale_delta;
+  Json h = Json::object();
+  for (const auto& [d, n] : r.scale_delta_histogram) h[std::to_string(d)] = n;
+  j["scale_delta_histogram"] = h;
+  j["elements_total"] = r.elements_total;
+  j["elements_differing"] = r.elements_differing;
+  j["groups_total"] = r.groups_total;
+  j["groups_differing"] = r.groups_differing;
+  j["rows_total"] = r.rows_total;
+  j["rows_differing"] = r.rows_differing;
+}
+
+Json diagnosis_json(const std::string& signature, const Json& evidence, const std::string& explanation, bool confirmed,
+                    const std::vector<std::string>& cases) {
+  Json j;
+  j["signature"] = signature;
+  j["evidence"] = evidence;
+  j["explanation"] = explanation;
+  j["confirmed"] = confirmed;
+  j["cases"] = cases;
+  return j;
+}
+
+void print_json(const Contract& c, const std::vector<CaseResult>& results) {
+  const CompareReport t = totals(results);
+  Json j;
+  j["preset"] = c.preset;
+  Json params = Json::object();
+  for (const auto& [k, v] : qexact::params(c)) params[k] = v;
+  j["params"] = params;
+  j["identical"] = t.identical();
+  add_counts(j, t);
+  Json cases = Json::array();
+  for (const CaseResult& r : results) {
+    Json cj;
+    cj["name"] = r.name;
+    add_counts(cj, r.report);
+    cj["first_payload_difference"] = r.report.first_payload_difference;
+    cj["first_scale_difference"] = r.report.first_scale_difference;
+    Json ds = Json::array();
+    for (const Diagnosis& d : r.report.diagnoses) {
+      Json ev = Json::object();
+      for (const auto& [k, v] : d.evidence) ev[k] = v;
+      ds.push_back(diagnosis_json(d.signature, ev, d.explanation, d.confirmed, {r.name}));
+    }
+    cj["diagnoses"] = ds;
+    cases.push_back(cj);
+  }
+  j["cases"] = cases;
+  Json ds = Json::array();
+  for (const Aggregate& a : aggregate(results)) {
+    Json ev = Json::object();
+    for (const auto& [k, v] : a.evidence) ev[k] = v;
+    ds.push_back(diagnosis_json(a.first.signature, ev, a.first.explanation, a.confirmed, a.cases));
+  }
+  j["diagnoses"] = ds;
+  std::cout << j.dump(2) << std::endl;
+}
+
+std::string fraction(std::int64_t a, std::int64_t b) { return std::to_string(a) + " / " + std::to_string(b); }
+
+void print_text(const Contract& c, const std::vector<CaseResult>& results) {
+  std::cout << "qexact compare: the device's bytes against the reference of " << c.preset << "\n  ";
+  for (const auto& [k, v] : params(c)) std::cout << ' ' << k << '=' << v;
+  std::cout << "\n\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s %24s %20s %9s %13s %13s\n", "case", "payload bytes diff/total",
+                "scale bytes diff/tot", "max|dS|", "groups diff", "rows diff");
+  std::cout << line;
+  auto row = [&](const std::string& name, const CompareReport& r) {
+    std::snprintf(line, sizeof line, "%-28s %24s %20s %9lld %13s %13s\n", name.c_str(),
+                  fraction(r.payload_bytes_differing, r.payload_bytes_total).c_str(),
+                  fraction(r.scale_bytes_differing, r.scale_bytes_total).c_str(),
+                  static_cast<long long>(r.max_scale_delta), fraction(r.groups_differing, r.groups_total).c_str(),
+                  fraction(r.rows_differing, r.rows_total).c_str());
+    std::cout << line;
+  };
+  for (const CaseResult& r : results) row(r.name, r.report);
+  const CompareReport t = totals(results);
+  if (results.size() > 1) row("total", t);
+  if (!t.scale_delta_histogram.empty()) {
+    std::cout << "scale deltas (" << t.scale_delta_unit << ", device - reference):";
+    for (const auto& [d, n] : t.scale_delta_histogram) std::cout << ' ' << (d > 0 ? "+" : "") << d << ": " << n;
+    std::cout << "\n";
+  }
+  for (const CaseResult& r : results)
+    if (r.report.first_payload_difference >= 0 || r.report.first_scale_difference >= 0)
+      std::cout << r.name << ": first payload difference at element " << r.report.first_payload_difference
+                << ", first scale difference at group " << r.report.first_scale_difference << " (-1: none)\n";
+  if (t.identical()) {
+    std::cout << "\nidentical: every payload and scale byte matches\n";
+    return;
+  }
+  const std::vector<Aggregate> diagnoses = aggregate(results);
+  if (diagnoses.empty()) {
+    std::cout << "\ndiagnoses: none of the known signatures matches\n";
+    return;
+  }
+  std::cout << "\ndiagnoses:\n";
+  for (const Aggregate& a : diagnoses) {
+    std::cout << "  " << a.first.signature << (a.confirmed ? " (confirmed by a re-run)" : " (from the pattern)");
+    if (results.size() > 1) {
+      std::cout << " in " << a.cases.size() << " case(s):";
+      for (const std::string& n : a.cases) std::cout << ' ' << n;
+    }
+    std::cout << "\n    " << a.first.explanation << "\n    evidence:";
+    for (const auto& [k, v] : a.evidence) std::cout << ' ' << k << '=' << v;
+    std::cout << "\n";
+  }
+}
+
+int run_compare(const CompareOptions& o) {
+  Contract c;
+  std::vector<CaseResult> results;
+  if (!o.dir.empty()) {
+    if (!o.input.empty() || !o.payload.empty() || !o.scale.empty() || !o.output.empty() || !o.dtype.empty())
+      fail(ErrorKind::bad_argument,
+           "compare: a case directory brings its inputs and outputs: no --input/--payload/--scale/--output/--dtype");
+    results = compare_dir(o, c);
+  } else {
+    if (o.preset.empty()) fail(ErrorKind::bad_argument, "compare: --preset is required without a case directory");
+    c = make_contract(o.preset, o.params);
+    results = compare_files(o, c);
+  }
+  if (o.json) print_json(c, results);
+  else print_text(c, results);
+  return totals(results).identical() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_compare(CLI::App& app, Action& action) {
+  auto opts = std::make_shared<CompareOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "compare", "Compare a device's outputs with a contract's reference, byte for byte, and diagnose the differences");
+  sub->add_option("dir", opts->dir, "an exported case directory with the device's outputs beside each input");
+  sub->add_option("--preset", opts->preset, "named contract (default with DIR: the manifest's)");
+  sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("--input", opts->input, "the input X.npy the device quantized");
+  sub->add_option("--payload", opts->payload, "the device's payload.npy");
+  sub->add_option("--scale", opts->scale, "the device's scale.npy");
+  sub->add_option("--output", opts->output, "the device's output.npy (hif4 fake-quant, pool.mean)");
+  add_dtype_option(*sub, opts->dtype);
+  sub->add_flag("--json", opts->json, "print JSON instead of text");
+  sub->callback([opts, &action] { action = [opts] { return run_compare(*opts); }; });
+}
+
+}  // namespace qexact::cli

@@ -1,0 +1,113 @@
+#include "conformance/compare.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "conformance/contract_output.hpp"
+#include "conformance/diagnose.hpp"
+#include "conformance/scale_grid.hpp"
+#include "qexact/error.hpp"
+
+namespace qexact::conformance {
+namespace {
+
+void expect_like(const char* what, const Tensor& device, const Tensor& reference) {
+  if (device.dtype() != reference.dtype())
+    fail(ErrorKind::bad_input, std::string("the device's ") + what + " holds " + dtype_name(device.dtype()) +
+                                   " values, the contract gives " + dtype_name(reference.dtype()));
+  if (device.shape() != reference.shape())
+    fail(ErrorKind::bad_input, std::string("the device's ") + what + " has shape " + shape_str(device.shape()) +
+                                   ", the contract gives " + shape_str(reference.shape()));
+}
+
+std::int64_t differing_bytes(const Tensor& a, const Tensor& b) {
+  const auto* pa = static_cast<const std::uint8_t*>(a.raw());
+  const auto* pb = static_cast<const std::uint8_t*>(b.raw());
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < a.nbytes(); ++i) n += pa[i] != pb[i] ? 1 : 0;
+  return n;
+}
+
+// Element e's bytes differ (elements of `size` bytes).
+bool element_differs(const Tensor& a, const Tensor& b, std::int64_t e, std::size_t size) {
+  const auto off = static_cast<std::size_t>(e) * size;
+  return std::memcmp(static_cast<const std::uint8_t*>(a.raw()) + off, static_cast<const std::uint8_t*>(b.raw()) + off,
+                     size) != 0;
+}
+
+}  // namespace
+
+CompareReport compare_device(const Contract& c, const TensorView& x, const DeviceOutput& device) {
+  validate(c);
+  const ContractOutput ref = run_contract(c, x, RunOptions{Engine::reference, 1});
+  const ScaleGrid grid(c, x.shape);
+  CompareReport rep;
+  rep.groups_total = grid.groups();
+  rep.rows_total = grid.rows();
+  rep.elements_total = grid.elements();
+  std::vector<bool> group_differs(static_cast<std::size_t>(grid.groups()), false);
+  std::vector<bool> row_differs(static_cast<std::size_t>(grid.rows()), false);
+  auto mark = [&](std::int64_t e) {
+    group_differs[static_cast<std::size_t>(grid.group_of(e))] = true;
+    row_differs[static_cast<std::size_t>(grid.row_of(e))] = true;
+  };
+
+  if (output_kind(c) == OutputKind::single) {
+    if (device.output.dtype() == DType::u16 && ref.output.dtype() == DType::bf16)
+      fail(ErrorKind::bad_input, "the device's output holds uint16 values: bf16 outputs are read as bf16 bit patterns");
+    expect_like("output", device.output, ref.output);
+    rep.payload_bytes_total = static_cast<std::int64_t>(ref.output.nbytes());
+    rep.payload_bytes_differing = differing_bytes(ref.output, device.output);
+    const std::size_t size = dtype_size(ref.output.dtype());
+    for (std::int64_t e = 0; e < ref.output.numel(); ++e)
+      if (element_differs(ref.output, device.output, e, size)) {
+        ++rep.elements_differing;
+        if (rep.first_payload_difference < 0) rep.first_payload_difference = e;
+        mark(e);
+      }
+  } else {
+    expect_like("payload", device.payload, ref.payload);
+    if (device.scale.dtype() != ref.scale.dtype())
+      fail(ErrorKind::bad_input, std::string("the device's scale holds ") + dtype_name(device.scale.dtype()) +
+                                     " values, the contract gives " + dtype_name(ref.scale.dtype()));
+    rep.payload_bytes_total = static_cast<std::int64_t>(ref.payload.nbytes());
+    rep.payload_bytes_differing = differing_bytes(ref.payload, device.payload);
+    const std::vector<std::uint8_t> e_codes = grid.codes(ref.payload), a_codes = grid.codes(device.payload);
+    for (std::int64_t e = 0; e < grid.elements(); ++e)
+      if (e_codes[static_cast<std::size_t>(e)] != a_codes[static_cast<std::size_t>(e)]) {
+        ++rep.elements_differing;
+        if (rep.first_payload_difference < 0) rep.first_payload_difference = e;
+        mark(e);
+      }
+    const DType sd = ref.scale.dtype();
+    rep.scale_delta_unit = sd == DType::u8 ? "E8M0 steps" : std::string("ulps of ") + dtype_name(sd);
+    if (device.scale.shape() == ref.scale.shape()) {
+      rep.scale_bytes_total = static_cast<std::int64_t>(ref.scale.nbytes());
+      rep.scale_bytes_differing = differing_bytes(ref.scale, device.scale);
+      const std::vector<std::uint32_t> rs = grid.scale_bits(ref.scale), ds = grid.scale_bits(device.scale);
+      for (std::int64_t g = 0; g < grid.groups(); ++g) {
+        const auto i = static_cast<std::size_t>(g);
+        if (rs[i] == ds[i]) continue;
+        const std::int64_t delta = ordered_scale(ds[i], sd) - ordered_scale(rs[i], sd);
+        ++rep.scale_delta_histogram[delta];
+        rep.max_scale_delta = std::max<std::int64_t>(rep.max_scale_delta, delta < 0 ? -delta : delta);
+        if (rep.first_scale_difference < 0) rep.first_scale_difference = g;
+        group_differs[i] = true;
+      }
+      // A group's scale difference affects every row it covers.
+      for (std::int64_t e = 0; e < grid.elements(); ++e)
+        if (group_differs[static_cast<std::size_t>(grid.group_of(e))]) row_differs[static_cast<std::size_t>(grid.row_of(e))] = true;
+    } else {
+      // Another shape: no byte can be said to match in place.
+      rep.scale_bytes_total = static_cast<std::int64_t>(std::max(ref.scale.nbytes(), device.scale.nbytes()));
+      rep.scale_bytes_differing = rep.scale_bytes_total;
+    }
+  }
+  rep.groups_differing = std::count(group_differs.begin(), group_differs.end(), true);
+  rep.rows_differing = std::count(row_differs.begin(), row_differs.end(), true);
+  if (!rep.identical()) rep.diagnoses = diagnose(c, x, ref, device);
+  return rep;
+}
+
+}  // namespace qexact::conformance

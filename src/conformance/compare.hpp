@@ -1,0 +1,50 @@
+// Comparing a device's outputs for an input with the contract's reference outputs, computed in
+// the same process by the reference engine (CONTRACTS §8.1-8.2): payload and scale bytes
+// differing as absolute counts, the scale deltas (MX: E8M0 steps; float scales: units in the
+// last place), the groups (scale domains) and rows affected, the first differences, and the
+// diagnoses of diagnose.hpp. HiF4 and pool.mean have one output, counted as the payload.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conformance/case_dir.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::conformance {
+
+struct Diagnosis {
+  std::string signature;  // a stable id: amax_fp32_not_bf16, rounding_mode, reciprocal_divisor, tail_rule,
+                          // wraparound, granularity, scale_layout, flush_rule, nonfinite_rule, scale_rule
+  std::vector<std::pair<std::string, std::int64_t>> evidence;  // counts, by name
+  std::string explanation;  // one sentence in plain words
+  bool confirmed = false;   // re-running the contract with the suspected change reproduced the device's bytes
+};
+
+struct CompareReport {
+  std::int64_t payload_bytes_total = 0, payload_bytes_differing = 0;
+  std::int64_t scale_bytes_total = 0, scale_bytes_differing = 0;
+  std::string scale_delta_unit;  // "E8M0 steps", "ulps of f32", "ulps of f16"; "" without scales
+  std::int64_t max_scale_delta = 0;
+  std::map<std::int64_t, std::int64_t> scale_delta_histogram;  // device - reference -> groups
+  std::int64_t elements_total = 0, elements_differing = 0;
+  std::int64_t groups_total = 0, groups_differing = 0;
+  std::int64_t rows_total = 0, rows_differing = 0;
+  std::int64_t first_payload_difference = -1;  // flat element index (C order), -1: none
+  std::int64_t first_scale_difference = -1;    // flat group index on the logical grid, -1: none
+  std::vector<Diagnosis> diagnoses;
+
+  bool identical() const { return payload_bytes_differing == 0 && scale_bytes_differing == 0; }
+};
+
+// The device's outputs for x: payload + scale for the quantizing families, `output` for HiF4
+// and pool.mean (DeviceOutput of case_dir.hpp). A payload or output of the wrong dtype or
+// shape, or a scale of the wrong dtype, is ErrorKind::bad_input naming both; a scale of another
+// shape is diagnosed when another granularity or layout of the contract gives that shape,
+// else bad_input naming both shapes.
+CompareReport compare_device(const Contract& c, const TensorView& x, const DeviceOutput& device);
+
+}  // namespace qexact::conformance

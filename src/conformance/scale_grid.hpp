@@ -1,0 +1,48 @@
+// A contract's outputs seen on their logical grid, for compare and its diagnoses: which scale
+// domain ("group") and which row each element belongs to, each group's scale read out of the
+// contract's layout (E8M0 byte, or the f32/f16 bits of an int8 scale), each element's code
+// (E2M1 nibbles unpacked), and which groups are partial tails. Groups are numbered in the C
+// order of the logical scale grid: MX (row, group), int8.block (b, head, token block),
+// int8.token row, int8.group (row, group), pool.mean (b, cell), HiF4 (row, 64-block).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::conformance {
+
+class ScaleGrid {
+ public:
+  // x: the input's shape. For pool.mean and HiF4 the elements are the output's.
+  ScaleGrid(const Contract& c, const Shape& x);
+
+  std::int64_t groups() const { return groups_; }
+  std::int64_t rows() const { return rows_; }
+  std::int64_t elements() const { return elements_; }
+  std::int64_t group_of(std::int64_t element) const;
+  std::int64_t row_of(std::int64_t element) const { return row_len_ > 0 ? element / row_len_ : 0; }
+  // A partial last block (MX K % block, int8.block S % token_block, pool S % P).
+  bool is_tail_group(std::int64_t g) const;
+  bool has_tail() const;
+
+  // Per group: the scale's bits (E8M0 byte; f32 or f16 bit pattern) from a tensor in the
+  // contract's scale shape and layout.
+  std::vector<std::uint32_t> scale_bits(const Tensor& scale) const;
+  // Per element: the payload code (MX: E2M1 unpacked; int8: the byte as unsigned).
+  std::vector<std::uint8_t> codes(const Tensor& payload) const;
+
+ private:
+  const Contract& c_;
+  Shape x_;
+  std::int64_t groups_ = 0, rows_ = 0, elements_ = 0, row_len_ = 0;
+  std::int64_t per_row_ = 0;  // MX / int8.group: groups per row; pool: cells
+  std::int64_t blocks_ = 0;   // int8.block: token blocks per (b, head)
+};
+
+// Signed integers whose differences count representable steps: E8M0 bytes as they are,
+// float bit patterns as sign-magnitude integers (adjacent floats differ by 1).
+std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype);
+
+}  // namespace qexact::conformance

@@ -1,0 +1,60 @@
+// The reference's "quantize with these scales" (reference.hpp): the contract's element steps
+// applied with scales given from outside, to tell a device's scale errors from its payload
+// errors. MX lives in mx_ref.cpp beside the group steps it reuses; the int8 families are here.
+#include <string>
+#include <vector>
+
+#include "reference/int8_steps.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact::ref {
+namespace {
+
+QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, const TensorView& scale) {
+  validate(c);
+  const Shape ps = payload_shape(c, x.shape);
+  const Shape ss = scale_shape(c, x.shape);
+  const DType scale_dtype = c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+  if (scale.dtype != scale_dtype || scale.shape != ss)
+    fail(ErrorKind::bad_argument, std::string("the given int8 scales must be ") + dtype_name(scale_dtype) +
+                                      " of shape " + shape_str(ss) + ", got " + dtype_name(scale.dtype) + " " +
+                                      shape_str(scale.shape));
+  const std::vector<float> values = to_f32_vector(x);
+  int8::reject_nonfinite(values, family_name(c.family),
+                         [](std::int64_t i) { return "flat index " + std::to_string(i); });
+  const std::vector<float> given = to_f32_vector(scale);
+  const std::int64_t blocks = c.family == Family::int8_block ? ss[2] : 0;
+
+  std::vector<float> amax(given.size(), 0.0f);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(values.size()); ++i) {
+    const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, blocks, i));
+    amax[d] = int8::fold_abs_max(amax[d], values[static_cast<std::size_t>(i)]);
+  }
+  std::vector<int8::QuotientOp> ops(given.size());
+  for (std::size_t d = 0; d < given.size(); ++d) ops[d] = int8::quotient_for_given(c, amax[d], given[d]);
+
+  QuantResult r{int8::new_payload(ps), contiguous_copy(scale), "groupwise"};
+  std::int8_t* payload = r.payload.data<std::int8_t>();
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(values.size()); ++i) {
+    const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, blocks, i));
+    payload[i] = int8::quantize_element(c, ops[d], values[static_cast<std::size_t>(i)]);
+  }
+  return r;
+}
+
+}  // namespace
+
+QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale) {
+  switch (c.family) {
+    case Family::mx: return quantize_mx_with_scales(c, x, scale);
+    case Family::int8_block:
+    case Family::int8_token:
+    case Family::int8_group: return quantize_int8_with_scales(c, x, scale);
+    case Family::hif4:
+    case Family::pool: break;
+  }
+  fail(ErrorKind::bad_argument, std::string("the ") + family_name(c.family) +
+                                    " family has no scale tensor to quantize with");
+}
+
+}  // namespace qexact::ref
