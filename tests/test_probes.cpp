@@ -113,8 +113,8 @@ TEST(Probes, FastEngineMatchesTheReferenceOnEveryProbe) {
   contracts.push_back(make_contract("q8_0.ggml", {"int_rounding=trunc"}));
   for (const Contract& c : contracts)
     for (const Case& k : discriminating_probes(c)) {
-      const ContractRun ref = run_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
-      const ContractRun fast = run_contract(c, k.input.view(), RunOptions{Engine::fast, 2});
+      const ContractRun ref = try_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
+      const ContractRun fast = try_contract(c, k.input.view(), RunOptions{Engine::fast, 2});
       ASSERT_EQ(ref.output.has_value(), fast.output.has_value()) << c.preset << " " << k.name;
       if (!ref.output) continue;
       for (auto [a, b] : {std::pair{&ref.output->payload, &fast.output->payload},

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "conformance/cases.hpp"
+#include "conformance/contract_output.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
@@ -69,12 +70,10 @@ CaseDir read_case_dir(const std::filesystem::path& dir);
 // The case's input, checked against the manifest's shape and dtype (bf16 from '<u2').
 Tensor read_case_input(const CaseDir& d, const CaseEntry& e);
 
-// The device's outputs beside a case's input. Absent when none of the output files exists;
-// a partial set is a bad_file error naming the missing file.
-struct DeviceOutput {
-  Tensor payload, scale;  // quantizing families
-  Tensor output;          // HiF4 fake-quant (the input's dtype); pool.mean (the contract's out dtype)
-};
+// The device's outputs beside a case's input, the same files a contract's run gives
+// (contract_output.hpp). Absent when none of the output files exists; a partial set is a
+// bad_file error naming the missing file.
+using DeviceOutput = ContractOutput;
 std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry& e);
 
 }  // namespace qexact::conformance

@@ -9,18 +9,10 @@
 namespace qexact::conformance {
 namespace fs = std::filesystem;
 
-ContractRun run_contract(const Contract& c, const TensorView& x, const RunOptions& o) {
+ContractRun try_contract(const Contract& c, const TensorView& x, const RunOptions& o) {
   ContractRun run;
   try {
-    DeviceOutput out;
-    if (c.family == Family::hif4) {
-      out.output = hifloat4_fake_quant(x, c.qdim, o);
-    } else {
-      QuantResult q = quantize(c, x, o);
-      out.payload = std::move(q.payload);
-      out.scale = std::move(q.scale);
-    }
-    run.output = std::move(out);
+    run.output = run_contract(c, x, o);
   } catch (const Error& e) {
     run.error = e.what();
   }
@@ -44,7 +36,7 @@ EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const Run
   EmulateReport report;
   for (const CaseEntry& e : d.cases) {
     const Tensor x = read_case_input(d, e);
-    ContractRun run = run_contract(c, x.view(), o);
+    ContractRun run = try_contract(c, x.view(), o);
     if (!run.output) {
       report.rejected.emplace_back(e.name, run.error);
       continue;
@@ -52,7 +44,7 @@ EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const Run
     outputs.emplace_back(&e, std::move(*run.output));
   }
   for (const auto& [e, out] : outputs) {
-    if (c.family == Family::hif4) {
+    if (output_kind(c) == OutputKind::single) {
       io::write_file_atomic(dir / e->name / files[0], npy::encode(out.output.view()));
     } else {
       io::write_file_atomic(dir / e->name / files[0], npy::encode(out.payload.view()));

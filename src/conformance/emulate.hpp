@@ -1,4 +1,4 @@
-// Running a contract as a device would: over one input (run_contract), or over every case of an
+// Running a contract as a device would: over one input (try_contract), or over every case of an
 // exported case directory, writing the outputs beside each input (emulate_case_dir). This is
 // how a "device" is made from a deliberately altered contract, and how infer evaluates a
 // candidate contract against a device's files.
@@ -9,19 +9,20 @@
 #include <vector>
 
 #include "conformance/case_dir.hpp"
+#include "conformance/contract_output.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::conformance {
 
-// What a contract makes of one input: the files a device writes (payload + scale, or the HiF4
-// fake-quant output along c.qdim), or, when the contract refuses the input, the error's message.
+// What a contract makes of one input (run_contract of contract_output.hpp), or, when the
+// contract refuses the input, the error's message: a device that refuses is an outcome too.
 struct ContractRun {
-  std::optional<DeviceOutput> output;  // absent: rejected
-  std::string error;                   // why it was rejected
+  std::optional<ContractOutput> output;  // absent: rejected
+  std::string error;                     // why it was rejected
 };
-ContractRun run_contract(const Contract& c, const TensorView& x, const RunOptions& o);
+ContractRun try_contract(const Contract& c, const TensorView& x, const RunOptions& o);
 
 struct EmulateReport {
   std::vector<std::string> written;                           // cases that got outputs

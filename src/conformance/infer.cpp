@@ -111,7 +111,7 @@ class Search {
     ++evaluated_;
     Diff sum;
     for (const LoadedCase& k : cases_) {
-      const Diff d = compare(k.device, run_contract(c, k.input.view(), run_));
+      const Diff d = compare(k.device, try_contract(c, k.input.view(), run_));
       sum.payload += d.payload;
       sum.scale += d.scale;
     }
@@ -122,7 +122,7 @@ class Search {
   std::vector<CaseResidual> residuals(const Contract& c) {
     std::vector<CaseResidual> out;
     for (const LoadedCase& k : cases_) {
-      const Diff d = compare(k.device, run_contract(c, k.input.view(), run_));
+      const Diff d = compare(k.device, try_contract(c, k.input.view(), run_));
       if (d.total() > 0) out.push_back({k.entry->name, d.payload, d.scale, d.note});
     }
     return out;
@@ -142,7 +142,7 @@ class Search {
     if (c.family == dir_.contract.family) return true;
     for (const LoadedCase& k : cases_) {
       if (!k.device) continue;
-      const ContractRun run = run_contract(c, k.input.view(), run_);
+      const ContractRun run = try_contract(c, k.input.view(), run_);
       if (!run.output) return false;
       const Tensor& want = k.device->payload.nbytes() ? k.device->payload : k.device->output;
       const Tensor& got = run.output->payload.nbytes() ? run.output->payload : run.output->output;
@@ -258,9 +258,9 @@ std::vector<std::pair<std::string, std::string>> overrides_of(const Contract& c,
 }  // namespace
 
 Family parse_family(const std::string& name) {
-  for (Family f : {Family::mx, Family::int8_block, Family::int8_token, Family::int8_group, Family::hif4})
+  for (Family f : {Family::mx, Family::int8_block, Family::int8_token, Family::int8_group, Family::hif4, Family::pool})
     if (name == family_name(f)) return f;
-  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (mx, int8.block, int8.token, int8.group, hif4)");
+  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (mx, int8.block, int8.token, int8.group, hif4, pool)");
 }
 
 std::vector<std::string> candidate_values(const Contract& c, const std::string& key) {
@@ -273,6 +273,7 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
     else if (key == "range") v = {"127", "128"};
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};
+    else if (key == "pool") v = {"16", "32", "64", "128", "256"};
   }
   const std::string current = param_value(c, key);
   if (!current.empty() && std::find(v.begin(), v.end(), current) == v.end()) v.insert(v.begin(), current);

@@ -61,6 +61,7 @@ class ProbeBuilder {
       case Family::int8_token:
       case Family::int8_group: int8(); break;
       case Family::hif4: hif4(); break;
+      case Family::pool: pool(); break;
     }
     return std::move(out_);
   }
@@ -73,6 +74,7 @@ class ProbeBuilder {
       case Family::hif4: return 64;
       case Family::int8_token: return kRowLen;
       case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
+      case Family::pool: return c_.pool;
     }
     return 1;
   }
@@ -85,6 +87,7 @@ class ProbeBuilder {
       case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
       case Family::int8_token: return Shape{n, kRowLen};
       case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
+      case Family::pool: return Shape{1, n * len, 8};
     }
     return Shape{n, len};
   }
@@ -361,6 +364,22 @@ class ProbeBuilder {
         discriminates("qdim", {"-1", "0"}));
   }
 
+  // ---- pool.mean ----
+
+  void pool() {
+    // Two whole cells and a tail of P/2 + 1 rows, every value distinct: the tail cell's
+    // divisor (S % P or P) and the pool size itself both move bytes.
+    const std::int64_t p = c_.pool, s = 2 * p + p / 2 + 1;
+    const Shape shape{2, s, 8};
+    Content v(static_cast<std::size_t>(shape_numel(shape)));
+    Rng r(case_seed(kProbeSeed, "pool_tail"));
+    for (float& x : v) x = static_cast<float>(1.0 + r.uniform());
+    add("pool_tail", "two whole cells and a partial one of values in [1, 2): the tail cell's divisor", shape,
+        DType::f32, v, discriminates("divisor", param_choices("divisor")));
+    add("pool_size", "the same layout: cells of another size average other rows", shape, DType::f32, v,
+        discriminates("pool", {std::to_string(p), std::to_string(2 * p)}));
+  }
+
   static constexpr std::int64_t kRowLen = 256;  // as the adversarial cases
   static constexpr std::int64_t kHeadDim = 16;
 
@@ -387,7 +406,7 @@ Predicate discriminates(const std::string& param, const std::vector<std::string>
       } catch (const Error&) {
         continue;  // not a contract of this family
       }
-      ContractRun run = run_contract(variant, x, RunOptions{Engine::reference, 1});
+      ContractRun run = try_contract(variant, x, RunOptions{Engine::reference, 1});
       outs.push_back(run.output ? output_bytes(*run.output) : std::vector<std::uint8_t>{});
     }
     if (outs.size() < 2) return 0;

@@ -414,6 +414,8 @@ std::vector<std::string> param_choices(const std::string& key) {
   if (key == "quotient") return names(kQuotients);
   if (key == "int_rounding") return names(kIntRounding);
   if (key == "scale_store") return names(kScaleStore);
+  if (key == "divisor") return names(kPoolDivisors);
+  if (key == "out") return names(kPoolOut);
   return {};
 }
 
