@@ -32,6 +32,11 @@ void add_hif4_pack(CLI::App& app, Action& action);
 void add_hif4_unpack(CLI::App& app, Action& action);
 void add_conform(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
+#ifdef QEXACT_WITH_MPI
+// Under mpirun (src/cli/mpi/): built only with -DQEXACT_WITH_MPI=ON.
+void add_collective(CLI::App& app, Action& action);
+void add_sweep(CLI::App& app, Action& action);
+#endif
 
 // ---- shared by the commands (cli_io.cpp) ----
 

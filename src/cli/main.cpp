@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   add_hif4_unpack(app, action);
   add_conform(app, action);
   add_bench(app, action);
+#ifdef QEXACT_WITH_MPI
+  add_collective(app, action);
+  add_sweep(app, action);
+#endif
 
   try {
     app.parse(argc, argv);
