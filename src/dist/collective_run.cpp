@@ -202,10 +202,10 @@ TensorReport run_all_gather_global(const MpiSession& s, const Prepared& p, const
   return r;
 }
 
-// Chunk j of v along `axis` (world equal chunks), as bytes.
-std::vector<std::uint8_t> chunk_bytes(const TensorView& v, int axis, int world, int j) {
-  const std::int64_t h = v.shape[static_cast<std::size_t>(axis)] / world;
-  return bytes_of(slice_view(v, axis, j * h, h));
+// Chunk j of t along `axis` (world equal chunks), as bytes.
+std::vector<std::uint8_t> chunk_bytes(const Tensor& t, int axis, int world, int j) {
+  const std::int64_t h = t.shape()[static_cast<std::size_t>(axis)] / world;
+  return slice_bytes(t, axis, j * h, h);
 }
 
 // ---- all_to_all (Ulysses: sharded on `axis` before, on `to_axis` after) ----
@@ -215,16 +215,15 @@ TensorReport run_all_to_all(const MpiSession& s, const Prepared& p, const Collec
   const int rank = s.rank();
   Shape head_shape = t.shape;  // the tensor this rank holds afterwards, in full along `axis`
   head_shape[static_cast<std::size_t>(t.to_axis)] /= world;
-  const Tensor expected = contiguous_copy(
-      slice_view(p.full.view(), t.to_axis, rank * head_shape[static_cast<std::size_t>(t.to_axis)],
-                 head_shape[static_cast<std::size_t>(t.to_axis)]));
+  const Tensor expected = slice_copy(p.full, t.to_axis, rank * head_shape[static_cast<std::size_t>(t.to_axis)],
+                                    head_shape[static_cast<std::size_t>(t.to_axis)]);
 
   std::vector<std::uint8_t> bf16_recv(p.local.nbytes());
   auto bf16_op = [&] {
     std::vector<std::uint8_t> send;
     send.reserve(p.local.nbytes());
     for (int j = 0; j < world; ++j) {
-      const auto b = chunk_bytes(p.local.view(), t.to_axis, world, j);
+      const auto b = chunk_bytes(p.local, t.to_axis, world, j);
       send.insert(send.end(), b.begin(), b.end());
     }
     all_to_all_equal(s, send.data(), send.size() / static_cast<std::size_t>(world), bf16_recv.data());
@@ -263,8 +262,8 @@ TensorReport run_all_to_all(const MpiSession& s, const Prepared& p, const Collec
         payload_sent = scale_sent = 0;
         for (int j = 0; j < world; ++j) {
           auto& buf = send[static_cast<std::size_t>(j)];
-          buf = chunk_bytes(mine.payload.view(), t.to_axis, world, j);
-          const auto sc = chunk_bytes(mine.scale.view(), after.scale_axis, world, j);
+          buf = chunk_bytes(mine.payload, t.to_axis, world, j);
+          const auto sc = chunk_bytes(mine.scale, after.scale_axis, world, j);
           payload_sent += static_cast<std::int64_t>(buf.size());
           scale_sent += static_cast<std::int64_t>(sc.size());
           buf.insert(buf.end(), sc.begin(), sc.end());
@@ -477,7 +476,7 @@ std::vector<TensorReport> run_collective_plan(const MpiSession& s, const std::st
       p.full = synthetic_tensor(t.shape, t.dtype, o.seed, t.name);
       p.shard_length = t.shape[static_cast<std::size_t>(t.axis)] / s.world();
       p.offset = s.rank() * p.shard_length;
-      p.local = contiguous_copy(slice_view(p.full.view(), t.axis, p.offset, p.shard_length));
+      p.local = slice_copy(p.full, t.axis, p.offset, p.shard_length);
     }
   });
 

@@ -87,10 +87,28 @@ TensorView slice_view(const TensorView& v, int axis, std::int64_t start, std::in
   return s;
 }
 
-std::vector<std::uint8_t> bytes_of(const TensorView& v) {
-  const Tensor t = contiguous_copy(v);
-  const auto* p = static_cast<const std::uint8_t*>(t.raw());
-  return std::vector<std::uint8_t>(p, p + t.nbytes());
+std::vector<std::uint8_t> slice_bytes(const Tensor& t, int axis, std::int64_t start, std::int64_t length) {
+  const auto a = static_cast<std::size_t>(axis);
+  const Shape& shape = t.shape();
+  if (start < 0 || length < 0 || start + length > shape[a])
+    throw std::logic_error("slice_bytes: [" + std::to_string(start) + ", " + std::to_string(start + length) +
+                           ") outside axis of length " + std::to_string(shape[a]));
+  const std::int64_t outer = product(shape, 0, a);
+  const std::int64_t row = product(shape, a + 1, shape.size()) * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(outer * length * row));
+  const auto* src = static_cast<const std::uint8_t*>(t.raw());
+  for (std::int64_t o = 0; o < outer; ++o)
+    std::memcpy(out.data() + o * length * row, src + (o * shape[a] + start) * row, static_cast<std::size_t>(length * row));
+  return out;
+}
+
+Tensor slice_copy(const Tensor& t, int axis, std::int64_t start, std::int64_t length) {
+  Shape shape = t.shape();
+  shape[static_cast<std::size_t>(axis)] = length;
+  Tensor out(t.dtype(), shape);
+  const std::vector<std::uint8_t> bytes = slice_bytes(t, axis, start, length);
+  std::memcpy(out.raw(), bytes.data(), bytes.size());
+  return out;
 }
 
 Tensor concat(const std::vector<TensorView>& parts, int axis) {

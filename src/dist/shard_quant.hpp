@@ -33,8 +33,10 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis);
 TensorView slice_view(const TensorView& v, int axis, std::int64_t start, std::int64_t length);
 // The parts (same dtype, equal dims but `axis`) joined along `axis`, C order.
 Tensor concat(const std::vector<TensorView>& parts, int axis);
-// The contiguous bytes of a view.
-std::vector<std::uint8_t> bytes_of(const TensorView& v);
+// The bytes of t[..., start : start + length, ...] along `axis`, C order: one memcpy per index
+// of the axes before `axis` (what packing a send buffer costs).
+std::vector<std::uint8_t> slice_bytes(const Tensor& t, int axis, std::int64_t start, std::int64_t length);
+Tensor slice_copy(const Tensor& t, int axis, std::int64_t start, std::int64_t length);
 
 // A shard's quantized form: its payload and the scales of the global domains its rows touch,
 // [scale_first, scale_first + scale.shape[scale_axis]) along the scale axis.
