@@ -13,7 +13,7 @@ json tensor_json(const TensorReport& t) {
   j["name"] = t.name;
   j["collective"] = t.collective;
   j["quantize"] = t.quantize.empty() ? json(nullptr) : json(t.quantize);
-  j["scale"] = t.scale;
+  j["scale"] = t.quantize.empty() ? json(nullptr) : json(t.scale);
   j["shape"] = t.shape;
   j["dtype"] = dtype_name(t.dtype);
   j["axis"] = t.axis;
@@ -67,7 +67,7 @@ json report_json(const RunContext& ctx, const std::vector<TensorReport>& tensors
       {"blocks", "a block is one scale domain (flat index into the preset's scale tensor; pool_mean: a cell); "
                  "where a domain straddles a shard boundary the assembled scale is the lower rank's"},
       {"times", "median over the iterations of the slowest rank; quantize + collective vs the collective of "
-                "the unquantized shard, interleaved"}};
+                "the unquantized shard, interleaved; a tensor moved unquantized has one time, shown in both"}};
   std::int64_t bf16 = 0, sent = 0;
   json list = json::array();
   for (const TensorReport& t : tensors) {

@@ -118,9 +118,10 @@ TEST_P(Ranks, ExactWhenEveryShardHoldsWholeBlocks) {
   auto t = run_plan(w,
                     {tensor_entry("q_int8", {1, s_block, 3, 32}, "all_gather", "int8.block.ascend"),
                      tensor_entry("k_mxfp8", {2, s_mx, 3, 64}, "all_gather", "mxfp8.ascend"),
-                     tensor_entry("v_mxfp4", {1, s_mx, 2, 64}, "all_gather", "mx.ocp.e2m1")},
+                     tensor_entry("v_mxfp4", {1, s_mx, 2, 64}, "all_gather", "mx.ocp.e2m1"),
+                     tensor_entry("k_mxfp8_a2a", {1, s_mx, 2 * w, 64}, "all_to_all", "mxfp8.ascend")},
                     dir);
-  ASSERT_EQ(t.size(), 3u);
+  ASSERT_EQ(t.size(), 4u);
   for (const auto& [name, r] : t) {
     EXPECT_TRUE(r["exact_observed"].get<bool>()) << name;
     EXPECT_EQ(r["payload_bytes_differing"], 0) << name;
@@ -140,15 +141,23 @@ TEST_P(Ranks, DriftOnlyInBlocksThatStraddleAShardBoundary) {
   const fs::path dir = scratch_dir();
   // S % (world x 64) != 0: each interior shard boundary cuts a 64-token block of every head.
   const long s = w * 100L;
-  auto t = run_plan(w, {tensor_entry("q", {1, s, 4, 32}, "all_gather", "int8.block.ascend")}, dir);
-  ASSERT_EQ(t.size(), 1u);
-  const json& r = t["q"];
-  EXPECT_FALSE(r["exact_observed"].get<bool>());
-  EXPECT_GE(r["differing_blocks"].get<long>(), 1);
-  EXPECT_LE(r["differing_blocks"].get<long>(), 4L * (w - 1));  // at most the cut blocks: heads x boundaries
-  EXPECT_EQ(r["straddling_blocks"], r["differing_blocks"]);
-  EXPECT_TRUE(r["all_drift_at_boundaries"].get<bool>());
-  EXPECT_GT(r["payload_bytes_differing"].get<long>(), 0);
+  // all_to_all: the same cut blocks, now in the head shards (summed over ranks).
+  auto t = run_plan(w,
+                    {tensor_entry("q", {1, s, 4, 32}, "all_gather", "int8.block.ascend"),
+                     tensor_entry("k", {1, s, 2 * w, 32}, "all_to_all", "int8.block.ascend")},
+                    dir);
+  ASSERT_EQ(t.size(), 2u);
+  const long heads_of[2] = {4, 2L * w};
+  int i = 0;
+  for (const char* name : {"q", "k"}) {
+    const json& r = t[name];
+    EXPECT_FALSE(r["exact_observed"].get<bool>()) << name;
+    EXPECT_GE(r["differing_blocks"].get<long>(), 1) << name;
+    EXPECT_LE(r["differing_blocks"].get<long>(), heads_of[i++] * (w - 1)) << name;  // heads x interior boundaries
+    EXPECT_EQ(r["straddling_blocks"], r["differing_blocks"]) << name;
+    EXPECT_TRUE(r["all_drift_at_boundaries"].get<bool>()) << name;
+    EXPECT_GT(r["payload_bytes_differing"].get<long>(), 0) << name;
+  }
 }
 
 TEST_P(Ranks, GlobalScaleAfterOneAllReduceIsExact) {
