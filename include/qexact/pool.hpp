@@ -5,6 +5,7 @@
 // accumulation), so the result does not depend on how the sequence was sharded or summed.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "qexact/quantize.hpp"
@@ -27,5 +28,34 @@ Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out = DTy
 // Elements must be finite (NaN or +/-inf throws bad_input naming the shard and the index).
 Tensor pooled_block_mean_sharded(const std::vector<TensorView>& shards, std::int64_t pool, DType out,
                                  PoolDivisor divisor = PoolDivisor::true_length);
+
+// ---- The same, one shard per process (the side channel of CONTRACTS §6 across ranks) ----
+// A shard's contribution as data that can travel: per cell its rows touch, the exact partial
+// sums (384-bit integers in units of 2^-149, kPoolSumLimbs limbs each, least significant first)
+// and the row count. Exact integers make the combination independent of how the sequence was
+// split; only the final division rounds.
+inline constexpr int kPoolSumLimbs = 6;
+struct PoolPartial {
+  std::int64_t first_cell = 0;      // global index of the first cell the shard's rows fall in
+  std::int64_t cells = 0;           // cells touched (0 for a shard without rows)
+  std::vector<std::uint64_t> rows;  // [cells]: the shard's rows in each touched cell
+  std::vector<std::uint64_t> sums;  // [batch, cells, features, kPoolSumLimbs]
+};
+
+// The partial of x = the full tensor's rows [offset, offset + x.shape[1]) (checks as
+// pooled_block_mean: float dtype, rank >= 2, finite values; offset >= 0, pool >= 1).
+PoolPartial pooled_partial(const TensorView& x, std::int64_t offset, std::int64_t pool);
+
+// Merges the partials in the order given (rank order) and divides each cell once. batch and
+// features are the full tensor's dims, seq_length its sequence length. Throws bad_argument when a
+// partial does not fit those dims or the partials do not cover every cell's rows exactly once.
+Tensor pooled_combine(const std::vector<PoolPartial>& partials, std::int64_t batch, const Shape& features,
+                      std::int64_t seq_length, std::int64_t pool, DType out,
+                      PoolDivisor divisor = PoolDivisor::true_length);
+
+// Byte form of a partial (native endianness: for processes of one machine type) and back; a
+// malformed buffer is bad_file.
+std::vector<std::uint8_t> pool_partial_bytes(const PoolPartial& p);
+PoolPartial pool_partial_from_bytes(std::span<const std::uint8_t> bytes);
 
 }  // namespace qexact

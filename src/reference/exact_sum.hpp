@@ -28,6 +28,14 @@ class ExactSum {
 
   bool operator==(const ExactSum&) const = default;
 
+  // The 384-bit integer itself, least significant limb first: what a shard sends to its peers.
+  const std::array<std::uint64_t, kLimbs>& limbs() const { return limbs_; }
+  static ExactSum from_limbs(const std::array<std::uint64_t, kLimbs>& limbs) {
+    ExactSum s;
+    s.limbs_ = limbs;
+    return s;
+  }
+
  private:
   std::array<std::uint64_t, kLimbs> limbs_{};  // units of 2^-149, least significant limb first
 };

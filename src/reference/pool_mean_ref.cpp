@@ -3,7 +3,10 @@
 // each cell is divided once, by its real length (or by P for the uniform divisor). The
 // unsharded reference is the one-shard case. Exact sums make the result independent of the
 // sharding and of the order of any reduction.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,13 +17,8 @@
 namespace qexact {
 namespace {
 
-// One shard's contribution: the cells [first_cell, first_cell + cells) its rows fall in.
-struct PoolPartial {
-  std::int64_t first_cell = 0;
-  std::int64_t cells = 0;
-  std::vector<std::uint64_t> rows;  // per touched cell: how many of the shard's rows it holds
-  std::vector<ref::ExactSum> sums;  // [batch, cells, features]
-};
+static_assert(kPoolSumLimbs == ref::ExactSum::kLimbs, "a travelling sum is one ExactSum");
+
 
 struct PoolInput {
   std::int64_t batch = 0;
@@ -87,65 +85,152 @@ PoolInput read_shards(const std::vector<TensorView>& shards, const char* op) {
   return in;
 }
 
-PoolPartial shard_partial(const PoolInput& in, std::size_t shard, std::int64_t offset, std::int64_t pool) {
-  const std::int64_t length = in.lengths[shard];
-  const std::int64_t features = in.feature_count;
+// One shard's exact partial sums; `values` are its elements in C order (length rows).
+PoolPartial partial_of(const std::vector<float>& v, std::int64_t batch, std::int64_t features, std::int64_t length,
+                       std::int64_t offset, std::int64_t pool) {
   PoolPartial p;
   if (length == 0) return p;
   p.first_cell = offset / pool;
   p.cells = (offset + length - 1) / pool - p.first_cell + 1;
   p.rows.assign(static_cast<std::size_t>(p.cells), 0);
-  p.sums.assign(static_cast<std::size_t>(in.batch * p.cells * features), ref::ExactSum{});
-  const std::vector<float>& v = in.values[shard];
+  std::vector<ref::ExactSum> sums(static_cast<std::size_t>(batch * p.cells * features));
   for (std::int64_t s = 0; s < length; ++s) {
     const std::int64_t cell = (offset + s) / pool - p.first_cell;
     ++p.rows[static_cast<std::size_t>(cell)];
-    for (std::int64_t b = 0; b < in.batch; ++b)
+    for (std::int64_t b = 0; b < batch; ++b)
       for (std::int64_t f = 0; f < features; ++f)
-        p.sums[static_cast<std::size_t>((b * p.cells + cell) * features + f)].add(
+        sums[static_cast<std::size_t>((b * p.cells + cell) * features + f)].add(
             v[static_cast<std::size_t>((b * length + s) * features + f)]);
   }
+  p.sums.reserve(sums.size() * kPoolSumLimbs);
+  for (const ref::ExactSum& sum : sums) p.sums.insert(p.sums.end(), sum.limbs().begin(), sum.limbs().end());
   return p;
 }
 
-Tensor pooled_mean(const PoolInput& in, std::int64_t pool, DType out, PoolDivisor divisor) {
-  std::int64_t total_length = 0;
-  for (std::int64_t len : in.lengths) total_length += len;
-  const std::int64_t cells = (total_length + pool - 1) / pool;
-  const std::int64_t features = in.feature_count;
+ref::ExactSum sum_at(const PoolPartial& p, std::size_t index) {
+  std::array<std::uint64_t, ref::ExactSum::kLimbs> limbs{};
+  std::copy_n(p.sums.begin() + static_cast<std::ptrdiff_t>(index * kPoolSumLimbs), kPoolSumLimbs, limbs.begin());
+  return ref::ExactSum::from_limbs(limbs);
+}
 
-  std::vector<ref::ExactSum> sums(static_cast<std::size_t>(in.batch * cells * features));
-  std::vector<std::uint64_t> rows(static_cast<std::size_t>(cells), 0);
+Tensor pooled_mean(const PoolInput& in, std::int64_t pool, DType out, PoolDivisor divisor) {
+  std::vector<PoolPartial> partials;
   std::int64_t offset = 0;
-  for (std::size_t r = 0; r < in.lengths.size(); ++r) {  // rank order
-    const PoolPartial p = shard_partial(in, r, offset, pool);
-    for (std::int64_t c = 0; c < p.cells; ++c) {
-      const std::int64_t cell = p.first_cell + c;
-      rows[static_cast<std::size_t>(cell)] += p.rows[static_cast<std::size_t>(c)];
-      for (std::int64_t b = 0; b < in.batch; ++b)
-        for (std::int64_t f = 0; f < features; ++f)
-          sums[static_cast<std::size_t>((b * cells + cell) * features + f)].merge(
-              p.sums[static_cast<std::size_t>((b * p.cells + c) * features + f)]);
-    }
+  for (std::size_t r = 0; r < in.lengths.size(); ++r) {
+    partials.push_back(partial_of(in.values[r], in.batch, in.feature_count, in.lengths[r], offset, pool));
     offset += in.lengths[r];
   }
-
-  std::vector<float> means(sums.size());
-  for (std::int64_t b = 0; b < in.batch; ++b)
-    for (std::int64_t cell = 0; cell < cells; ++cell) {
-      const std::uint64_t n =
-          divisor == PoolDivisor::true_length ? rows[static_cast<std::size_t>(cell)] : static_cast<std::uint64_t>(pool);
-      for (std::int64_t f = 0; f < features; ++f) {
-        const auto i = static_cast<std::size_t>((b * cells + cell) * features + f);
-        means[i] = sums[i].mean(n, out);
-      }
-    }
-  Shape shape{in.batch, cells};
-  shape.insert(shape.end(), in.features.begin(), in.features.end());
-  return from_f32_vector(means, shape, out);
+  return pooled_combine(partials, in.batch, in.features, offset, pool, out, divisor);
 }
 
 }  // namespace
+
+PoolPartial pooled_partial(const TensorView& x, std::int64_t offset, std::int64_t pool) {
+  const char* op = "pooled_partial";
+  require_pool_arguments(pool, DType::f32, op);
+  if (offset < 0) fail(ErrorKind::bad_argument, std::string(op) + ": offset must be >= 0, got " + std::to_string(offset));
+  const PoolInput in = read_shards({x}, op);
+  return partial_of(in.values[0], in.batch, in.feature_count, in.lengths[0], offset, pool);
+}
+
+Tensor pooled_combine(const std::vector<PoolPartial>& partials, std::int64_t batch, const Shape& features,
+                      std::int64_t seq_length, std::int64_t pool, DType out, PoolDivisor divisor) {
+  const char* op = "pooled_combine";
+  require_pool_arguments(pool, out, op);
+  if (batch < 0 || seq_length < 0)
+    fail(ErrorKind::bad_argument, std::string(op) + ": batch and sequence length must be >= 0");
+  const std::int64_t feature_count = shape_numel(features);
+  const std::int64_t cells = (seq_length + pool - 1) / pool;
+
+  std::vector<ref::ExactSum> sums(static_cast<std::size_t>(batch * cells * feature_count));
+  std::vector<std::uint64_t> rows(static_cast<std::size_t>(cells), 0);
+  for (std::size_t r = 0; r < partials.size(); ++r) {  // rank order
+    const PoolPartial& p = partials[r];
+    const std::string where = std::string(op) + ": partial " + std::to_string(r) + ": ";
+    if (p.cells < 0 || p.first_cell < 0 || p.first_cell + p.cells > cells)
+      fail(ErrorKind::bad_argument, where + "cells [" + std::to_string(p.first_cell) + ", " +
+                                        std::to_string(p.first_cell + p.cells) + ") outside the " +
+                                        std::to_string(cells) + " cells of the sequence");
+    if (p.rows.size() != static_cast<std::size_t>(p.cells) ||
+        p.sums.size() != static_cast<std::size_t>(batch * p.cells * feature_count * kPoolSumLimbs))
+      fail(ErrorKind::bad_argument, where + "holds " + std::to_string(p.rows.size()) + " row counts and " +
+                                        std::to_string(p.sums.size()) + " limbs, not those of " +
+                                        std::to_string(p.cells) + " cells of batch " + std::to_string(batch) +
+                                        " x " + std::to_string(feature_count) + " features");
+    for (std::int64_t c = 0; c < p.cells; ++c) {
+      const std::int64_t cell = p.first_cell + c;
+      rows[static_cast<std::size_t>(cell)] += p.rows[static_cast<std::size_t>(c)];
+      for (std::int64_t b = 0; b < batch; ++b)
+        for (std::int64_t f = 0; f < feature_count; ++f)
+          sums[static_cast<std::size_t>((b * cells + cell) * feature_count + f)].merge(
+              sum_at(p, static_cast<std::size_t>((b * p.cells + c) * feature_count + f)));
+    }
+  }
+  for (std::int64_t cell = 0; cell < cells; ++cell) {
+    const auto expected = static_cast<std::uint64_t>(std::min(pool, seq_length - cell * pool));
+    if (rows[static_cast<std::size_t>(cell)] != expected)
+      fail(ErrorKind::bad_argument, std::string(op) + ": the partials hold " +
+                                        std::to_string(rows[static_cast<std::size_t>(cell)]) + " rows of cell " +
+                                        std::to_string(cell) + ", which has " + std::to_string(expected));
+  }
+
+  std::vector<float> means(sums.size());
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t cell = 0; cell < cells; ++cell) {
+      const std::uint64_t n =
+          divisor == PoolDivisor::true_length ? rows[static_cast<std::size_t>(cell)] : static_cast<std::uint64_t>(pool);
+      for (std::int64_t f = 0; f < feature_count; ++f) {
+        const auto i = static_cast<std::size_t>((b * cells + cell) * feature_count + f);
+        means[i] = sums[i].mean(n, out);
+      }
+    }
+  Shape shape{batch, cells};
+  shape.insert(shape.end(), features.begin(), features.end());
+  return from_f32_vector(means, shape, out);
+}
+
+namespace {
+
+void put_u64(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  std::uint8_t b[sizeof v];
+  std::memcpy(b, &v, sizeof v);
+  out.insert(out.end(), b, b + sizeof v);
+}
+
+}  // namespace
+
+// Layout: first_cell, cells, rows[cells], sums[...]: all uint64.
+std::vector<std::uint8_t> pool_partial_bytes(const PoolPartial& p) {
+  std::vector<std::uint8_t> out;
+  out.reserve((2 + p.rows.size() + p.sums.size()) * sizeof(std::uint64_t));
+  put_u64(out, static_cast<std::uint64_t>(p.first_cell));
+  put_u64(out, static_cast<std::uint64_t>(p.cells));
+  for (std::uint64_t r : p.rows) put_u64(out, r);
+  for (std::uint64_t s : p.sums) put_u64(out, s);
+  return out;
+}
+
+PoolPartial pool_partial_from_bytes(std::span<const std::uint8_t> bytes) {
+  constexpr std::size_t w = sizeof(std::uint64_t);
+  if (bytes.size() % w != 0 || bytes.size() < 2 * w)
+    fail(ErrorKind::bad_file, "a pool partial is a whole number (>= 2) of uint64 words, got " +
+                                  std::to_string(bytes.size()) + " bytes");
+  std::vector<std::uint64_t> words(bytes.size() / w);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  PoolPartial p;
+  p.first_cell = static_cast<std::int64_t>(words[0]);
+  p.cells = static_cast<std::int64_t>(words[1]);
+  if (p.first_cell < 0 || p.cells < 0 || static_cast<std::uint64_t>(p.cells) > words.size() - 2)
+    fail(ErrorKind::bad_file, "a pool partial's header (first cell " + std::to_string(p.first_cell) + ", cells " +
+                                  std::to_string(p.cells) + ") does not fit its " + std::to_string(words.size()) +
+                                  " words");
+  const auto cells = static_cast<std::size_t>(p.cells);
+  p.rows.assign(words.begin() + 2, words.begin() + 2 + static_cast<std::ptrdiff_t>(cells));
+  p.sums.assign(words.begin() + 2 + static_cast<std::ptrdiff_t>(cells), words.end());
+  if (p.sums.size() % kPoolSumLimbs != 0)
+    fail(ErrorKind::bad_file, "a pool partial's sums are not whole " + std::to_string(kPoolSumLimbs) + "-limb integers");
+  return p;
+}
 
 Tensor pooled_block_mean_sharded(const std::vector<TensorView>& shards, std::int64_t pool, DType out,
                                  PoolDivisor divisor) {

@@ -1,0 +1,519 @@
+#include "dist/collective_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+#include "dist/shard_quant.hpp"
+#include "dist/synthetic_tensor.hpp"
+#include "qexact/error.hpp"
+#include "qexact/int8_channel.hpp"
+#include "qexact/pool.hpp"
+
+namespace qexact::dist {
+namespace {
+
+constexpr std::size_t kListedBlocks = 8;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Timings {
+  double quantized = 0.0, bf16 = 0.0;
+};
+
+// Both paths alternate within each iteration, so drift in machine load affects them alike; each
+// iteration's time is the slowest rank's (a collective ends when its last rank does).
+Timings time_interleaved(const MpiSession& s, int iterations, const std::function<void()>& quantized,
+                         const std::function<void()>& bf16) {
+  std::vector<double> tq(static_cast<std::size_t>(iterations)), tb(static_cast<std::size_t>(iterations));
+  for (int it = 0; it < iterations; ++it) {
+    barrier(s);
+    double t = now_s();
+    quantized();
+    tq[static_cast<std::size_t>(it)] = now_s() - t;
+    barrier(s);
+    t = now_s();
+    bf16();
+    tb[static_cast<std::size_t>(it)] = now_s() - t;
+  }
+  all_reduce_max(s, tq);
+  all_reduce_max(s, tb);
+  return {median(tq), median(tb)};
+}
+
+Tensor tensor_from_bytes(DType dtype, const Shape& shape, const std::uint8_t* data, std::size_t available) {
+  Tensor t(dtype, shape);
+  if (t.nbytes() > available) throw std::logic_error("received " + std::to_string(available) + " bytes for a " +
+                                                     shape_str(shape) + " tensor");
+  std::memcpy(t.raw(), data, t.nbytes());
+  return t;
+}
+
+std::span<const std::uint8_t> span_of(const Tensor& t) {
+  return {static_cast<const std::uint8_t*>(t.raw()), t.nbytes()};
+}
+
+std::vector<std::int64_t> shard_boundaries(std::int64_t shard_length, int world) {
+  std::vector<std::int64_t> b;
+  for (int r = 1; r < world; ++r) b.push_back(r * shard_length);
+  return b;
+}
+
+// What every run prepares: the full tensor, and this rank's contiguous shard of it.
+struct Prepared {
+  const PlanTensor* plan = nullptr;
+  Tensor full;
+  Tensor local;
+  std::int64_t shard_length = 0;
+  std::int64_t offset = 0;
+};
+
+void fill_drift(TensorReport& r, const Drift& d) {
+  r.payload_bytes_total = d.payload_bytes;
+  r.payload_bytes_differing = d.payload_differing;
+  r.scale_bytes_total = d.scale_bytes;
+  r.scale_bytes_differing = d.scale_differing;
+  r.differing_blocks = static_cast<std::int64_t>(d.differing_blocks.size());
+  r.straddling_blocks = d.straddling_blocks;
+  r.first_differing_blocks.assign(d.differing_blocks.begin(),
+                                  d.differing_blocks.begin() +
+                                      static_cast<std::ptrdiff_t>(std::min(kListedBlocks, d.differing_blocks.size())));
+}
+
+// The gathered tensor from world equal chunks of `local`'s shape, joined along `axis`.
+Tensor join_chunks(const std::vector<std::uint8_t>& recv, const Tensor& local, int axis, int world) {
+  std::vector<Tensor> parts;
+  std::vector<TensorView> views;
+  for (int r = 0; r < world; ++r)
+    parts.push_back(tensor_from_bytes(local.dtype(), local.shape(), recv.data() + r * local.nbytes(), local.nbytes()));
+  for (const Tensor& p : parts) views.push_back(p.view());
+  return concat(views, axis);
+}
+
+void require_same(const Tensor& a, const Tensor& b, const std::string& what) {
+  if (a.shape() != b.shape() || a.nbytes() != b.nbytes() || std::memcmp(a.raw(), b.raw(), a.nbytes()) != 0)
+    throw std::logic_error(what + ": the bf16 collective did not deliver the expected tensor");
+}
+
+// ---- all_gather, shard-local scales ----
+TensorReport run_all_gather_local(const MpiSession& s, const Prepared& p, const CollectiveOptions& o) {
+  const PlanTensor& t = *p.plan;
+  const Contract c = t.contract();
+  const Shape& full = t.shape;
+  const int world = s.world();
+  std::vector<std::int64_t> scale_counts;
+  std::vector<PieceGeometry> geometry;
+  for (int r = 0; r < world; ++r) {
+    geometry.push_back(piece_geometry(c, full, t.axis, r * p.shard_length, p.shard_length));
+    scale_counts.push_back(shape_numel(geometry.back().scale) *
+                           static_cast<std::int64_t>(c.family == Family::mx ? 1 : (c.scale_store == ScaleStore::f16 ? 2 : 4)));
+  }
+
+  QuantPiece mine;
+  std::vector<std::uint8_t> payload_recv, scale_recv, bf16_recv(p.local.nbytes() * static_cast<std::size_t>(world));
+  const Timings tm = time_interleaved(
+      s, o.iterations,
+      [&] {
+        mine = quantize_on_global_grid(c, full, p.local.view(), t.axis, p.offset, o.run);
+        payload_recv.resize(mine.payload.nbytes() * static_cast<std::size_t>(world));
+        all_gather_equal(s, mine.payload.raw(), mine.payload.nbytes(), payload_recv.data());
+        all_gather_v_known(s, span_of(mine.scale), scale_counts, scale_recv);
+      },
+      [&] { all_gather_equal(s, p.local.raw(), p.local.nbytes(), bf16_recv.data()); });
+
+  std::vector<QuantPiece> pieces;
+  std::size_t scale_at = 0;
+  for (int r = 0; r < world; ++r) {
+    const PieceGeometry& g = geometry[static_cast<std::size_t>(r)];
+    QuantPiece piece;
+    piece.payload = tensor_from_bytes(mine.payload.dtype(), g.payload, payload_recv.data() + r * mine.payload.nbytes(),
+                                      mine.payload.nbytes());
+    piece.scale = tensor_from_bytes(mine.scale.dtype(), g.scale, scale_recv.data() + scale_at,
+                                    scale_recv.size() - scale_at);
+    piece.scale_first = g.scale_first;
+    scale_at += static_cast<std::size_t>(scale_counts[static_cast<std::size_t>(r)]);
+    pieces.push_back(std::move(piece));
+  }
+  const QuantResult got = assemble_pieces(c, full, t.axis, pieces);
+  const Tensor gathered = join_chunks(bf16_recv, p.local, t.axis, world);
+  require_same(gathered, p.full, t.name);
+  const QuantResult want = quantize(c, gathered.view(), o.run);
+
+  TensorReport r;
+  fill_drift(r, compare_quantized(got, want, contract_blocks(c, full, t.axis, shard_boundaries(p.shard_length, world))));
+  r.payload_bytes_sent = static_cast<std::int64_t>(mine.payload.nbytes());
+  r.scale_bytes_sent = static_cast<std::int64_t>(mine.scale.nbytes());
+  r.bytes_bf16 = static_cast<std::int64_t>(p.local.nbytes());
+  r.time_quantized_s = tm.quantized;
+  r.time_bf16_s = tm.bf16;
+  return r;
+}
+
+// ---- all_gather, global per-(head, channel) scale ----
+TensorReport run_all_gather_global(const MpiSession& s, const Prepared& p, const CollectiveOptions& o) {
+  const PlanTensor& t = *p.plan;
+  const int world = s.world();
+  const std::int64_t heads = t.shape[2], dim = t.shape[3];
+  QuantResult mine;
+  std::vector<std::uint8_t> payload_recv, bf16_recv(p.local.nbytes() * static_cast<std::size_t>(world));
+  const Timings tm = time_interleaved(
+      s, o.iterations,
+      [&] {
+        const Tensor local_amax = int8_channel_abs_max(p.local.view());
+        std::vector<float> amax(local_amax.data<float>(), local_amax.data<float>() + local_amax.numel());
+        all_reduce_max(s, amax);
+        mine = quantize_int8_channel(p.local.view(), from_f32_vector(amax, {heads, dim}, DType::f32).view());
+        payload_recv.resize(mine.payload.nbytes() * static_cast<std::size_t>(world));
+        all_gather_equal(s, mine.payload.raw(), mine.payload.nbytes(), payload_recv.data());
+      },
+      [&] { all_gather_equal(s, p.local.raw(), p.local.nbytes(), bf16_recv.data()); });
+
+  QuantResult got;
+  got.payload = join_chunks(payload_recv, mine.payload, t.axis, world);
+  got.scale = std::move(mine.scale);
+  const Tensor gathered = join_chunks(bf16_recv, p.local, t.axis, world);
+  require_same(gathered, p.full, t.name);
+  const QuantResult want = quantize_int8_channel(gathered.view(), int8_channel_abs_max(gathered.view()).view());
+
+  // A channel's domain spans every shard: it never "straddles" in the block sense, so any
+  // drift here is a defect of the reduction, reported as such.
+  BlockMap blocks;
+  blocks.block_of_payload_byte = [=](std::int64_t flat) { return flat % (heads * dim); };
+  blocks.block_of_scale_byte = [](std::int64_t byte) { return byte / 4; };
+  blocks.straddles = [](std::int64_t) { return false; };
+  TensorReport r;
+  fill_drift(r, compare_quantized(got, want, blocks));
+  r.payload_bytes_sent = static_cast<std::int64_t>(mine.payload.nbytes());
+  r.scale_bytes_sent = heads * dim * 4;
+  r.extra_collective = "all_reduce(MAX) of the (N, D) fp32 amax";
+  r.bytes_bf16 = static_cast<std::int64_t>(p.local.nbytes());
+  r.time_quantized_s = tm.quantized;
+  r.time_bf16_s = tm.bf16;
+  return r;
+}
+
+// Chunk j of t along `axis` (world equal chunks), as bytes.
+std::vector<std::uint8_t> chunk_bytes(const Tensor& t, int axis, int world, int j) {
+  const std::int64_t h = t.shape()[static_cast<std::size_t>(axis)] / world;
+  return slice_bytes(t, axis, j * h, h);
+}
+
+// ---- all_to_all (Ulysses: sharded on `axis` before, on `to_axis` after) ----
+TensorReport run_all_to_all(const MpiSession& s, const Prepared& p, const CollectiveOptions& o) {
+  const PlanTensor& t = *p.plan;
+  const int world = s.world();
+  const int rank = s.rank();
+  Shape head_shape = t.shape;  // the tensor this rank holds afterwards, in full along `axis`
+  head_shape[static_cast<std::size_t>(t.to_axis)] /= world;
+  const Tensor expected = slice_copy(p.full, t.to_axis, rank * head_shape[static_cast<std::size_t>(t.to_axis)],
+                                    head_shape[static_cast<std::size_t>(t.to_axis)]);
+
+  std::vector<std::uint8_t> bf16_recv(p.local.nbytes());
+  auto bf16_op = [&] {
+    std::vector<std::uint8_t> send;
+    send.reserve(p.local.nbytes());
+    for (int j = 0; j < world; ++j) {
+      const auto b = chunk_bytes(p.local, t.to_axis, world, j);
+      send.insert(send.end(), b.begin(), b.end());
+    }
+    all_to_all_equal(s, send.data(), send.size() / static_cast<std::size_t>(world), bf16_recv.data());
+  };
+  Tensor head_chunk_shape_tensor;  // shape of one received bf16 chunk
+  {
+    Shape chunk = p.local.shape();
+    chunk[static_cast<std::size_t>(t.to_axis)] /= world;
+    head_chunk_shape_tensor = Tensor(p.local.dtype(), chunk);
+  }
+
+  TensorReport r;
+  r.bytes_bf16 = static_cast<std::int64_t>(p.local.nbytes());
+  if (!t.quantized()) {
+    const Timings tm = time_interleaved(s, o.iterations, bf16_op, [] {});
+    const Tensor got = join_chunks(bf16_recv, head_chunk_shape_tensor, t.axis, world);
+    QuantResult g{got, Tensor(DType::u8, {0}), ""}, w{expected, Tensor(DType::u8, {0}), ""};
+    BlockMap none{[](std::int64_t) { return std::int64_t{0}; }, [](std::int64_t) { return std::int64_t{0}; },
+                  [](std::int64_t) { return false; }};
+    fill_drift(r, compare_quantized(g, w, none));
+    r.payload_bytes_sent = r.bytes_bf16;
+    r.time_quantized_s = r.time_bf16_s = tm.quantized;
+    return r;
+  }
+
+  const Contract c = t.contract();
+  const ScaleAxis after = scale_axis_along(c, t.shape, t.to_axis);
+  QuantPiece mine;
+  std::vector<std::vector<std::uint8_t>> recv;
+  std::int64_t payload_sent = 0, scale_sent = 0;
+  const Timings tm = time_interleaved(
+      s, o.iterations,
+      [&] {
+        mine = quantize_on_global_grid(c, t.shape, p.local.view(), t.axis, p.offset, o.run);
+        std::vector<std::vector<std::uint8_t>> send(static_cast<std::size_t>(world));
+        payload_sent = scale_sent = 0;
+        for (int j = 0; j < world; ++j) {
+          auto& buf = send[static_cast<std::size_t>(j)];
+          buf = chunk_bytes(mine.payload, t.to_axis, world, j);
+          const auto sc = chunk_bytes(mine.scale, after.scale_axis, world, j);
+          payload_sent += static_cast<std::int64_t>(buf.size());
+          scale_sent += static_cast<std::int64_t>(sc.size());
+          buf.insert(buf.end(), sc.begin(), sc.end());
+        }
+        recv = all_to_all_v(s, send);
+      },
+      bf16_op);
+
+  std::vector<QuantPiece> pieces;
+  for (int i = 0; i < world; ++i) {
+    const PieceGeometry g = piece_geometry(c, head_shape, t.axis, i * p.shard_length, p.shard_length);
+    const auto& buf = recv[static_cast<std::size_t>(i)];
+    QuantPiece piece;
+    piece.payload = tensor_from_bytes(mine.payload.dtype(), g.payload, buf.data(), buf.size());
+    const std::size_t at = piece.payload.nbytes();
+    piece.scale = tensor_from_bytes(mine.scale.dtype(), g.scale, buf.data() + at, buf.size() - at);
+    if (at + piece.scale.nbytes() != buf.size())
+      throw std::logic_error("rank " + std::to_string(i) + " sent " + std::to_string(buf.size()) +
+                             " bytes, not a payload and scale piece");
+    piece.scale_first = g.scale_first;
+    pieces.push_back(std::move(piece));
+  }
+  const QuantResult got = assemble_pieces(c, head_shape, t.axis, pieces);
+  const Tensor head = join_chunks(bf16_recv, head_chunk_shape_tensor, t.axis, world);
+  require_same(head, expected, t.name);
+  const QuantResult want = quantize(c, head.view(), o.run);
+  fill_drift(r, compare_quantized(got, want, contract_blocks(c, head_shape, t.axis, shard_boundaries(p.shard_length, world))));
+  r.payload_bytes_sent = payload_sent;
+  r.scale_bytes_sent = scale_sent;
+  r.time_quantized_s = tm.quantized;
+  r.time_bf16_s = tm.bf16;
+  return r;
+}
+
+// ---- all_gather of an unquantized tensor ----
+TensorReport run_all_gather_plain(const MpiSession& s, const Prepared& p, const CollectiveOptions& o) {
+  const int world = s.world();
+  std::vector<std::uint8_t> recv(p.local.nbytes() * static_cast<std::size_t>(world));
+  const Timings tm = time_interleaved(
+      s, o.iterations, [&] { all_gather_equal(s, p.local.raw(), p.local.nbytes(), recv.data()); }, [] {});
+  const Tensor got = join_chunks(recv, p.local, p.plan->axis, world);
+  TensorReport r;
+  QuantResult g{got, Tensor(DType::u8, {0}), ""}, w{p.full, Tensor(DType::u8, {0}), ""};
+  BlockMap none{[](std::int64_t) { return std::int64_t{0}; }, [](std::int64_t) { return std::int64_t{0}; },
+                [](std::int64_t) { return false; }};
+  fill_drift(r, compare_quantized(g, w, none));
+  r.bytes_bf16 = r.payload_bytes_sent = static_cast<std::int64_t>(p.local.nbytes());
+  r.time_quantized_s = r.time_bf16_s = tm.quantized;
+  return r;
+}
+
+// ---- pool_mean: the side channel ----
+TensorReport run_pool_mean(const MpiSession& s, const Prepared& p, const CollectiveOptions& o) {
+  const PlanTensor& t = *p.plan;
+  const int world = s.world();
+  const std::int64_t batch = t.shape[0], seq = t.shape[1];
+  const Shape features(t.shape.begin() + 2, t.shape.end());
+
+  const std::vector<std::uint8_t> my_bytes = pool_partial_bytes(pooled_partial(p.local.view(), p.offset, t.pool));
+  std::vector<std::int64_t> counts;
+  all_gather_v(s, my_bytes, &counts);  // the partials' sizes, learnt once, outside the timing
+
+  auto combine = [&](const std::vector<std::uint8_t>& all, PoolDivisor divisor) {
+    std::vector<PoolPartial> partials;
+    std::size_t at = 0;
+    for (std::int64_t n : counts) {
+      partials.push_back(pool_partial_from_bytes({all.data() + at, static_cast<std::size_t>(n)}));
+      at += static_cast<std::size_t>(n);
+    }
+    return pooled_combine(partials, batch, features, seq, t.pool, t.dtype, divisor);
+  };
+  std::vector<std::uint8_t> all, bf16_recv(p.local.nbytes() * static_cast<std::size_t>(world));
+  Tensor got;
+  const Timings tm = time_interleaved(
+      s, o.iterations,
+      [&] {
+        const std::vector<std::uint8_t> bytes = pool_partial_bytes(pooled_partial(p.local.view(), p.offset, t.pool));
+        all_gather_v_known(s, bytes, counts, all);
+        got = combine(all, PoolDivisor::true_length);
+      },
+      [&] {
+        all_gather_equal(s, p.local.raw(), p.local.nbytes(), bf16_recv.data());
+        pooled_block_mean(join_chunks(bf16_recv, p.local, 1, world).view(), t.pool, t.dtype, o.run);
+      });
+  const Tensor want = pooled_block_mean(p.full.view(), t.pool, t.dtype, o.run);
+  const Tensor uniform = combine(all, PoolDivisor::uniform);
+
+  const std::int64_t cells = want.shape()[1];
+  const std::int64_t per_cell = shape_numel(features);
+  const auto esize = static_cast<std::int64_t>(dtype_size(t.dtype));
+  const std::vector<std::int64_t> boundaries = shard_boundaries(p.shard_length, world);
+  BlockMap blocks;
+  blocks.block_of_payload_byte = [=](std::int64_t byte) { return (byte / esize / per_cell) % cells; };
+  blocks.block_of_scale_byte = [](std::int64_t) { return std::int64_t{0}; };
+  blocks.straddles = [=](std::int64_t cell) {
+    const std::int64_t lo = cell * t.pool, hi = std::min(seq, lo + t.pool);
+    for (std::int64_t b : boundaries)
+      if (lo < b && b < hi) return true;
+    return false;
+  };
+  TensorReport r;
+  fill_drift(r, compare_quantized({got, Tensor(DType::u8, {0}), ""}, {want, Tensor(DType::u8, {0}), ""}, blocks));
+  const Drift u = compare_quantized({uniform, Tensor(DType::u8, {0}), ""}, {want, Tensor(DType::u8, {0}), ""}, blocks);
+  r.tail_cell = seq % t.pool != 0 ? cells - 1 : -1;
+  r.uniform_cells_differing = static_cast<std::int64_t>(u.differing_blocks.size());
+  r.uniform_differs_on_tail_only =
+      std::all_of(u.differing_blocks.begin(), u.differing_blocks.end(), [&](std::int64_t c) { return c == r.tail_cell; });
+  r.payload_bytes_sent = static_cast<std::int64_t>(my_bytes.size());
+  r.bytes_bf16 = static_cast<std::int64_t>(p.local.nbytes());
+  r.time_quantized_s = tm.quantized;
+  r.time_bf16_s = tm.bf16;
+  return r;
+}
+
+// Makes the per-rank parts of a report the same on every rank.
+void reduce_across_ranks(const MpiSession& s, TensorReport& r, bool sum_drift) {
+  std::vector<std::int64_t> drift{r.payload_bytes_total,  r.payload_bytes_differing, r.scale_bytes_total,
+                                  r.scale_bytes_differing, r.differing_blocks,        r.straddling_blocks,
+                                  r.uniform_cells_differing};
+  if (sum_drift)
+    all_reduce_sum(s, drift);
+  else
+    all_reduce_max(s, drift);
+  r.payload_bytes_total = drift[0];
+  r.payload_bytes_differing = drift[1];
+  r.scale_bytes_total = drift[2];
+  r.scale_bytes_differing = drift[3];
+  r.differing_blocks = drift[4];
+  r.straddling_blocks = drift[5];
+  r.uniform_cells_differing = drift[6];
+
+  std::vector<std::int64_t> maxima{r.bytes_bf16, r.payload_bytes_sent, r.scale_bytes_sent,
+                                   r.payload_bytes_sent + r.scale_bytes_sent,
+                                   r.uniform_differs_on_tail_only ? 0 : 1};
+  all_reduce_max(s, maxima);
+  r.bytes_bf16 = maxima[0];
+  r.payload_bytes_sent = maxima[1];
+  r.scale_bytes_sent = maxima[2];
+  r.bytes_sent = maxima[3];
+  r.uniform_differs_on_tail_only = maxima[4] == 0;
+  r.exact_observed = r.payload_bytes_differing == 0 && r.scale_bytes_differing == 0;
+  r.all_drift_at_boundaries = r.differing_blocks == r.straddling_blocks;
+}
+
+std::string joined_fingerprints(const CollectivePlan& plan) {
+  std::string out;
+  for (const PlanTensor& t : plan.tensors) out += t.name + ": " + t.fingerprint() + "\n";
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+// Every rank's view of the plan against rank 0's, before any data moves.
+void require_same_plan_everywhere(const MpiSession& s, const CollectivePlan& plan) {
+  const std::string mine = joined_fingerprints(plan);
+  std::vector<std::int64_t> counts;
+  const std::vector<std::uint8_t> all =
+      all_gather_v(s, {reinterpret_cast<const std::uint8_t*>(mine.data()), mine.size()}, &counts);
+  std::vector<std::string> views;
+  std::size_t at = 0;
+  for (std::int64_t n : counts) {
+    views.emplace_back(reinterpret_cast<const char*>(all.data()) + at, static_cast<std::size_t>(n));
+    at += static_cast<std::size_t>(n);
+  }
+  const std::vector<std::string> first = lines_of(views[0]);
+  for (std::size_t r = 1; r < views.size(); ++r) {
+    if (views[r] == views[0]) continue;
+    const std::vector<std::string> other = lines_of(views[r]);
+    std::size_t i = 0;
+    while (i < first.size() && i < other.size() && first[i] == other[i]) ++i;
+    const std::string a = i < first.size() ? first[i] : "(no such tensor)";
+    const std::string b = i < other.size() ? other[i] : "(no such tensor)";
+    fail(ErrorKind::bad_argument, "the ranks disagree on the plan: rank 0 has " + a + "; rank " + std::to_string(r) +
+                                      " has " + b + " (every rank must shard the same tensors the same way)");
+  }
+}
+
+}  // namespace
+
+std::vector<TensorReport> run_collective_plan(const MpiSession& s, const std::string& plan_path,
+                                              const CollectiveOptions& o) {
+  CollectivePlan plan;
+  agree_on(s, [&] {
+    if (o.iterations < 1) fail(ErrorKind::bad_argument, "--iterations must be >= 1");
+    if (o.fail_rank >= s.world())
+      fail(ErrorKind::bad_argument, "--fail-rank " + std::to_string(o.fail_rank) + " is not a rank of a world of " +
+                                        std::to_string(s.world()));
+    if (s.rank() == o.fail_rank)
+      fail(ErrorKind::bad_argument, "failure injected while preparing (--fail-rank, a test hook)");
+    plan = read_collective_plan(plan_path);
+  });
+  agree_on(s, [&] { require_same_plan_everywhere(s, plan); });
+  agree_on(s, [&] { check_for_world(plan, s.world()); });
+
+  std::vector<Prepared> prepared(plan.tensors.size());
+  agree_on(s, [&] {
+    for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+      const PlanTensor& t = plan.tensors[i];
+      Prepared& p = prepared[i];
+      p.plan = &t;
+      p.full = synthetic_tensor(t.shape, t.dtype, o.seed, t.name);
+      p.shard_length = t.shape[static_cast<std::size_t>(t.axis)] / s.world();
+      p.offset = s.rank() * p.shard_length;
+      p.local = slice_copy(p.full, t.axis, p.offset, p.shard_length);
+    }
+  });
+
+  std::vector<TensorReport> reports;
+  for (const Prepared& p : prepared) {
+    const PlanTensor& t = *p.plan;
+    TensorReport r;
+    or_abort(s, [&] {
+      bool sum_drift = false;
+      switch (t.collective) {
+        case CollectiveKind::all_gather:
+          r = !t.quantized()                 ? run_all_gather_plain(s, p, o)
+              : t.scale == ScaleScope::global ? run_all_gather_global(s, p, o)
+                                              : run_all_gather_local(s, p, o);
+          break;
+        case CollectiveKind::all_to_all:
+          r = run_all_to_all(s, p, o);
+          sum_drift = true;
+          break;
+        case CollectiveKind::pool_mean:
+          r = run_pool_mean(s, p, o);
+          break;
+      }
+      reduce_across_ranks(s, r, sum_drift);
+    });
+    r.name = t.name;
+    r.collective = collective_name(t.collective);
+    r.quantize = t.quantize;
+    r.scale = t.scale == ScaleScope::global ? "global" : "local";
+    r.shape = t.shape;
+    r.dtype = t.dtype;
+    r.axis = t.axis;
+    r.to_axis = t.to_axis;
+    r.pool = t.pool;
+    reports.push_back(std::move(r));
+  }
+  return reports;
+}
+
+}  // namespace qexact::dist

@@ -1,0 +1,277 @@
+#include "dist/shard_quant.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "qexact/error.hpp"
+
+namespace qexact::dist {
+namespace {
+
+std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
+  std::int64_t p = 1;
+  for (std::size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Scale-tensor elements per payload byte's row group, for the families whose scales run along
+// the last axis: the scale element of payload byte `flat`.
+std::int64_t row_family_scale_element(const Contract& c, const Shape& full, std::int64_t flat) {
+  const std::int64_t k = full.back();
+  switch (c.family) {
+    case Family::mx: {
+      const bool packed = c.element == ElemFormat::e2m1;
+      const std::int64_t row_bytes = packed ? ceil_div(k, 2) : k;
+      const std::int64_t row = flat / row_bytes;
+      const std::int64_t element = (flat % row_bytes) * (packed ? 2 : 1);
+      const std::int64_t groups = ceil_div(k, c.block);
+      const std::int64_t per_row = c.layout == ScaleLayout::pairs ? 2 * ceil_div(groups, 2) : groups;
+      return row * per_row + element / c.block;
+    }
+    case Family::int8_token:
+      return flat / k;
+    case Family::int8_group:
+      return flat / c.group;
+    default:
+      throw std::logic_error("row_family_scale_element: not a row family");
+  }
+}
+
+}  // namespace
+
+ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
+  const int rank = static_cast<int>(x.size());
+  const std::string who = c.preset.empty() ? family_name(c.family) : c.preset;
+  auto refuse = [&](const std::string& why) -> ScaleAxis {
+    fail(ErrorKind::bad_argument, "cannot shard axis " + std::to_string(axis) + " of " + shape_str(x) + " for " + who +
+                                      ": " + why);
+  };
+  switch (c.family) {
+    case Family::mx:
+      if (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled)
+        return refuse("its scale layout pads or tiles the scales of the whole tensor, so a shard's scales are not a slice of them");
+      [[fallthrough]];
+    case Family::int8_token:
+    case Family::int8_group:
+      payload_shape(c, x);  // rank and tail checks
+      if (axis == rank - 1) return refuse("its scale groups run along the last axis, which sharding would cut");
+      return {axis, 1};
+    case Family::int8_block:
+      payload_shape(c, x);
+      switch (axis) {
+        case 0: return {0, 1};
+        case 1: return {2, c.token_block};
+        case 2: return {1, 1};
+        default: return refuse("a block spans all D channels of its tokens");
+      }
+    case Family::hif4:
+      return refuse("hif4 has no quantize");
+  }
+  return refuse("unknown family");
+}
+
+TensorView slice_view(const TensorView& v, int axis, std::int64_t start, std::int64_t length) {
+  TensorView s = v;
+  const auto a = static_cast<std::size_t>(axis);
+  if (start < 0 || length < 0 || start + length > v.shape[a])
+    throw std::logic_error("slice_view: [" + std::to_string(start) + ", " + std::to_string(start + length) +
+                           ") outside axis of length " + std::to_string(v.shape[a]));
+  s.shape[a] = length;
+  s.data = static_cast<const std::uint8_t*>(v.data) +
+           start * v.strides[a] * static_cast<std::int64_t>(dtype_size(v.dtype));
+  return s;
+}
+
+std::vector<std::uint8_t> slice_bytes(const Tensor& t, int axis, std::int64_t start, std::int64_t length) {
+  const auto a = static_cast<std::size_t>(axis);
+  const Shape& shape = t.shape();
+  if (start < 0 || length < 0 || start + length > shape[a])
+    throw std::logic_error("slice_bytes: [" + std::to_string(start) + ", " + std::to_string(start + length) +
+                           ") outside axis of length " + std::to_string(shape[a]));
+  const std::int64_t outer = product(shape, 0, a);
+  const std::int64_t row = product(shape, a + 1, shape.size()) * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(outer * length * row));
+  const auto* src = static_cast<const std::uint8_t*>(t.raw());
+  for (std::int64_t o = 0; o < outer; ++o)
+    std::memcpy(out.data() + o * length * row, src + (o * shape[a] + start) * row, static_cast<std::size_t>(length * row));
+  return out;
+}
+
+Tensor slice_copy(const Tensor& t, int axis, std::int64_t start, std::int64_t length) {
+  Shape shape = t.shape();
+  shape[static_cast<std::size_t>(axis)] = length;
+  Tensor out(t.dtype(), shape);
+  const std::vector<std::uint8_t> bytes = slice_bytes(t, axis, start, length);
+  std::memcpy(out.raw(), bytes.data(), bytes.size());
+  return out;
+}
+
+Tensor concat(const std::vector<TensorView>& parts, int axis) {
+  if (parts.empty()) throw std::logic_error("concat of nothing");
+  const auto a = static_cast<std::size_t>(axis);
+  Shape shape = parts[0].shape;
+  shape[a] = 0;
+  for (const TensorView& p : parts) {
+    Shape other = p.shape;
+    other[a] = 0;
+    Shape mine = shape;
+    mine[a] = 0;
+    if (p.dtype != parts[0].dtype || other != mine)
+      throw std::logic_error("concat: part " + shape_str(p.shape) + " does not fit " + shape_str(parts[0].shape));
+    shape[a] += p.shape[a];
+  }
+  Tensor out(parts[0].dtype, shape);
+  const std::int64_t outer = product(shape, 0, a);
+  const auto esize = static_cast<std::int64_t>(dtype_size(out.dtype()));
+  auto* dst = static_cast<std::uint8_t*>(out.raw());
+  std::vector<Tensor> copies;
+  for (const TensorView& p : parts) copies.push_back(contiguous_copy(p));
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (const Tensor& t : copies) {
+      const std::int64_t chunk = product(t.shape(), a, t.shape().size()) * esize;
+      std::memcpy(dst, static_cast<const std::uint8_t*>(t.raw()) + o * chunk, static_cast<std::size_t>(chunk));
+      dst += chunk;
+    }
+  return out;
+}
+
+PieceGeometry piece_geometry(const Contract& c, const Shape& full, int axis, std::int64_t offset, std::int64_t length) {
+  const ScaleAxis sa = scale_axis_along(c, full, axis);
+  Shape local = full;
+  local[static_cast<std::size_t>(axis)] = length;
+  PieceGeometry g;
+  g.payload = payload_shape(c, local);
+  g.scale = scale_shape(c, local);
+  const std::int64_t e = sa.elements_per_scale;
+  g.scale_first = offset / e;
+  g.scale[static_cast<std::size_t>(sa.scale_axis)] = length == 0 ? 0 : ceil_div(offset + length, e) - offset / e;
+  return g;
+}
+
+QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const TensorView& local, int axis,
+                                   std::int64_t offset, const RunOptions& o) {
+  const ScaleAxis sa = scale_axis_along(c, full, axis);
+  const std::int64_t length = local.shape[static_cast<std::size_t>(axis)];
+  const std::int64_t e = sa.elements_per_scale;
+  const std::int64_t head = std::min(length, (e - offset % e) % e);  // rows before the first global domain edge
+
+  QuantPiece piece;
+  piece.scale_first = offset / e;
+  if (head == 0 || head == length) {
+    QuantResult r = quantize(c, local, o);
+    piece.payload = std::move(r.payload);
+    piece.scale = std::move(r.scale);
+  } else {
+    const QuantResult first = quantize(c, slice_view(local, axis, 0, head), o);
+    const QuantResult rest = quantize(c, slice_view(local, axis, head, length - head), o);
+    piece.payload = concat({first.payload.view(), rest.payload.view()}, axis);
+    piece.scale = concat({first.scale.view(), rest.scale.view()}, sa.scale_axis);
+  }
+  const PieceGeometry g = piece_geometry(c, full, axis, offset, length);
+  if (piece.payload.shape() != g.payload || piece.scale.shape() != g.scale)
+    throw std::logic_error("quantize_on_global_grid: piece shapes " + shape_str(piece.payload.shape()) + " / " +
+                           shape_str(piece.scale.shape()) + " differ from the geometry " + shape_str(g.payload) +
+                           " / " + shape_str(g.scale));
+  return piece;
+}
+
+QuantResult assemble_pieces(const Contract& c, const Shape& full, int axis, const std::vector<QuantPiece>& pieces) {
+  const ScaleAxis sa = scale_axis_along(c, full, axis);
+  std::vector<TensorView> payloads;
+  for (const QuantPiece& p : pieces) payloads.push_back(p.payload.view());
+  QuantResult r;
+  r.payload = concat(payloads, axis);
+  r.path = "assembled";
+
+  const Shape ss = scale_shape(c, full);
+  r.scale = Tensor(pieces.at(0).scale.dtype(), ss);
+  const auto a = static_cast<std::size_t>(sa.scale_axis);
+  const std::int64_t outer = product(ss, 0, a);
+  const std::int64_t inner_bytes = product(ss, a + 1, ss.size()) * static_cast<std::int64_t>(dtype_size(r.scale.dtype()));
+  std::vector<bool> filled(static_cast<std::size_t>(ss[a]), false);
+  auto* dst = static_cast<std::uint8_t*>(r.scale.raw());
+  for (const QuantPiece& p : pieces) {
+    const std::int64_t n = p.scale.shape()[a];
+    const auto* src = static_cast<const std::uint8_t*>(p.scale.raw());
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t g = p.scale_first + j;
+      if (g >= ss[a]) throw std::logic_error("assemble_pieces: a piece's scale index lies past the full tensor");
+      if (filled[static_cast<std::size_t>(g)]) continue;
+      filled[static_cast<std::size_t>(g)] = true;
+      for (std::int64_t o = 0; o < outer; ++o)
+        std::memcpy(dst + (o * ss[a] + g) * inner_bytes, src + (o * n + j) * inner_bytes,
+                    static_cast<std::size_t>(inner_bytes));
+    }
+  }
+  if (std::find(filled.begin(), filled.end(), false) != filled.end())
+    throw std::logic_error("assemble_pieces: the pieces do not cover every scale index");
+  return r;
+}
+
+BlockMap contract_blocks(const Contract& c, const Shape& full, int axis, std::vector<std::int64_t> boundaries) {
+  const ScaleAxis sa = scale_axis_along(c, full, axis);
+  const Shape ss = scale_shape(c, full);
+  const auto a = static_cast<std::size_t>(sa.scale_axis);
+  const std::int64_t inner = product(ss, a + 1, ss.size());
+  const std::int64_t scale_esize = c.family == Family::mx ? 1 : (c.scale_store == ScaleStore::f16 ? 2 : 4);
+  const std::int64_t length = full[static_cast<std::size_t>(axis)];
+  BlockMap m;
+  if (c.family == Family::int8_block) {
+    const std::int64_t seq = full[1], heads = full[2], dim = full[3], blocks = ss[2];
+    const std::int64_t tb = c.token_block;
+    m.block_of_payload_byte = [=](std::int64_t flat) {
+      const std::int64_t n = (flat / dim) % heads;
+      const std::int64_t s = (flat / (dim * heads)) % seq;
+      const std::int64_t b = flat / (dim * heads * seq);
+      return (b * heads + n) * blocks + s / tb;
+    };
+  } else {
+    m.block_of_payload_byte = [=](std::int64_t flat) { return row_family_scale_element(c, full, flat); };
+  }
+  m.block_of_scale_byte = [=](std::int64_t byte) { return byte / scale_esize; };
+  const std::int64_t e = sa.elements_per_scale;
+  m.straddles = [=](std::int64_t block) {
+    const std::int64_t index = (block / inner) % ss[a];
+    const std::int64_t lo = index * e, hi = std::min(length, lo + e);
+    for (std::int64_t p : boundaries)
+      if (lo < p && p < hi) return true;
+    return false;
+  };
+  return m;
+}
+
+Drift compare_quantized(const QuantResult& got, const QuantResult& want, const BlockMap& blocks) {
+  auto check_same_form = [](const Tensor& g, const Tensor& w, const char* what) {
+    if (g.dtype() != w.dtype() || g.shape() != w.shape())
+      throw std::logic_error(std::string("compare_quantized: the assembled ") + what + " is " + dtype_name(g.dtype()) +
+                             " " + shape_str(g.shape()) + ", the reference " + dtype_name(w.dtype()) + " " +
+                             shape_str(w.shape()));
+  };
+  check_same_form(got.payload, want.payload, "payload");
+  check_same_form(got.scale, want.scale, "scale");
+  Drift d;
+  std::set<std::int64_t> differing;
+  auto count = [&](const Tensor& g, const Tensor& w, std::int64_t& total, std::int64_t& diff,
+                   const std::function<std::int64_t(std::int64_t)>& block_of) {
+    const auto* x = static_cast<const std::uint8_t*>(g.raw());
+    const auto* y = static_cast<const std::uint8_t*>(w.raw());
+    total = static_cast<std::int64_t>(g.nbytes());
+    for (std::size_t i = 0; i < g.nbytes(); ++i)
+      if (x[i] != y[i]) {
+        ++diff;
+        differing.insert(block_of(static_cast<std::int64_t>(i)));
+      }
+  };
+  count(got.payload, want.payload, d.payload_bytes, d.payload_differing, blocks.block_of_payload_byte);
+  count(got.scale, want.scale, d.scale_bytes, d.scale_differing, blocks.block_of_scale_byte);
+  d.differing_blocks.assign(differing.begin(), differing.end());
+  for (std::int64_t b : d.differing_blocks) d.straddling_blocks += blocks.straddles(b);
+  return d;
+}
+
+}  // namespace qexact::dist

@@ -1,0 +1,321 @@
+// Multi-rank tests: `qexact collective` and `qexact sweep` under mpirun with 2, 3 and 4 ranks
+// (oversubscribed), asserting byte counts from the JSON report. Each mpirun is bounded by
+// `timeout`, so a hang fails the test instead of stalling CI. CMake compiles in QEXACT_CLI_PATH
+// (the binary) and QEXACT_MPIRUN (the mpirun command with its flags).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <vector>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr int kRunTimeoutS = 100;
+
+const std::string kCli = QEXACT_CLI_PATH;
+const std::string kMpirun = QEXACT_MPIRUN;
+
+fs::path scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : name)
+    if (c == '/') c = '_';
+  const fs::path dir = fs::temp_directory_path() / ("qexact-dist-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct MpiOutcome {
+  int status = -1;
+  std::string out, err;
+};
+
+// `mpirun -np N qexact ARGS` (or an MPMD line given whole in `ranks`), bounded by timeout.
+MpiOutcome mpirun_line(const std::string& ranks, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  std::string cmd = "cd '";
+  cmd += dir.string();
+  cmd += "' && timeout ";
+  cmd += std::to_string(kRunTimeoutS);
+  cmd += " ";
+  cmd += kMpirun;
+  cmd += " ";
+  cmd += ranks;
+  cmd += " > '";
+  cmd += out.string();
+  cmd += "' 2> '";
+  cmd += err.string();
+  cmd += "'";
+  const int raw = std::system(cmd.c_str());
+  MpiOutcome r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  EXPECT_NE(r.status, 124) << "mpirun timed out (a hang): " << cmd;
+  return r;
+}
+
+MpiOutcome mpirun(int np, const std::string& args, const fs::path& dir) {
+  return mpirun_line("-np " + std::to_string(np) + " '" + kCli + "' " + args, dir);
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+json tensor_entry(const std::string& name, const std::vector<long>& shape, const std::string& collective,
+                  const json& quantize, const json& extra = json::object()) {
+  json t{{"name", name}, {"shape", shape}, {"dtype", "bf16"}, {"collective", collective}, {"axis", 1}};
+  if (!quantize.is_null()) t["quantize"] = quantize;
+  if (collective == "all_to_all") t["to_axis"] = 2;
+  for (auto it = extra.begin(); it != extra.end(); ++it) t[it.key()] = it.value();
+  return t;
+}
+
+// Runs the plan on `np` ranks and returns the report's tensors by name.
+std::map<std::string, json> run_plan(int np, const std::vector<json>& tensors, const fs::path& dir) {
+  std::ofstream(dir / "plan.json") << json{{"world", np}, {"tensors", json(tensors)}}.dump(2);
+  const MpiOutcome r = mpirun(np, "collective plan.json --iterations 1 --report report.json", dir);
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::map<std::string, json> by_name;
+  if (r.status != 0) return by_name;
+  // Only rank 0 prints: one table.
+  EXPECT_EQ(count_of(r.out, "qexact collective:"), 1) << r.out;
+  const json report = json::parse(read_text(dir / "report.json"));
+  EXPECT_EQ(report["world"], np);
+  for (const json& t : report["tensors"]) by_name[t["name"].get<std::string>()] = t;
+  return by_name;
+}
+
+class Ranks : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ranks, ExactWhenEveryShardHoldsWholeBlocks) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  // int8.block: S = world x 64 x 2; MX groups run along D, so any S divisible by world is exact.
+  const long s_block = w * 64L * 2, s_mx = w * 10L;
+  auto t = run_plan(w,
+                    {tensor_entry("q_int8", {1, s_block, 3, 32}, "all_gather", "int8.block.ascend"),
+                     tensor_entry("k_mxfp8", {2, s_mx, 3, 64}, "all_gather", "mxfp8.ascend"),
+                     tensor_entry("v_mxfp4", {1, s_mx, 2, 64}, "all_gather", "mx.ocp.e2m1"),
+                     tensor_entry("k_mxfp8_a2a", {1, s_mx, 2 * w, 64}, "all_to_all", "mxfp8.ascend")},
+                    dir);
+  ASSERT_EQ(t.size(), 4u);
+  for (const auto& [name, r] : t) {
+    EXPECT_TRUE(r["exact_observed"].get<bool>()) << name;
+    EXPECT_EQ(r["payload_bytes_differing"], 0) << name;
+    EXPECT_EQ(r["scale_bytes_differing"], 0) << name;
+    EXPECT_EQ(r["differing_blocks"], 0) << name;
+  }
+  EXPECT_EQ(t["q_int8"]["payload_bytes_total"], s_block * 3 * 32);                // i8, one byte per element
+  EXPECT_EQ(t["q_int8"]["scale_bytes_total"], 3 * (s_block / 64) * 4);          // fp32 per (head, block)
+  EXPECT_EQ(t["q_int8"]["payload_bytes_sent"], s_block / w * 3 * 32);
+  EXPECT_EQ(t["q_int8"]["bytes_bf16"], s_block / w * 3 * 32 * 2);
+  EXPECT_EQ(t["v_mxfp4"]["payload_bytes_total"], s_mx * 2 * 32);                // E2M1: two per byte
+  EXPECT_EQ(t["k_mxfp8"]["scale_bytes_total"], 2 * s_mx * 3 * 2);              // pairs layout: 2 groups of 32
+}
+
+TEST_P(Ranks, DriftOnlyInBlocksThatStraddleAShardBoundary) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  // S % (world x 64) != 0: each interior shard boundary cuts a 64-token block of every head.
+  const long s = w * 100L;
+  // all_to_all: the same cut blocks, now in the head shards (summed over ranks).
+  auto t = run_plan(w,
+                    {tensor_entry("q", {1, s, 4, 32}, "all_gather", "int8.block.ascend"),
+                     tensor_entry("k", {1, s, 2 * w, 32}, "all_to_all", "int8.block.ascend")},
+                    dir);
+  ASSERT_EQ(t.size(), 2u);
+  const long heads_of[2] = {4, 2L * w};
+  int i = 0;
+  for (const char* name : {"q", "k"}) {
+    const json& r = t[name];
+    EXPECT_FALSE(r["exact_observed"].get<bool>()) << name;
+    EXPECT_GE(r["differing_blocks"].get<long>(), 1) << name;
+    EXPECT_LE(r["differing_blocks"].get<long>(), heads_of[i++] * (w - 1)) << name;  // heads x interior boundaries
+    EXPECT_EQ(r["straddling_blocks"], r["differing_blocks"]) << name;
+    EXPECT_TRUE(r["all_drift_at_boundaries"].get<bool>()) << name;
+    EXPECT_GT(r["payload_bytes_differing"].get<long>(), 0) << name;
+  }
+}
+
+TEST_P(Ranks, GlobalScaleAfterOneAllReduceIsExact) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  auto t = run_plan(w, {tensor_entry("v", {2, w * 24L, 3, 16}, "all_gather", "int8.channel", {{"scale", "global"}})}, dir);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_TRUE(t["v"]["exact_observed"].get<bool>());
+  EXPECT_EQ(t["v"]["payload_bytes_total"], 2 * w * 24L * 3 * 16);
+  EXPECT_EQ(t["v"]["scale_bytes_total"], 3 * 16 * 4);
+  EXPECT_EQ(t["v"]["scale_bytes_differing"], 0);
+  EXPECT_EQ(t["v"]["extra_collective"], "all_reduce(MAX) of the (N, D) fp32 amax");
+}
+
+TEST_P(Ranks, SideChannelIsExactAndTheUniformDivisorDiffersOnTheTailOnly) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  // S = 50 w, P = 64: shard boundaries cut cells, and S % P != 0 gives a tail cell (except
+  // w = 4... 200 % 64 = 8, still a tail); a second tensor with P dividing S has no tail.
+  auto t = run_plan(w,
+                    {tensor_entry("mask", {2, w * 50L, 3, 8}, "pool_mean", nullptr, {{"pool", 64}}),
+                     tensor_entry("mask_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}})},
+                    dir);
+  ASSERT_EQ(t.size(), 2u);
+  for (const auto& [name, r] : t) {
+    EXPECT_TRUE(r["exact_observed"].get<bool>()) << name;
+    EXPECT_EQ(r["payload_bytes_differing"], 0) << name;
+  }
+  const long cells = (w * 50L + 63) / 64;
+  EXPECT_EQ(t["mask"]["payload_bytes_total"], 2 * cells * 3 * 8 * 2);
+  EXPECT_EQ(t["mask"]["tail_cell"], cells - 1);
+  EXPECT_EQ(t["mask"]["uniform_divisor"]["cells_differing"], 1);
+  EXPECT_TRUE(t["mask"]["uniform_divisor"]["differs_on_tail_cell_only"].get<bool>());
+  EXPECT_TRUE(t["mask_even"]["tail_cell"].is_null());
+  EXPECT_EQ(t["mask_even"]["uniform_divisor"]["cells_differing"], 0);
+}
+
+TEST_P(Ranks, AllToAllGroupIsExactAndThreeOfFourQuantizedMove62Point5Percent) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  // Ulysses: sequence-sharded -> head-sharded; q, k, v forward in int8, o backward in bf16.
+  const std::vector<long> shape{1, w * 64L, w * 2L, 32};
+  auto t = run_plan(w,
+                    {tensor_entry("q", shape, "all_to_all", "int8.block.ascend"),
+                     tensor_entry("k", shape, "all_to_all", "int8.block.ascend"),
+                     tensor_entry("v", shape, "all_to_all", "int8.block.ascend"),
+                     tensor_entry("o_grad", shape, "all_to_all", nullptr)},
+                    dir);
+  ASSERT_EQ(t.size(), 4u);
+  long bf16 = 0, sent = 0, scale = 0;
+  for (const auto& [name, r] : t) {
+    EXPECT_TRUE(r["exact_observed"].get<bool>()) << name;
+    EXPECT_EQ(r["payload_bytes_total"], name == "o_grad" ? w * 64L * w * 2 * 32 * 2 : w * 64L * w * 2 * 32) << name;
+    bf16 += r["bytes_bf16"].get<long>();
+    sent += r["bytes_sent"].get<long>();
+    scale += r["scale_bytes_sent"].get<long>();
+  }
+  // (3 x 0.5 + 1) / 4 = 62.5% of the bf16 bytes, plus the scale bytes: one fp32 per
+  // (head, 64-token block) of each quantized shard.
+  EXPECT_EQ(8 * (sent - scale), 5 * bf16);
+  EXPECT_EQ(scale, 3L * (w * 2) * 1 * 4);
+  EXPECT_EQ(t["o_grad"]["scale_bytes_sent"], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, Ranks, ::testing::Values(2, 3, 4), [](const auto& info) {
+  return "np" + std::to_string(info.param);
+});
+
+// ---- bad input: a clear error on every rank, a non-zero exit, no hang ----
+
+void write_plan(const fs::path& file, long seq, const json& world = nullptr) {
+  json plan{{"tensors", json::array({tensor_entry("q", {1, seq, 2, 32}, "all_gather", "int8.block.ascend")})}};
+  if (!world.is_null()) plan["world"] = world;
+  std::ofstream(file) << plan.dump(2);
+}
+
+TEST(BadInput, MismatchedShardShapesAcrossRanks) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "a.json", 128);
+  write_plan(dir / "b.json", 192);
+  const std::string cli = "'" + kCli + "'";
+  const MpiOutcome r = mpirun_line("-np 1 " + cli + " collective a.json : -np 1 " + cli + " collective b.json", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "qexact: error: the ranks disagree on the plan: rank 0 has q: shape (1, 128, 2, 32)"), 2)
+      << r.err;
+  EXPECT_NE(r.err.find("rank 1 has q: shape (1, 192, 2, 32)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(BadInput, WorldSizeThatDoesNotDivideTheShardedAxis) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 128);
+  const MpiOutcome r = mpirun(3, "collective plan.json", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "qexact: error: tensor 'q': axis 1 of length 128 does not divide into 3 equal shards"), 3)
+      << r.err;
+}
+
+TEST(BadInput, PlanForAnotherWorldSize) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 128, 4);
+  const MpiOutcome r = mpirun(2, "collective plan.json", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "qexact: error: the plan is for world 4 but mpirun started 2 ranks"), 2) << r.err;
+}
+
+TEST(BadInput, ARankThatFailsIsReportedByEveryRank) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 192);
+  const MpiOutcome r = mpirun(3, "collective plan.json --fail-rank 1", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "qexact: error: rank 1: failure injected while preparing"), 3) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(BadInput, AMissingPlanFileOnEveryRank) {
+  const fs::path dir = scratch_dir();
+  const MpiOutcome r = mpirun(2, "collective missing.json", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "cannot read the plan file missing.json"), 2) << r.err;
+}
+
+// ---- the sweep file ----
+
+TEST(Sweep, WritesTheSweepFormat) {
+  const fs::path dir = scratch_dir();
+  const MpiOutcome r = mpirun(2, "sweep --out sweep.json --max-bytes 65536 --warmup 1 --iterations 3", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "qexact sweep:"), 1) << r.out;
+  const json j = json::parse(read_text(dir / "sweep.json"));
+  EXPECT_EQ(j["format"], "qexact-sweep/1");
+  EXPECT_EQ(j["world"], 2);
+  EXPECT_EQ(j["mpi"].get<std::string>().rfind("Open MPI v", 0), 0u) << j["mpi"];
+  EXPECT_TRUE(j["host"].is_string());
+  EXPECT_EQ(j["warmup"], 1);
+  EXPECT_EQ(j["iterations"], 3);
+  ASSERT_EQ(j["collectives"].size(), 2u);
+  for (const char* name : {"all_gather", "all_to_all"}) {
+    const json& curve = j["collectives"][name];
+    ASSERT_EQ(curve.size(), 14u) << name;  // 8 B .. 64 KiB in x2 steps
+    long bytes = 8;
+    for (const json& p : curve) {
+      EXPECT_EQ(p["bytes"], bytes);
+      const double t = p["time_s"].get<double>();
+      EXPECT_GT(t, 0.0);
+      EXPECT_EQ(p["algbw_GBps"].get<double>(), static_cast<double>(bytes) / t / 1e9);
+      EXPECT_EQ(p["busbw_GBps"].get<double>(), p["algbw_GBps"].get<double>() * 1.0 / 2.0);
+      bytes *= 2;
+    }
+  }
+}
+
+TEST(Sweep, BadOptionsAreAnErrorOnEveryRank) {
+  const fs::path dir = scratch_dir();
+  const MpiOutcome r = mpirun(2, "sweep --out sweep.json --min-bytes 64 --max-bytes 8", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "qexact: error: --max-bytes 8 is below --min-bytes 64"), 2) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "sweep.json"));
+}
+
+}  // namespace
