@@ -71,6 +71,8 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
       }
     case Family::hif4:
       return refuse("hif4 has no quantize");
+    case Family::pool:
+      return refuse("pool.mean is not a quantizer (move it with collective pool_mean)");
   }
   return refuse("unknown family");
 }
