@@ -81,11 +81,10 @@ int run_quantize(const QuantizeOptions& o) {
 void add_quantize(CLI::App& app, Action& action) {
   auto opts = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
-      "quantize",
-      "Quantize a .npy tensor under a named contract, or every matching tensor of a .safetensors checkpoint.\n"
-      "Checkpoint output (one .safetensors): " + std::string(kCheckpointNaming) +
-          ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
-          "qexact.quantized and qexact.skipped (JSON).");
+      "quantize", "Quantize a .npy tensor, or every matching tensor of a .safetensors checkpoint, under a named contract");
+  sub->footer("Checkpoint output (one .safetensors): " + std::string(kCheckpointNaming) +
+              ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
+              "qexact.quantized and qexact.skipped (JSON).");
   sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();
   add_dtype_option(*sub, opts->dtype);
   add_engine_options(*sub, opts->engine);
