@@ -150,6 +150,19 @@ TEST_F(LabSignatures, CompareNamesTheCauseAndInferRecoversIt) {
     const Json c = json_of(cmp);
     EXPECT_GT(c["payload_bytes_differing"].get<std::int64_t>() + c["scale_bytes_differing"].get<std::int64_t>(), 0);
     EXPECT_EQ(signatures_of(c["diagnoses"]), dev.signatures);
+    // A case the device refused (no outputs) that the contract quantizes differs in every byte.
+    const conformance::CaseDir cases = conformance::read_case_dir(work() / dir);
+    std::size_t refused = 0;
+    for (const conformance::CaseEntry& k : cases.cases)
+      refused += k.expect_error.empty() && !conformance::read_device_output(cases, k) ? 1 : 0;
+    std::size_t reported = 0;
+    for (const Json& k : c["cases"])
+      if (k["refused_by_device"] == true) {
+        ++reported;
+        EXPECT_EQ(k["payload_bytes_differing"], k["payload_bytes_total"]) << k["name"];
+        EXPECT_EQ(k["scale_bytes_differing"], k["scale_bytes_total"]) << k["name"];
+      }
+    EXPECT_EQ(reported, refused);
     const RunResult cmp_text = run({"compare", dir});
     EXPECT_EQ(cmp_text.status, 1);
     for (const std::string& s : dev.signatures) EXPECT_NE(cmp_text.out.find("  " + s + " ("), std::string::npos) << s;

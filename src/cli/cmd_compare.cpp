@@ -266,7 +266,9 @@ void print_text(const Contract& c, const std::vector<CaseResult>& results) {
       std::cout << " in " << a.cases.size() << " case(s):";
       for (const std::string& n : a.cases) std::cout << ' ' << n;
     }
-    std::cout << "\n    " << a.diagnosis.explanation << "\n    evidence:";
+    // The explanation is one case's (its counts are that case's); the evidence sums them all.
+    std::cout << "\n    " << (a.cases.size() > 1 ? "in " + a.cases.front() + ": " : "") << a.diagnosis.explanation
+              << "\n    evidence (all cases):";
     for (const auto& [k, v] : a.diagnosis.evidence) std::cout << ' ' << k << '=' << v;
     std::cout << "\n";
   }

@@ -110,7 +110,8 @@ void print_text(const conformance::InferResult& r, std::ostream& out) {
     out << "    " << m.diagnosis.signature << (m.diagnosis.confirmed ? " (confirmed by a re-run)" : " (from the pattern)")
         << " in " << m.cases.size() << " case(s):";
     for (const std::string& n : m.cases) out << " " << n;
-    out << "\n      " << m.diagnosis.explanation << "\n      evidence:";
+    out << "\n      " << (m.cases.size() > 1 ? "in " + m.cases.front() + ": " : "") << m.diagnosis.explanation
+        << "\n      evidence (all cases):";
     for (const auto& [k, v] : m.diagnosis.evidence) out << " " << k << "=" << v;
     out << "\n";
   }

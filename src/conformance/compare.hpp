@@ -53,7 +53,8 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
 CompareReport compare_refusal(const Contract& c, const TensorView& x);
 
 // One case's diagnoses, and the diagnoses of several cases merged by signature (in the order
-// first seen): evidence summed, the first explanation, confirmed only when every case's is.
+// first seen): evidence summed, the explanation of the first case (cases.front(); its counts
+// are that case's), confirmed only when every case's is.
 struct CaseDiagnoses {
   std::string name;
   std::vector<Diagnosis> diagnoses;
