@@ -68,6 +68,20 @@ TEST(CaseDir, RefusesAnExistingDirectoryAndLeavesNoStaging) {
   fs::remove_all(dir);
 }
 
+TEST(CaseDir, ATrailingSlashNamesTheSameDirectory) {
+  const Contract c = make_contract("int8.token.blaze");
+  const std::vector<Case> cases = adversarial_cases(c, 1);
+  const fs::path dir = fresh_dir("slash");
+  write_case_dir(dir.string() + "/", c, {{&cases[0], "adversarial"}});
+  const CaseDir d = read_case_dir(dir);
+  ASSERT_EQ(d.cases.size(), 1u);
+  EXPECT_EQ(d.cases[0].name, cases[0].name);
+  for (const auto& entry : fs::directory_iterator(dir))  // nothing staged inside it
+    EXPECT_EQ(entry.path().filename().string().find(".staging"), std::string::npos) << entry.path();
+  EXPECT_THROW(write_case_dir(dir.string() + "/", c, {{&cases[0], "adversarial"}}), Error);  // exists now
+  fs::remove_all(dir);
+}
+
 TEST(CaseDir, ReadsDeviceOutputsAndNamesAMissingOne) {
   const Contract c = make_contract("int8.token.blaze");
   const std::vector<Case> cases = adversarial_cases(c, 3);

@@ -174,6 +174,53 @@ TEST_F(LabCli, InferExitsOneWithTheClosestContract) {
   EXPECT_GE(j["residual"]["scale_bytes_differing"].get<int>(), 1);
   EXPECT_TRUE(j["residual"]["cases"].contains("randn"));
   EXPECT_EQ(j["residual"]["cases"].size(), 1u);
+  ASSERT_TRUE(j["residual"]["diagnoses"].is_array());
+  for (const auto& d : j["residual"]["diagnoses"]) {
+    for (const char* key : {"signature", "evidence", "explanation", "confirmed", "cases"}) EXPECT_TRUE(d.contains(key)) << key;
+    EXPECT_EQ(d["cases"], nlohmann::json::array({"randn"}));
+  }
+  const RunResult text = run({"infer", d.string()});
+  EXPECT_EQ(text.status, 1);
+  EXPECT_EQ(text.out.rfind("closest: int8.block.ascend", 0), 0u) << text.out;
+  EXPECT_NE(text.out.find("  residual: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" scale bytes in 1 case(s), diagnosis:"), std::string::npos) << text.out;
+}
+
+TEST_F(LabCli, InferDiagnosesTheResidualOfAHandAlteredDevice) {
+  // Truncated payload codes in one case of a rounding device: no single contract reproduces
+  // both cases, and the residual of the closest is named by compare's diagnosis.
+  const fs::path d = dir("flipped");
+  ASSERT_EQ(run({"cases", "--preset", "mxfp8.ascend", "--out", d.string()}).status, 0);
+  ASSERT_EQ(run({"emulate", "--preset", "mxfp8.ascend", d.string()}).status, 0);
+  const Contract trunc = make_contract("mxfp8.ascend", {"rounding=trunc"});
+  Tensor x = npy::read(d / "randn" / "input.npy");
+  if (x.dtype() == DType::u16) x = npy::reinterpret_u16_as_bf16(x);  // bf16 inputs are stored as bit patterns
+  const QuantResult q = quantize(trunc, x.view());
+  std::ofstream(d / "randn" / "payload.npy", std::ios::binary) << encoded(q.payload.view());
+  std::ofstream(d / "randn" / "scale.npy", std::ios::binary) << encoded(q.scale.view());
+  const QuantResult ref = quantize(make_preset("mxfp8.ascend"), x.view());
+  std::int64_t differing = 0;
+  for (std::size_t i = 0; i < q.payload.nbytes(); ++i)
+    differing += static_cast<const std::uint8_t*>(q.payload.raw())[i] != static_cast<const std::uint8_t*>(ref.payload.raw())[i];
+  ASSERT_GT(differing, 0);
+
+  const RunResult r = run({"infer", d.string(), "--json"});
+  EXPECT_EQ(r.status, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["exact"], false);
+  EXPECT_EQ(j["preset"], "mxfp8.ascend");
+  EXPECT_EQ(j["params"]["rounding"], "rne");
+  EXPECT_EQ(j["residual"]["payload_bytes_differing"], differing);
+  EXPECT_EQ(j["residual"]["scale_bytes_differing"], 0);
+  ASSERT_EQ(j["residual"]["diagnoses"].size(), 1u);
+  EXPECT_EQ(j["residual"]["diagnoses"][0]["signature"], "rounding_mode");
+  EXPECT_EQ(j["residual"]["diagnoses"][0]["cases"], nlohmann::json::array({"randn"}));
+  const RunResult text = run({"infer", d.string()});
+  EXPECT_EQ(text.status, 1);
+  EXPECT_NE(text.out.find("  residual: " + std::to_string(differing) + " payload bytes, 0 scale bytes in 1 case(s), "
+                          "diagnosis: rounding_mode\n"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST_F(LabCli, InferRefusesBadInput) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -140,6 +142,56 @@ TEST(Infer, ReportsTheClosestContractAndItsResidual) {
   ASSERT_EQ(r.cases.size(), 1u);
   EXPECT_EQ(r.cases[0].name, "randn");
   EXPECT_EQ(r.cases[0].payload_bytes_differing, 1);
+  EXPECT_EQ(r.cases[0].undiagnosed, "");
+  for (const MergedDiagnosis& d : r.diagnoses) EXPECT_EQ(d.cases, std::vector<std::string>{"randn"}) << d.diagnosis.signature;
+  fs::remove_all(dir);
+}
+
+TEST(Infer, AttributesTheResidualOfAWrappingDevice) {
+  // No contract wraps int8 conversions: the device's scales are half the contract's and its
+  // quotients wrap mod 256 in one case. The closest contract's residual is diagnosed by compare.
+  const fs::path dir = device_dir("wrap", "int8.token.blaze", "int8.token.blaze", {});
+  const CaseDir d = read_case_dir(dir);
+  const CaseEntry& randn = *std::find_if(d.cases.begin(), d.cases.end(), [](const CaseEntry& e) { return e.name == "randn"; });
+  const std::vector<float> x = to_f32_vector(read_case_input(d, randn).view());
+  DeviceOutput out = *read_device_output(d, randn);
+  const std::int64_t rows = out.scale.numel(), k = out.payload.numel() / rows;
+  std::int64_t wrapped = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float s = out.scale.data<float>()[r] / 2.0f;
+    out.scale.data<float>()[r] = s;
+    for (std::int64_t i = r * k; i < (r + 1) * k; ++i) {
+      const float q = std::nearbyint(x[static_cast<std::size_t>(i)] / s);
+      wrapped += std::fabs(q) > 127.0f ? 1 : 0;
+      out.payload.data<std::int8_t>()[i] = static_cast<std::int8_t>(static_cast<std::uint8_t>(static_cast<std::int64_t>(q) & 0xFF));
+    }
+  }
+  ASSERT_GT(wrapped, 0);
+  for (const auto& [file, t] : {std::pair<const char*, const Tensor*>{"payload.npy", &out.payload}, {"scale.npy", &out.scale}}) {
+    const auto bytes = npy::encode(t->view());
+    std::ofstream(dir / "randn" / file, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const InferResult r = infer_contract(read_case_dir(dir));
+  EXPECT_FALSE(r.exact);
+  EXPECT_EQ(family_name(r.contract.family), std::string("int8.token"));
+  ASSERT_EQ(r.cases.size(), 1u);
+  EXPECT_EQ(r.cases[0].name, "randn");
+  ASSERT_EQ(r.diagnoses.size(), 1u);
+  EXPECT_EQ(r.diagnoses[0].diagnosis.signature, "wraparound");
+  EXPECT_EQ(r.diagnoses[0].cases, std::vector<std::string>{"randn"});
+  std::int64_t saturation = -1;
+  for (const auto& [name, n] : r.diagnoses[0].diagnosis.evidence)
+    if (name == "saturation") saturation = n;
+  EXPECT_EQ(saturation, wrapped);
+  fs::remove_all(dir);
+}
+
+TEST(Infer, AnExactResultHasNoResidualDiagnoses) {
+  const fs::path dir = device_dir("exact_no_diag", "mxfp8.ascend", "mxfp8.ascend", {"rounding=trunc"});
+  const InferResult r = infer_contract(read_case_dir(dir));
+  EXPECT_TRUE(r.exact);
+  EXPECT_TRUE(r.diagnoses.empty());
   fs::remove_all(dir);
 }
 

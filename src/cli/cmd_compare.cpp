@@ -4,6 +4,7 @@
 // (the contract comes from its manifest; --preset / --param override it): a device's outputs
 // against the contract's reference outputs, byte for byte, with the diagnoses of CONTRACTS §8.
 // Exit status: 0 when every byte matches, 1 when bytes differ, 2 on bad input.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -36,6 +37,7 @@ struct CompareOptions {
 struct CaseResult {
   std::string name;
   CompareReport report;
+  bool refused = false;  // the device wrote no outputs for it; the contract quantizes it
 };
 
 // A device file must exist: a missing one is bad input, not an empty comparison.
@@ -68,7 +70,7 @@ std::vector<CaseResult> compare_files(const CompareOptions& o, const Contract& c
     dev.payload = read_device_file(o.payload, "--payload");
     dev.scale = read_device_file(o.scale, "--scale");
   }
-  return {{std::filesystem::path(o.input).filename().string(), conformance::compare_device(c, x.view(), dev)}};
+  return {{std::filesystem::path(o.input).filename().string(), conformance::compare_device(c, x.view(), dev), false}};
 }
 
 std::vector<CaseResult> compare_dir(const CompareOptions& o, Contract& c) {
@@ -82,43 +84,39 @@ std::vector<CaseResult> compare_dir(const CompareOptions& o, Contract& c) {
   }
   d.contract = c;
   std::vector<CaseResult> out;
+  std::string first_missing;  // a case without outputs, when no case has any
   for (const conformance::CaseEntry& e : d.cases) {
     if (!e.expect_error.empty()) continue;  // a case the device must refuse: nothing to compare
     const Tensor x = conformance::read_case_input(d, e);
     const std::optional<DeviceOutput> dev = conformance::read_device_output(d, e);
+    if (dev) {
+      out.push_back({e.name, conformance::compare_device(c, x.view(), *dev), false});
+      continue;
+    }
+    if (first_missing.empty()) first_missing = e.name;
+    // Beside cases with outputs, a case without them is one the device refused: a difference
+    // when the contract quantizes it, agreement when the contract refuses it too.
+    try {
+      out.push_back({e.name, conformance::compare_refusal(c, x.view()), true});
+    } catch (const Error&) {
+      // The contract refuses it too: device and contract agree, nothing to count.
+    }
+  }
+  if (std::none_of(out.begin(), out.end(), [](const CaseResult& r) { return !r.refused; })) {
     std::string files;
     for (const std::string& f : conformance::device_output_files(c)) files += (files.empty() ? "" : ", ") + f;
-    if (!dev) fail(ErrorKind::bad_input, (d.root / e.name).string() + ": no device outputs (" + files + ")");
-    out.push_back({e.name, conformance::compare_device(c, x.view(), *dev)});
+    if (!first_missing.empty())
+      fail(ErrorKind::bad_input, (d.root / first_missing).string() + ": no device outputs (" + files + ")");
   }
   if (out.empty()) fail(ErrorKind::bad_input, o.dir + ": no case with outputs to compare");
   return out;
 }
 
-struct Aggregate {
-  Diagnosis first;
-  std::map<std::string, std::int64_t> evidence;
-  std::vector<std::string> cases;
-  bool confirmed = true;
-};
-
 // Diagnoses by signature over the cases, in the order first seen.
-std::vector<Aggregate> aggregate(const std::vector<CaseResult>& results) {
-  std::vector<Aggregate> out;
-  for (const CaseResult& r : results)
-    for (const Diagnosis& d : r.report.diagnoses) {
-      Aggregate* a = nullptr;
-      for (Aggregate& x : out)
-        if (x.first.signature == d.signature) a = &x;
-      if (!a) {
-        out.push_back({d, {}, {}, true});
-        a = &out.back();
-      }
-      for (const auto& [k, v] : d.evidence) a->evidence[k] += v;
-      a->cases.push_back(r.name);
-      a->confirmed = a->confirmed && d.confirmed;
-    }
-  return out;
+std::vector<conformance::MergedDiagnosis> aggregate(const std::vector<CaseResult>& results) {
+  std::vector<conformance::CaseDiagnoses> cases;
+  for (const CaseResult& r : results) cases.push_back({r.name, r.report.diagnoses});
+  return conformance::merge_diagnoses(cases);
 }
 
 CompareReport totals(const std::vector<CaseResult>& results) {
@@ -184,6 +182,7 @@ void print_json(const Contract& c, const std::vector<CaseResult>& results) {
   for (const CaseResult& r : results) {
     Json cj;
     cj["name"] = r.name;
+    cj["refused_by_device"] = r.refused;
     add_counts(cj, r.report);
     cj["first_payload_difference"] = r.report.first_payload_difference;
     cj["first_scale_difference"] = r.report.first_scale_difference;
@@ -198,10 +197,10 @@ void print_json(const Contract& c, const std::vector<CaseResult>& results) {
   }
   j["cases"] = cases;
   Json ds = Json::array();
-  for (const Aggregate& a : aggregate(results)) {
+  for (const conformance::MergedDiagnosis& a : aggregate(results)) {
     Json ev = Json::object();
-    for (const auto& [k, v] : a.evidence) ev[k] = v;
-    ds.push_back(diagnosis_json(a.first.signature, ev, a.first.explanation, a.confirmed, a.cases));
+    for (const auto& [k, v] : a.diagnosis.evidence) ev[k] = v;
+    ds.push_back(diagnosis_json(a.diagnosis.signature, ev, a.diagnosis.explanation, a.diagnosis.confirmed, a.cases));
   }
   j["diagnoses"] = ds;
   std::cout << j.dump(2) << std::endl;
@@ -233,28 +232,44 @@ void print_text(const Contract& c, const std::vector<CaseResult>& results) {
     for (const auto& [d, n] : t.scale_delta_histogram) std::cout << ' ' << (d > 0 ? "+" : "") << d << ": " << n;
     std::cout << "\n";
   }
-  for (const CaseResult& r : results)
-    if (r.report.first_payload_difference >= 0 || r.report.first_scale_difference >= 0)
-      std::cout << r.name << ": first payload difference at element " << r.report.first_payload_difference
-                << ", first scale difference at group " << r.report.first_scale_difference << " (-1: none)\n";
+  for (const CaseResult& r : results) {
+    const CompareReport& k = r.report;
+    if (r.refused) {
+      std::cout << r.name << ": the device refused it (no outputs); the contract quantizes it\n";
+      continue;
+    }
+    if (k.identical()) continue;
+    std::cout << r.name << ": ";
+    if (k.first_payload_difference >= 0) std::cout << "first payload difference at element " << k.first_payload_difference;
+    else std::cout << "no payload byte differs";
+    if (!k.scale_delta_unit.empty()) {  // a contract with scales
+      if (k.first_scale_difference >= 0) std::cout << ", first scale difference at group " << k.first_scale_difference;
+      else if (k.scale_bytes_differing > 0) std::cout << ", the scale tensor has another shape";
+      else std::cout << ", no scale byte differs";
+    }
+    std::cout << "\n";
+  }
   if (t.identical()) {
     std::cout << "\nidentical: every payload and scale byte matches\n";
     return;
   }
-  const std::vector<Aggregate> diagnoses = aggregate(results);
+  const std::vector<conformance::MergedDiagnosis> diagnoses = aggregate(results);
   if (diagnoses.empty()) {
     std::cout << "\ndiagnoses: none of the known signatures matches\n";
     return;
   }
   std::cout << "\ndiagnoses:\n";
-  for (const Aggregate& a : diagnoses) {
-    std::cout << "  " << a.first.signature << (a.confirmed ? " (confirmed by a re-run)" : " (from the pattern)");
+  for (const conformance::MergedDiagnosis& a : diagnoses) {
+    std::cout << "  " << a.diagnosis.signature
+              << (a.diagnosis.confirmed ? " (confirmed by a re-run)" : " (from the pattern)");
     if (results.size() > 1) {
       std::cout << " in " << a.cases.size() << " case(s):";
       for (const std::string& n : a.cases) std::cout << ' ' << n;
     }
-    std::cout << "\n    " << a.first.explanation << "\n    evidence:";
-    for (const auto& [k, v] : a.evidence) std::cout << ' ' << k << '=' << v;
+    // The explanation is one case's (its counts are that case's); the evidence sums them all.
+    std::cout << "\n    " << (a.cases.size() > 1 ? "in " + a.cases.front() + ": " : "") << a.diagnosis.explanation
+              << "\n    evidence (all cases):";
+    for (const auto& [k, v] : a.diagnosis.evidence) std::cout << ' ' << k << '=' << v;
     std::cout << "\n";
   }
 }

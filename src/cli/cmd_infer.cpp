@@ -1,6 +1,6 @@
 // `qexact infer DIR [--json] [--family F]`: the contract that reproduces every byte of a
 // device's outputs for exported cases (conformance/infer.hpp). Exit 0 when one does, 1 when
-// only a closest one was found (its residual reported), 2 on bad input.
+// only a closest one was found (its residual reported and diagnosed), 2 on bad input.
 #include <iostream>
 #include <memory>
 
@@ -50,9 +50,23 @@ nlohmann::ordered_json to_json(const conformance::InferResult& r) {
     cj["payload_bytes_differing"] = c.payload_bytes_differing;
     cj["scale_bytes_differing"] = c.scale_bytes_differing;
     if (!c.note.empty()) cj["note"] = c.note;
+    if (!c.undiagnosed.empty()) cj["undiagnosed"] = c.undiagnosed;
     cases[c.name] = cj;
   }
   residual["cases"] = cases;
+  nlohmann::ordered_json diagnoses = nlohmann::ordered_json::array();
+  for (const conformance::MergedDiagnosis& m : r.diagnoses) {
+    nlohmann::ordered_json d;
+    d["signature"] = m.diagnosis.signature;
+    nlohmann::ordered_json evidence = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : m.diagnosis.evidence) evidence[k] = v;
+    d["evidence"] = evidence;
+    d["explanation"] = m.diagnosis.explanation;
+    d["confirmed"] = m.diagnosis.confirmed;
+    d["cases"] = m.cases;
+    diagnoses.push_back(d);
+  }
+  residual["diagnoses"] = diagnoses;
   j["residual"] = residual;
   j["cases_with_outputs"] = r.cases_with_outputs;
   j["candidates_evaluated"] = r.candidates_evaluated;
@@ -83,6 +97,22 @@ void print_text(const conformance::InferResult& r, std::ostream& out) {
     out << "  case " << c.name << ": " << c.payload_bytes_differing << " payload, " << c.scale_bytes_differing
         << " scale bytes differ";
     if (!c.note.empty()) out << " (" << c.note << ")";
+    if (!c.undiagnosed.empty()) out << "; not diagnosed: " << c.undiagnosed;
+    out << "\n";
+  }
+  if (r.exact) return;
+  out << "  residual: " << r.payload_bytes_differing << " payload bytes, " << r.scale_bytes_differing
+      << " scale bytes in " << r.cases.size() << " case(s), diagnosis:";
+  if (r.diagnoses.empty()) out << " none of the known signatures matches";
+  for (std::size_t i = 0; i < r.diagnoses.size(); ++i) out << (i ? ", " : " ") << r.diagnoses[i].diagnosis.signature;
+  out << "\n";
+  for (const conformance::MergedDiagnosis& m : r.diagnoses) {
+    out << "    " << m.diagnosis.signature << (m.diagnosis.confirmed ? " (confirmed by a re-run)" : " (from the pattern)")
+        << " in " << m.cases.size() << " case(s):";
+    for (const std::string& n : m.cases) out << " " << n;
+    out << "\n      " << (m.cases.size() > 1 ? "in " + m.cases.front() + ": " : "") << m.diagnosis.explanation
+        << "\n      evidence (all cases):";
+    for (const auto& [k, v] : m.diagnosis.evidence) out << " " << k << "=" << v;
     out << "\n";
   }
 }

@@ -125,7 +125,10 @@ std::vector<std::string> device_output_files(const Contract& c) {
   return {"payload.npy", "scale.npy"};
 }
 
-void write_case_dir(const fs::path& dir, const Contract& c, const std::vector<ExportCase>& cases) {
+void write_case_dir(const fs::path& dir_as_given, const Contract& c, const std::vector<ExportCase>& cases) {
+  // "lab/" names the directory "lab": staged as its sibling, not inside it.
+  const fs::path dir = dir_as_given.has_filename() ? dir_as_given : dir_as_given.parent_path();
+  if (dir.empty()) fail(ErrorKind::bad_argument, "no directory to export the cases into: '" + dir_as_given.string() + "'");
   std::set<std::string> names;
   for (const ExportCase& e : cases) {
     check_case_name(e.c->name);

@@ -110,4 +110,53 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
   return rep;
 }
 
+CompareReport compare_refusal(const Contract& c, const TensorView& x) {
+  validate(c);
+  const ContractOutput ref = run_contract(c, x, RunOptions{Engine::reference, 1});
+  const ScaleGrid grid(c, x.shape);
+  CompareReport rep;
+  const Tensor& payload = output_kind(c) == OutputKind::single ? ref.output : ref.payload;
+  rep.payload_bytes_total = rep.payload_bytes_differing = static_cast<std::int64_t>(payload.nbytes());
+  rep.scale_bytes_total = rep.scale_bytes_differing = static_cast<std::int64_t>(ref.scale.nbytes());
+  if (output_kind(c) == OutputKind::payload_scale)
+    rep.scale_delta_unit = ref.scale.dtype() == DType::u8 ? "E8M0 steps" : std::string("ulps of ") + dtype_name(ref.scale.dtype());
+  rep.elements_total = rep.elements_differing = grid.elements();
+  rep.groups_total = rep.groups_differing = grid.groups();
+  rep.rows_total = rep.rows_differing = grid.rows();
+  if (grid.elements() > 0) rep.first_payload_difference = 0;
+  if (grid.has_tail()) {
+    std::int64_t tails = 0;
+    for (std::int64_t g = 0; g < grid.groups(); ++g) tails += grid.is_tail_group(g) ? 1 : 0;
+    rep.diagnoses.push_back(Diagnosis{
+        "tail_rule",
+        {{"refused_cases", 1}, {"tail_groups", tails}},
+        "the device refused an input with a partial last block (a block shorter than the block size) that the "
+        "contract quantizes: the device rejects tails",
+        false});
+  }
+  return rep;
+}
+
+std::vector<MergedDiagnosis> merge_diagnoses(const std::vector<CaseDiagnoses>& cases) {
+  std::vector<MergedDiagnosis> out;
+  for (const CaseDiagnoses& k : cases)
+    for (const Diagnosis& d : k.diagnoses) {
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&](const MergedDiagnosis& m) { return m.diagnosis.signature == d.signature; });
+      if (it == out.end()) {
+        out.push_back({d, {k.name}});
+        continue;
+      }
+      for (const auto& [name, n] : d.evidence) {
+        auto e = std::find_if(it->diagnosis.evidence.begin(), it->diagnosis.evidence.end(),
+                              [&](const auto& x) { return x.first == name; });
+        if (e == it->diagnosis.evidence.end()) it->diagnosis.evidence.emplace_back(name, n);
+        else e->second += n;
+      }
+      it->diagnosis.confirmed = it->diagnosis.confirmed && d.confirmed;
+      if (it->cases.back() != k.name) it->cases.push_back(k.name);
+    }
+  return out;
+}
+
 }  // namespace qexact::conformance

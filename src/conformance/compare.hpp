@@ -47,4 +47,22 @@ struct CompareReport {
 // else bad_input naming both shapes.
 CompareReport compare_device(const Contract& c, const TensorView& x, const DeviceOutput& device);
 
+// The device refused x (it wrote no outputs) where c quantizes it: every byte of c's outputs
+// differs. When x has a partial last block, the refusal is diagnosed as the tail rule (a
+// device that rejects tails), from the pattern.
+CompareReport compare_refusal(const Contract& c, const TensorView& x);
+
+// One case's diagnoses, and the diagnoses of several cases merged by signature (in the order
+// first seen): evidence summed, the explanation of the first case (cases.front(); its counts
+// are that case's), confirmed only when every case's is.
+struct CaseDiagnoses {
+  std::string name;
+  std::vector<Diagnosis> diagnoses;
+};
+struct MergedDiagnosis {
+  Diagnosis diagnosis;
+  std::vector<std::string> cases;
+};
+std::vector<MergedDiagnosis> merge_diagnoses(const std::vector<CaseDiagnoses>& cases);
+
 }  // namespace qexact::conformance

@@ -169,6 +169,16 @@ class Stager {
       else if (a_[i] != e_[i]) following.push_back(e);
     }
 
+    if (scale_diff.empty() && !errors.empty() && skips_bf16_rounding()) {
+      out.push_back(make("amax_fp32_not_bf16", {{"payload_errors", static_cast<std::int64_t>(errors.size())}},
+                         "the " + std::to_string(errors.size()) +
+                             " payload differences (every scale matches) are what quantizing the fp32 values "
+                             "gives: the device skips the bf16 rounding of its inputs, for amax and payload alike "
+                             "(re-running the contract with prequant_round=none reproduces every byte)",
+                         true));
+      return out;
+    }
+
     // Tail rule (§8.6): every difference in the partial last block.
     bool all_tail = grid_.has_tail() && (!scale_diff.empty() || !errors.empty());
     for (std::size_t g : scale_diff) all_tail = all_tail && grid_.is_tail_group(static_cast<std::int64_t>(g));
@@ -198,6 +208,21 @@ class Stager {
     std::int64_t n = 0;
     for (std::int64_t g = 0; g < grid_.groups(); ++g) n += grid_.is_tail_group(g) ? 1 : 0;
     return n;
+  }
+
+  // An MX contract that rounds its inputs to bf16 first, re-run without that rounding,
+  // reproduces every device byte. Without a scale difference to show it, the payload's
+  // differences look like ties broken another way: the bf16 values' ties are not the fp32's.
+  bool skips_bf16_rounding() const {
+    if (c_.family != Family::mx || c_.prequant != Prequant::bf16) return false;
+    const std::optional<Contract> v = variant(c_, {{"prequant_round", "none"}});
+    if (!v) return false;
+    try {
+      const ContractOutput o = run_contract(*v, x_, kRef);
+      return same_bytes(o.payload, dev_.payload) && same_bytes(o.scale, dev_.scale);
+    } catch (const Error&) {
+      return false;  // the variant refuses the input the device quantized: not this device
+    }
   }
 
   // Scale grid of c's variant v on this input (reference engine), or nullopt when v rejects it.

@@ -119,11 +119,24 @@ class Search {
     return sum;
   }
 
-  std::vector<CaseResidual> residuals(const Contract& c) {
+  // The cases c leaves differing, each with compare's diagnoses of it (into `diagnosed`).
+  std::vector<CaseResidual> residuals(const Contract& c, std::vector<CaseDiagnoses>& diagnosed) {
     std::vector<CaseResidual> out;
     for (const LoadedCase& k : cases_) {
-      const Diff d = compare(k.device, try_contract(c, k.input.view(), run_));
-      if (d.total() > 0) out.push_back({k.entry->name, d.payload, d.scale, d.note});
+      const ContractRun run = try_contract(c, k.input.view(), run_);
+      const Diff d = compare(k.device, run);
+      if (d.total() == 0) continue;
+      CaseResidual residual{k.entry->name, d.payload, d.scale, d.note, ""};
+      if (run.output) {
+        try {
+          const CompareReport rep = k.device ? compare_device(c, k.input.view(), *k.device)
+                                             : compare_refusal(c, k.input.view());
+          diagnosed.push_back({k.entry->name, rep.diagnoses});
+        } catch (const Error& e) {
+          residual.undiagnosed = e.what();
+        }
+      }
+      out.push_back(std::move(residual));
     }
     return out;
   }
@@ -350,7 +363,9 @@ InferResult infer_contract(const CaseDir& dir, const InferOptions& o) {
       if (is_valid(n) && search.total(n).total() == found.total()) r.undetermined[key].push_back(cand);
     }
   }
-  r.cases = search.residuals(r.contract);
+  std::vector<CaseDiagnoses> diagnosed;
+  r.cases = search.residuals(r.contract, diagnosed);
+  r.diagnoses = merge_diagnoses(diagnosed);
   r.candidates_evaluated = search.evaluated();
   return r;
 }

@@ -12,6 +12,9 @@
 // fast engine. A parameter another value of which fits the outputs just as well is reported as
 // undetermined, not guessed. A case the device refused (no outputs) matches a candidate that
 // rejects it too; otherwise all of the bytes of the side that has outputs count as differing.
+//
+// When only a closest contract is found, its residual is attributed: compare's diagnoses
+// (compare.hpp) of that contract against the device, on the cases that still differ.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "conformance/case_dir.hpp"
+#include "conformance/compare.hpp"
 #include "qexact/contract.hpp"
 
 namespace qexact::conformance {
@@ -30,6 +34,7 @@ struct CaseResidual {
   std::string name;
   std::int64_t payload_bytes_differing = 0, scale_bytes_differing = 0;
   std::string note;  // "" or "the device refused it; the contract does not" / the converse
+  std::string undiagnosed;  // "" or why compare could not diagnose the case (e.g. another payload shape)
 };
 
 struct InferResult {
@@ -42,6 +47,7 @@ struct InferResult {
   std::int64_t payload_bytes_differing = 0, scale_bytes_differing = 0;
   std::int64_t payload_bytes_total = 0, scale_bytes_total = 0;  // of the device's outputs
   std::vector<CaseResidual> cases;                      // the cases with differences
+  std::vector<MergedDiagnosis> diagnoses;               // of those differences, by signature
   std::int64_t cases_with_outputs = 0;
   std::int64_t candidates_evaluated = 0;
 };
