@@ -29,10 +29,12 @@ json tensor_json(const TensorReport& t) {
   j["payload_bytes_sent"] = t.payload_bytes_sent;
   j["scale_bytes_sent"] = t.scale_bytes_sent;
   j["extra_collective"] = t.extra_collective.empty() ? json(nullptr) : json(t.extra_collective);
+  j["extra_bytes"] = t.extra_bytes;
   j["time_quantized_s"] = t.time_quantized_s;
   j["time_bf16_s"] = t.time_bf16_s;
   j["differing_blocks"] = t.differing_blocks;
   j["straddling_blocks"] = t.straddling_blocks;
+  j["straddling_total"] = t.straddling_total;
   j["all_drift_at_boundaries"] = t.all_drift_at_boundaries;
   j["first_differing_blocks"] = t.first_differing_blocks;
   if (t.collective == "pool_mean") {
