@@ -90,7 +90,7 @@ std::string render_text(const plan::PlanFile& p, const plan::Judgement& j, const
     const plan::TensorVerdict& v = j.tensors[i];
     const plan::TensorPlan& t = p.tensors[i];
     o << '\n' << describe(t) << '\n';
-    o << "  " << (v.exact ? "EXACT  " : "DRIFT  ") << v.reason << '\n';
+    o << "  " << (!v.supported ? "REFUSED  " : v.exact ? "EXACT  " : "DRIFT  ") << v.reason << '\n';
     o << "  bytes per rank: before " << v.bytes_before << " (" << dtype_name(t.dtype) << ") -> after " << v.bytes_after
       << " = payload " << v.payload_bytes << " + scales " << v.scale_bytes << " ("
       << percent(static_cast<double>(v.bytes_after) / static_cast<double>(v.bytes_before)) << " of before)\n";
@@ -104,7 +104,9 @@ std::string render_text(const plan::PlanFile& p, const plan::Judgement& j, const
   const plan::PlanTotals& s = j.totals;
   o << "\ntotals per rank, all tensors: " << totals_line(s) << '\n';
   for (const auto& [op, t] : s.by_collective) o << "  " << op << ": " << totals_line(t) << '\n';
-  o << "verdicts: " << s.exact << " byte-exact, " << s.drift << " with drift\n";
+  o << "verdicts: " << s.exact << " byte-exact, " << s.drift << " with drift";
+  if (s.unsupported > 0) o << ", " << s.unsupported << " not supported for quantize-before";
+  o << '\n';
   if (sweep != nullptr)
     o << "time (sum of the collectives): before " << seconds(s.time_before_s) << " -> after " << seconds(s.time_after_s)
       << (s.time_before_s && s.time_after_s ? "" : " (a tensor above has no prediction)") << '\n';
@@ -125,6 +127,7 @@ nlohmann::ordered_json render_json(const plan::PlanFile& p, const plan::Judgemen
     e["name"] = v.name;
     e["collective"] = plan::collective_name(t.collective);
     e["quantize"] = t.quantized() ? nlohmann::ordered_json(t.quantize) : nlohmann::ordered_json(nullptr);
+    e["supported"] = v.supported;
     e["exact"] = v.exact;
     e["reason"] = v.reason;
     e["drift_blocks"] = v.drift_blocks;
@@ -146,6 +149,7 @@ nlohmann::ordered_json render_json(const plan::PlanFile& p, const plan::Judgemen
   out["totals"] = totals_json(s);
   out["totals"]["exact"] = s.exact;
   out["totals"]["drift"] = s.drift;
+  out["totals"]["unsupported"] = s.unsupported;
   out["totals"]["time_before_s"] = opt_json(s.time_before_s);
   out["totals"]["time_after_s"] = opt_json(s.time_after_s);
   out["totals"]["by_collective"] = nlohmann::ordered_json::object();

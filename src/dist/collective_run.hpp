@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/collective_plan.hpp"
+#include "plan/plan_file.hpp"
 #include "dist/mpi_world.hpp"
 #include "qexact/quantize.hpp"
 
@@ -36,6 +36,10 @@ struct TensorReport {
   std::int64_t payload_bytes_total = 0, payload_bytes_differing = 0;
   std::int64_t scale_bytes_total = 0, scale_bytes_differing = 0;
   std::int64_t differing_blocks = 0, straddling_blocks = 0;
+  // Every scale domain a shard boundary cuts, differing or not: the judge's drift_blocks. A cut
+  // domain keeps its bytes when the part holding its amax also sets the assembled scale and
+  // the other part's amax maps to the same scale, so differing_blocks can be smaller.
+  std::int64_t straddling_total = 0;
   bool all_drift_at_boundaries = true;          // every differing block straddles a shard boundary
   std::vector<std::int64_t> first_differing_blocks;  // flat scale indices, at most 8
 
@@ -43,6 +47,7 @@ struct TensorReport {
   // tensor moved in its own dtype.
   std::int64_t bytes_bf16 = 0, bytes_sent = 0, payload_bytes_sent = 0, scale_bytes_sent = 0;
   std::string extra_collective;  // the global scale's all_reduce, when there is one
+  std::int64_t extra_bytes = 0;  // what that all_reduce carries (the scale itself is not sent)
 
   // Medians over the iterations of the slowest rank's time.
   double time_quantized_s = 0.0, time_bf16_s = 0.0;

@@ -29,10 +29,12 @@ json tensor_json(const TensorReport& t) {
   j["payload_bytes_sent"] = t.payload_bytes_sent;
   j["scale_bytes_sent"] = t.scale_bytes_sent;
   j["extra_collective"] = t.extra_collective.empty() ? json(nullptr) : json(t.extra_collective);
+  j["extra_bytes"] = t.extra_bytes;
   j["time_quantized_s"] = t.time_quantized_s;
   j["time_bf16_s"] = t.time_bf16_s;
   j["differing_blocks"] = t.differing_blocks;
   j["straddling_blocks"] = t.straddling_blocks;
+  j["straddling_total"] = t.straddling_total;
   j["all_drift_at_boundaries"] = t.all_drift_at_boundaries;
   j["first_differing_blocks"] = t.first_differing_blocks;
   if (t.collective == "pool_mean") {
@@ -65,7 +67,8 @@ json report_json(const RunContext& ctx, const std::vector<TensorReport>& tensors
       {"differing", "all_gather: bytes of the gathered tensor (the same on every rank); all_to_all: summed over "
                     "the ranks' head shards; pool_mean: bytes of the pooled output"},
       {"blocks", "a block is one scale domain (flat index into the preset's scale tensor; pool_mean: a cell); "
-                 "where a domain straddles a shard boundary the assembled scale is the lower rank's"},
+                 "where a domain straddles a shard boundary the assembled scale is the lower rank's; straddling_total counts "
+                 "every straddling domain (the judge's drift_blocks), straddling_blocks the differing ones"},
       {"times", "median over the iterations of the slowest rank; quantize + collective vs the collective of "
                 "the unquantized shard, interleaved; a tensor moved unquantized has one time, shown in both"}};
   std::int64_t bf16 = 0, sent = 0;

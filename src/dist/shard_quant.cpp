@@ -44,39 +44,6 @@ std::int64_t row_family_scale_element(const Contract& c, const Shape& full, std:
 
 }  // namespace
 
-ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
-  const int rank = static_cast<int>(x.size());
-  const std::string who = c.preset.empty() ? family_name(c.family) : c.preset;
-  auto refuse = [&](const std::string& why) -> ScaleAxis {
-    fail(ErrorKind::bad_argument, "cannot shard axis " + std::to_string(axis) + " of " + shape_str(x) + " for " + who +
-                                      ": " + why);
-  };
-  switch (c.family) {
-    case Family::mx:
-      if (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled)
-        return refuse("its scale layout pads or tiles the scales of the whole tensor, so a shard's scales are not a slice of them");
-      [[fallthrough]];
-    case Family::int8_token:
-    case Family::int8_group:
-      payload_shape(c, x);  // rank and tail checks
-      if (axis == rank - 1) return refuse("its scale groups run along the last axis, which sharding would cut");
-      return {axis, 1};
-    case Family::int8_block:
-      payload_shape(c, x);
-      switch (axis) {
-        case 0: return {0, 1};
-        case 1: return {2, c.token_block};
-        case 2: return {1, 1};
-        default: return refuse("a block spans all D channels of its tokens");
-      }
-    case Family::hif4:
-      return refuse("hif4 has no quantize");
-    case Family::pool:
-      return refuse("pool.mean is not a quantizer (move it with collective pool_mean)");
-  }
-  return refuse("unknown family");
-}
-
 TensorView slice_view(const TensorView& v, int axis, std::int64_t start, std::int64_t length) {
   TensorView s = v;
   const auto a = static_cast<std::size_t>(axis);
@@ -140,19 +107,6 @@ Tensor concat(const std::vector<TensorView>& parts, int axis) {
       dst += chunk;
     }
   return out;
-}
-
-PieceGeometry piece_geometry(const Contract& c, const Shape& full, int axis, std::int64_t offset, std::int64_t length) {
-  const ScaleAxis sa = scale_axis_along(c, full, axis);
-  Shape local = full;
-  local[static_cast<std::size_t>(axis)] = length;
-  PieceGeometry g;
-  g.payload = payload_shape(c, local);
-  g.scale = scale_shape(c, local);
-  const std::int64_t e = sa.elements_per_scale;
-  g.scale_first = offset / e;
-  g.scale[static_cast<std::size_t>(sa.scale_axis)] = length == 0 ? 0 : ceil_div(offset + length, e) - offset / e;
-  return g;
 }
 
 QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const TensorView& local, int axis,
@@ -220,9 +174,10 @@ BlockMap contract_blocks(const Contract& c, const Shape& full, int axis, std::ve
   const Shape ss = scale_shape(c, full);
   const auto a = static_cast<std::size_t>(sa.scale_axis);
   const std::int64_t inner = product(ss, a + 1, ss.size());
-  const std::int64_t scale_esize = c.family == Family::mx ? 1 : (c.scale_store == ScaleStore::f16 ? 2 : 4);
+  const std::int64_t scale_esize = plan::scale_element_bytes(c);
   const std::int64_t length = full[static_cast<std::size_t>(axis)];
   BlockMap m;
+  m.blocks = shape_numel(ss);
   if (c.family == Family::int8_block) {
     const std::int64_t seq = full[1], heads = full[2], dim = full[3], blocks = ss[2];
     const std::int64_t tb = c.token_block;
@@ -273,6 +228,7 @@ Drift compare_quantized(const QuantResult& got, const QuantResult& want, const B
   count(got.scale, want.scale, d.scale_bytes, d.scale_differing, blocks.block_of_scale_byte);
   d.differing_blocks.assign(differing.begin(), differing.end());
   for (std::int64_t b : d.differing_blocks) d.straddling_blocks += blocks.straddles(b);
+  for (std::int64_t b = 0; b < blocks.blocks; ++b) d.straddling_total += blocks.straddles(b);
   return d;
 }
 

@@ -12,22 +12,19 @@
 #include <functional>
 #include <vector>
 
+#include "plan/shard_domain.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::dist {
 
-// How a contract's scale tensor is indexed along one axis of x: index i of x's `axis` uses
-// index i / elements_per_scale of the scale tensor's `scale_axis`.
-struct ScaleAxis {
-  int scale_axis = 0;
-  std::int64_t elements_per_scale = 1;
-};
-// Throws bad_argument when the axis cannot be sharded with shard-local scales: MX and int8
-// groups along the last axis, int8.block's channel axis, and scale layouts padded or tiled over
-// the whole tensor (TransformerEngine, cuBLAS swizzle).
-ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis);
+// Which scale domains sharding cuts is the judge's notion too (plan/shard_domain.hpp): the run
+// quantizes with the same scale axes and piece shapes the judge counts bytes and drift with.
+using plan::PieceGeometry;
+using plan::piece_geometry;
+using plan::ScaleAxis;
+using plan::scale_axis_along;
 
 // v restricted to [start, start + length) along `axis` (same storage and strides).
 TensorView slice_view(const TensorView& v, int axis, std::int64_t start, std::int64_t length);
@@ -45,14 +42,6 @@ struct QuantPiece {
   Tensor scale;
   std::int64_t scale_first = 0;
 };
-// The shapes a piece has for rows [offset, offset + length) of a full tensor `full`.
-struct PieceGeometry {
-  Shape payload;
-  Shape scale;
-  std::int64_t scale_first = 0;
-};
-PieceGeometry piece_geometry(const Contract& c, const Shape& full, int axis, std::int64_t offset, std::int64_t length);
-
 // `local` holds rows [offset, offset + local.shape[axis]) of a tensor of shape `full`.
 QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const TensorView& local, int axis,
                                    std::int64_t offset, const RunOptions& o);
@@ -67,6 +56,7 @@ struct Drift {
   std::int64_t scale_bytes = 0, scale_differing = 0;
   std::vector<std::int64_t> differing_blocks;  // ascending
   std::int64_t straddling_blocks = 0;          // of the differing ones
+  std::int64_t straddling_total = 0;           // all blocks that straddle, differing or not
   bool exact() const { return payload_differing == 0 && scale_differing == 0; }
 };
 // Which block a payload byte or a scale byte belongs to, and whether a block straddles a shard
@@ -75,6 +65,7 @@ struct BlockMap {
   std::function<std::int64_t(std::int64_t)> block_of_payload_byte;
   std::function<std::int64_t(std::int64_t)> block_of_scale_byte;
   std::function<bool(std::int64_t)> straddles;
+  std::int64_t blocks = 0;  // block indices 0 .. blocks-1 (the flat scale indices)
 };
 // Blocks of a contract's scale domains on `full`, sharded along `axis` with shard boundaries at
 // `boundaries` (the interior offsets).

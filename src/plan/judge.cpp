@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "plan/shard_domain.hpp"
+#include "qexact/pool.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::plan {
@@ -15,27 +17,19 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 struct Domain {
   std::vector<std::int64_t> block;
   bool bsnd = false;  // (B, S, N, D) naming of the axes (int8.block, int8.channel)
-  std::int64_t token_block = 0;  // int8.block
   std::string kind;   // what one domain is, for the messages
 };
 
+// Only for a locally scaled tensor the run supports (quantize_before_refusal is empty). Along the
+// sharded axes the run length is the shared scale_axis_along's, the one the runs quantize with.
 Domain domain_of(const TensorPlan& t) {
   const Shape& s = t.shape;
   Domain d;
   d.block.assign(s.size(), 1);
-  if (t.is_int8_channel()) {
-    d.bsnd = true;
-    d.block[0] = s[0];
-    d.block[1] = s[1];
-    d.kind = "(head, channel) scales";
-    return d;
-  }
   const Contract c = t.contract();
   switch (c.family) {
     case Family::int8_block:
       d.bsnd = true;
-      d.token_block = c.token_block;
-      d.block[1] = c.token_block;
       d.block[3] = s[3];
       d.kind = "(b, head, token block) scales";
       break;
@@ -51,15 +45,13 @@ Domain domain_of(const TensorPlan& t) {
       d.block.back() = s.back();
       d.kind = "row scales";
       break;
-    case Family::hif4: {
-      const int q = c.qdim < 0 ? static_cast<int>(s.size()) + c.qdim : c.qdim;
-      d.block[static_cast<std::size_t>(q)] = 64;
-      d.kind = "blocks of 64";
-      break;
-    }
-    case Family::pool:  // not a quantizer: the plan parser refuses it as `quantize`
-      break;
+    case Family::hif4:
+    case Family::pool:
+      throw std::logic_error("domain_of: " + t.name + " is refused for quantize-before");
   }
+  std::vector<int> cut_axes = {t.axis};
+  if (t.collective == Collective::all_to_all) cut_axes.push_back(t.to_axis);
+  for (int a : cut_axes) d.block[static_cast<std::size_t>(a)] = scale_axis_along(c, s, a).elements_per_scale;
   return d;
 }
 
@@ -76,7 +68,6 @@ std::int64_t runs_on(const Shape& s, const Domain& d, std::size_t a) { return ce
 std::string axis_clause(const TensorPlan& t, const Domain& d, int a, int world, std::int64_t total) {
   const auto ua = static_cast<std::size_t>(a);
   const std::int64_t len = t.shape[ua];
-  const std::int64_t shard = len / world;
   const std::int64_t b = d.block[ua];
   const std::int64_t runs = runs_on(t.shape, d, ua);
   const std::int64_t per_run = total / runs;
@@ -88,47 +79,29 @@ std::string axis_clause(const TensorPlan& t, const Domain& d, int a, int world, 
       if (d.block[i] > 1) reduced += (reduced.empty() ? "" : ", ") + axis_label(d, static_cast<int>(i));
     return label + " is not reduced by any scale (the " + d.kind + " run along " + reduced + "): no scale domain is cut";
   }
-  if (d.token_block > 0 && a == 1) {
-    std::string c = "S % (world x token_block) = " + str(len) + " % (" + str(world) + " x " + str(b) +
-                    ") = " + str(len % (world * b));
-    if (k == 0) return c + ": every " + str(b) + "-token block lies in one shard";
-    return c + ": " + str(k) + " of " + str(runs) + " token blocks straddle a shard boundary (x " + str(t.shape[0]) +
-           " batch x " + str(t.shape[2]) + " heads = " + str(k * per_run) + " of " + str(total) + " scale blocks)";
-  }
-  if (b == len) {
-    if (world == 1) return label + " is reduced whole by the scales, and world 1 has no shard boundary";
-    return label + " (length " + str(len) + ") is reduced whole by the " + d.kind + ": the shard boundaries cut all " +
-           str(total) + " of them";
-  }
-  std::string c = "shard length % block along " + label + " = " + str(shard) + " % " + str(b) + " = " + str(shard % b);
-  if (k == 0) return c + ": the " + d.kind + " are never cut";
-  return c + ": " + str(k) + " of " + str(runs) + " " + d.kind + " along it straddle a shard boundary (x " +
-         str(per_run) + " = " + str(k * per_run) + " of " + str(total) + ")";
+  // Only int8.block's sequence axis has runs longer than 1 along a sharded axis.
+  std::string c = "S % (world x token_block) = " + str(len) + " % (" + str(world) + " x " + str(b) +
+                  ") = " + str(len % (world * b));
+  if (k == 0) return c + ": every " + str(b) + "-token block lies in one shard";
+  return c + ": " + str(k) + " of " + str(runs) + " token blocks straddle a shard boundary (x " + str(per_run) +
+         " = " + str(k * per_run) + " of " + str(total) + " scale blocks)";
 }
 
-std::string layout_name(const Contract& c) {
-  for (const auto& [k, v] : params(c))
-    if (k == "layout") return v;
-  return "";
-}
-
-// Payload and scale bytes of one quantized shard (layout padding included).
-std::pair<std::int64_t, std::int64_t> quantized_bytes(const TensorPlan& t, const Shape& shard) {
-  if (t.is_int8_channel()) {
-    const std::int64_t scale = t.scale == ScaleScope::global ? 0 : shard[2] * shard[3] * 4;
-    return {shape_numel(shard), scale};
-  }
+// Payload and scale bytes one rank sends (the most of any rank): each rank quantizes its rows on
+// the full tensor's grid of scale domains (piece_geometry), so a rank whose shard starts inside
+// a domain also carries that domain's scale.
+std::pair<std::int64_t, std::int64_t> quantized_bytes(const TensorPlan& t, int world) {
+  const Shape shard = t.shard_shape(world);
+  if (t.is_int8_channel()) return {shape_numel(shard), 0};  // global scale: every rank computes it, none sends it
   const Contract c = t.contract();
-  if (c.family == Family::hif4) {
-    const int q = c.qdim < 0 ? static_cast<int>(shard.size()) + c.qdim : c.qdim;
-    const std::int64_t len = shard[static_cast<std::size_t>(q)];
-    const std::int64_t rows = shape_numel(shard) / len;
-    return {shape_numel(shard) / 2, rows * (len / 64) * 4};  // nibbles; 4 scale bytes per 64
+  const std::int64_t len = shard[static_cast<std::size_t>(t.axis)];
+  std::int64_t payload = 0, scale = 0;
+  for (int r = 0; r < world; ++r) {
+    const PieceGeometry g = piece_geometry(c, t.shape, t.axis, r * len, len);
+    payload = std::max(payload, shape_numel(g.payload));  // u8 / i8 elements
+    scale = std::max(scale, shape_numel(g.scale) * scale_element_bytes(c));
   }
-  const std::int64_t payload = shape_numel(payload_shape(c, shard));  // u8 / i8 elements
-  std::int64_t scale_elem = 1;                                       // MX: E8M0 bytes
-  if (c.family != Family::mx) scale_elem = c.scale_store == ScaleStore::f16 ? 2 : 4;
-  return {payload, shape_numel(scale_shape(c, shard)) * scale_elem};
+  return {payload, scale};
 }
 
 void judge_pool(const TensorPlan& t, int world, TensorVerdict& v) {
@@ -138,8 +111,9 @@ void judge_pool(const TensorPlan& t, int world, TensorVerdict& v) {
   for (int r = 0; r < world; ++r) {
     const std::int64_t first = r * len / pool, last = ((r + 1) * len - 1) / pool;
     const std::int64_t cells = last - first + 1;
-    // An exact partial sum is 6 x 64-bit limbs (48 bytes) per (b, cell, feature); a u64 row count per cell.
-    const std::int64_t bytes = batch * cells * features * 48 + cells * 8;
+    // pool_partial_bytes: a 2-word header (first cell, cells), a u64 row count per cell, and an
+    // exact partial sum of kPoolSumLimbs u64 limbs per (b, cell, feature).
+    const std::int64_t bytes = 16 + cells * 8 + batch * cells * features * kPoolSumLimbs * 8;
     if (bytes > most) {
       most = bytes;
       most_cells = cells;
@@ -152,7 +126,8 @@ void judge_pool(const TensorPlan& t, int world, TensorVerdict& v) {
              "combined in rank order, each cell divided once by its true length: bit for bit the unsharded "
              "block mean (" + str(ceil_div(seq, pool)) + " cells of " + str(pool) + ")";
   v.notes.push_back("partials per rank (the most of any rank): " + str(batch) + " batch x " + str(most_cells) +
-                    " cells x " + str(features) + " features x 48 bytes + " + str(most_cells) + " cells x 8 bytes of counts = " +
+                    " cells x " + str(features) + " features x " + str(kPoolSumLimbs * 8) + " bytes + " + str(most_cells) +
+                    " cells x 8 bytes of counts + 16 bytes of header = " +
                     str(most) + " bytes; before = the shard gathered in " + dtype_name(t.dtype));
   if (seq % pool != 0)
     v.notes.push_back("tail cell: S % P = " + str(seq) + " % " + str(pool) + " = " + str(seq % pool) +
@@ -176,19 +151,6 @@ double ByteTotals::with_extra_ratio() const {
   return static_cast<double>(payload_bytes + scale_bytes + extra_bytes) / static_cast<double>(bytes_before);
 }
 
-std::int64_t straddled_runs(std::int64_t length, int world, std::int64_t block) {
-  const std::int64_t shard = length / world;
-  std::int64_t count = 0, last = -1;
-  for (std::int64_t r = 1; r < world; ++r) {
-    const std::int64_t cut = r * shard;
-    if (cut % block == 0) continue;
-    const std::int64_t run = cut / block;
-    if (run != last) ++count;  // boundaries increase, so a run holding two of them comes twice in a row
-    last = run;
-  }
-  return count;
-}
-
 TensorVerdict judge_tensor(const TensorPlan& t, int world) {
   TensorVerdict v;
   v.name = t.name;
@@ -208,6 +170,30 @@ TensorVerdict judge_tensor(const TensorPlan& t, int world) {
     return v;
   }
 
+  if (const std::optional<std::string> why = quantize_before_refusal(t)) {
+    // `qexact collective` refuses the plan for the same reason; the totals count it unquantized.
+    v.supported = false;
+    v.payload_bytes = v.bytes_before;
+    v.bytes_after = v.bytes_before;
+    v.reason = "not supported for quantize-before: " + *why;
+    v.notes.push_back(std::string("counted as moved unquantized (") + dtype_name(t.dtype) +
+                      "); qexact collective refuses a plan with this tensor");
+    return v;
+  }
+  const auto [payload, scale] = quantized_bytes(t, world);
+  v.payload_bytes = payload;
+  v.scale_bytes = scale;
+  v.bytes_after = payload + scale;
+  if (t.is_int8_channel()) {  // the parser admits it only with the global scale
+    const std::int64_t amax_bytes = t.shape[2] * t.shape[3] * 4;
+    v.exact = true;
+    v.reason = "byte-exact with one extra all_reduce(MAX) of the (N, D) = (" + str(t.shape[2]) + ", " + str(t.shape[3]) +
+               ") fp32 amax tensor (" + str(amax_bytes) + " bytes) before quantizing: every rank then holds the "
+               "global per-(head, channel) scale, which is not sent again";
+    v.extra.push_back({"all_reduce_max", amax_bytes, "per-(head, channel) amax, (N, D) fp32"});
+    return v;
+  }
+
   const Domain d = domain_of(t);
   std::int64_t total = 1;
   for (std::size_t a = 0; a < t.shape.size(); ++a) total *= runs_on(t.shape, d, a);
@@ -222,43 +208,17 @@ TensorVerdict judge_tensor(const TensorPlan& t, int world) {
     whole *= runs;
   }
   v.total_blocks = total;
-  std::vector<std::string> clauses;
+  std::string joined;
   for (std::size_t i = 0; i < cut_axes.size(); ++i) {
     const std::string role = cut_axes.size() == 1 ? "" : (i == 0 ? "before (sequence shard): " : "after (re-sharded): ");
-    clauses.push_back(role + axis_clause(t, d, cut_axes[i], world, total));
-  }
-  std::string joined;
-  for (const auto& c : clauses) joined += (joined.empty() ? "" : "; ") + c;
-
-  const auto [payload, scale] = quantized_bytes(t, shard);
-  v.payload_bytes = payload;
-  v.scale_bytes = scale;
-  v.bytes_after = payload + scale;
-
-  if (t.is_int8_channel() && t.scale == ScaleScope::global) {
-    const std::int64_t amax_bytes = t.shape[2] * t.shape[3] * 4;
-    v.exact = true;
-    v.reason = "byte-exact with one extra all_reduce(MAX) of the (N, D) = (" + str(t.shape[2]) + ", " + str(t.shape[3]) +
-               ") fp32 amax tensor (" + str(amax_bytes) + " bytes) before quantizing: every rank then holds the "
-               "global per-(head, channel) scale, which is not sent again";
-    v.extra.push_back({"all_reduce_max", amax_bytes, "per-(head, channel) amax, (N, D) fp32"});
-    return v;
+    joined += (joined.empty() ? "" : "; ") + role + axis_clause(t, d, cut_axes[i], world, total);
   }
   v.drift_blocks = total - whole;
   v.exact = v.drift_blocks == 0;
-  if (v.exact) {
+  if (v.exact)
     v.reason = "byte-exact: " + joined;
-    if (t.collective == Collective::all_gather && !t.is_int8_channel()) {
-      const auto [full_payload, full_scale] = quantized_bytes(t, t.shape);
-      (void)full_payload;
-      if (full_scale != scale * world)
-        v.notes.push_back("scale layout " + layout_name(t.contract()) + " pads each shard: " + str(world) + " x " +
-                          str(scale) + " scale bytes gathered vs " + str(full_scale) +
-                          " for the full tensor (same scale values, re-laid out on receipt)");
-    }
-  } else {
+  else
     v.reason = "drift: boundary blocks regrouped: " + str(v.drift_blocks) + " of " + str(total) + " blocks (" + joined + ")";
-  }
   return v;
 }
 
@@ -292,7 +252,7 @@ Judgement judge(const PlanFile& plan, int world, const SweepFile* sweep) {
     }
     tot.add(v);
     tot.by_collective[collective_name(t.collective)].add(v);
-    (v.exact ? tot.exact : tot.drift) += 1;
+    (!v.supported ? tot.unsupported : v.exact ? tot.exact : tot.drift) += 1;
     j.tensors.push_back(std::move(v));
   }
   if (all_before) tot.time_before_s = sum_before;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plan/plan_file.hpp"
+#include "plan/shard_domain.hpp"
 #include "plan/sweep_file.hpp"
 
 namespace qexact::plan {
@@ -27,14 +28,15 @@ struct ExtraCollective {
 
 struct TensorVerdict {
   std::string name;
+  bool supported = true;          // false: `qexact collective` refuses it (reason says why)
   bool exact = false;
   std::string reason;             // never says "exact" or "lossless" when !exact
   std::int64_t drift_blocks = 0;  // scale domains of the full tensor cut by a shard boundary
   std::int64_t total_blocks = 0;  // scale domains of the full tensor (0 when not quantized)
   std::string wire_op;            // the collective that carries the data after the change
   std::int64_t bytes_before = 0;  // per rank, the unquantized dtype
-  std::int64_t payload_bytes = 0; // per rank after
-  std::int64_t scale_bytes = 0;   // per rank after, layout padding included
+  std::int64_t payload_bytes = 0; // per rank after (the most of any rank)
+  std::int64_t scale_bytes = 0;   // per rank after (the most of any rank), layout padding included
   std::int64_t bytes_after = 0;   // payload + scale (extra collectives apart)
   std::vector<ExtraCollective> extra;
   std::vector<std::string> notes;
@@ -51,7 +53,7 @@ struct ByteTotals {
 };
 
 struct PlanTotals : ByteTotals {
-  int exact = 0, drift = 0;
+  int exact = 0, drift = 0, unsupported = 0;
   std::optional<double> time_before_s, time_after_s;  // absent when some tensor has no prediction
   // The same sums per collective of the plan ("all_to_all": a Ulysses group of q, k, v, o).
   std::map<std::string, ByteTotals> by_collective;
@@ -68,9 +70,5 @@ Judgement judge(const PlanFile& plan, int world, const SweepFile* sweep);
 
 // One tensor's verdict and bytes (no times).
 TensorVerdict judge_tensor(const TensorPlan& t, int world);
-
-// How many runs of `block` indices (tiling [0, length) from 0, last one partial) contain a shard
-// boundary r * length / world (0 < r < world) strictly inside them.
-std::int64_t straddled_runs(std::int64_t length, int world, std::int64_t block);
 
 }  // namespace qexact::plan

@@ -78,11 +78,7 @@ int hif4_axis(int qdim, const Shape& shape) { return qdim < 0 ? static_cast<int>
 // Can the tensor's quantizer take a tensor of shape `s` ("the full tensor", "one shard", ...)?
 void check_quantizable(const TensorPlan& t, const Shape& s, const std::string& what, const TensorContext& ctx) {
   if (!t.quantized()) return;
-  if (t.is_int8_channel()) {
-    if (s.size() != 4)
-      ctx.value_error("quantize", "int8.channel needs a (B, S, N, D) tensor, got " + what + " of shape " + shape_str(s));
-    return;
-  }
+  if (t.is_int8_channel()) return;  // (B, S, N, D), checked by the parser; sharding keeps the rank
   const Contract c = t.contract();
   try {
     if (c.family == Family::hif4) {
@@ -177,6 +173,18 @@ TensorPlan parse_tensor(const Json& j, std::size_t index, const std::string& sou
     if (t.scale == ScaleScope::global && !t.is_int8_channel())
       ctx.value_error("scale", "\"global\" is defined for int8.channel only (quantize is '" + t.quantize + "')");
   }
+  if (t.is_int8_channel()) {
+    // Its scales span the whole (b, s) extent: only one all_reduce(MAX) before quantizing makes
+    // them, and the run implements that for all_gather of a sequence (or batch) shard.
+    if (t.scale != ScaleScope::global)
+      ctx.value_error("scale", "int8.channel is the global-scale quantizer: give \"scale\": \"global\"");
+    if (t.collective != Collective::all_gather)
+      ctx.value_error("collective", std::string("the global-scale path runs with all_gather only, got ") +
+                                        collective_name(t.collective));
+    if (t.shape.size() != 4 || t.axis > 1)
+      ctx.value_error("axis", "int8.channel needs a (B, S, N, D) tensor sharded on axis 0 or 1 (its scales are per (N, D)), got axis " +
+                                  std::to_string(t.axis) + " of " + shape_str(t.shape));
+  }
 
   if (t.collective == Collective::pool_mean) {
     if (t.quantized()) ctx.value_error("quantize", "pool_mean moves exact partial sums, it takes no quantizer");
@@ -207,6 +215,18 @@ Contract TensorPlan::contract() const {
   std::vector<std::string> overrides;
   for (const auto& [k, v] : params) overrides.push_back(k + "=" + v);
   return make_contract(quantize, overrides);
+}
+
+std::string TensorPlan::fingerprint() const {
+  std::ostringstream o;
+  o << "shape " << shape_str(shape) << ", dtype " << dtype_name(dtype) << ", " << collective_name(collective)
+    << " on axis " << axis;
+  if (collective == Collective::all_to_all) o << " to axis " << to_axis;
+  if (collective == Collective::pool_mean) o << ", pool " << pool;
+  o << ", quantize " << (quantized() ? quantize : "none");
+  for (const auto& [k, v] : params) o << " " << k << "=" << v;
+  if (scale == ScaleScope::global) o << ", global scale";
+  return o.str();
 }
 
 Shape TensorPlan::shard_shape(int world) const {

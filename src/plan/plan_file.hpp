@@ -42,6 +42,8 @@ struct TensorPlan {
   bool is_int8_channel() const { return quantize == kInt8Channel; }
   // The contract of a quantized tensor other than int8.channel (preset + params, validated).
   Contract contract() const;
+  // One line that two ranks compare to learn whether they hold the same plan for this tensor.
+  std::string fingerprint() const;
   // The shape of one rank's slice before the collective (shape[axis] / world).
   Shape shard_shape(int world) const;
 };

@@ -3,8 +3,6 @@
 // `timeout`, so a hang fails the test instead of stalling CI. CMake compiles in QEXACT_CLI_PATH
 // (the binary) and QEXACT_MPIRUN (the mpirun command with its flags).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,73 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mpi_test_util.hpp"
+
 namespace {
 
+using namespace qexact::test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-constexpr int kRunTimeoutS = 100;
-
-const std::string kCli = QEXACT_CLI_PATH;
-const std::string kMpirun = QEXACT_MPIRUN;
-
-fs::path scratch_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  for (char& c : name)
-    if (c == '/') c = '_';
-  const fs::path dir = fs::temp_directory_path() / ("qexact-dist-" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct MpiOutcome {
-  int status = -1;
-  std::string out, err;
-};
-
-// `mpirun -np N qexact ARGS` (or an MPMD line given whole in `ranks`), bounded by timeout.
-MpiOutcome mpirun_line(const std::string& ranks, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  std::string cmd = "cd '";
-  cmd += dir.string();
-  cmd += "' && timeout ";
-  cmd += std::to_string(kRunTimeoutS);
-  cmd += " ";
-  cmd += kMpirun;
-  cmd += " ";
-  cmd += ranks;
-  cmd += " > '";
-  cmd += out.string();
-  cmd += "' 2> '";
-  cmd += err.string();
-  cmd += "'";
-  const int raw = std::system(cmd.c_str());
-  MpiOutcome r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = read_text(out);
-  r.err = read_text(err);
-  EXPECT_NE(r.status, 124) << "mpirun timed out (a hang): " << cmd;
-  return r;
-}
-
-MpiOutcome mpirun(int np, const std::string& args, const fs::path& dir) {
-  return mpirun_line("-np " + std::to_string(np) + " '" + kCli + "' " + args, dir);
-}
-
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 json tensor_entry(const std::string& name, const std::vector<long>& shape, const std::string& collective,
                   const json& quantize, const json& extra = json::object()) {
@@ -252,7 +190,7 @@ TEST(BadInput, WorldSizeThatDoesNotDivideTheShardedAxis) {
   write_plan(dir / "plan.json", 128);
   const MpiOutcome r = mpirun(3, "collective plan.json", dir);
   EXPECT_NE(r.status, 0);
-  EXPECT_EQ(count_of(r.err, "qexact: error: tensor 'q': axis 1 of length 128 does not divide into 3 equal shards"), 3)
+  EXPECT_EQ(count_of(r.err, "qexact: error: plan.json: tensor #0 'q': field 'axis': shape[1] = 128 is not divisible by world 3"), 3)
       << r.err;
 }
 
@@ -261,7 +199,7 @@ TEST(BadInput, PlanForAnotherWorldSize) {
   write_plan(dir / "plan.json", 128, 4);
   const MpiOutcome r = mpirun(2, "collective plan.json", dir);
   EXPECT_NE(r.status, 0);
-  EXPECT_EQ(count_of(r.err, "qexact: error: the plan is for world 4 but mpirun started 2 ranks"), 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: plan.json: field 'world' is 4 but the run has 2 ranks"), 2) << r.err;
 }
 
 TEST(BadInput, ARankThatFailsIsReportedByEveryRank) {
@@ -277,7 +215,7 @@ TEST(BadInput, AMissingPlanFileOnEveryRank) {
   const fs::path dir = scratch_dir();
   const MpiOutcome r = mpirun(2, "collective missing.json", dir);
   EXPECT_NE(r.status, 0);
-  EXPECT_EQ(count_of(r.err, "cannot read the plan file missing.json"), 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: cannot open missing.json"), 2) << r.err;
 }
 
 // ---- the sweep file ----

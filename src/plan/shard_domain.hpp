@@ -1,0 +1,52 @@
+// Which scale domains sharding cuts: the one notion the judge (plan/judge.hpp) and the MPI runs
+// (dist/) share. A contract's scale tensor is indexed along an axis of x in runs of
+// `elements_per_scale` indices; a shard boundary strictly inside a run cuts every domain of that
+// run. Quantize-before is supported only where each shard's scales are a slice of the full
+// tensor's scales along the sharded axis; everything else is refused with the reason, by the
+// judge ("not supported for quantize-before: ...") and by `qexact collective` alike.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "plan/plan_file.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::plan {
+
+// How a contract's scale tensor is indexed along one axis of x: index i of x's `axis` uses
+// index i / elements_per_scale of the scale tensor's `scale_axis`.
+struct ScaleAxis {
+  int scale_axis = 0;
+  std::int64_t elements_per_scale = 1;
+};
+// Throws bad_argument when the axis cannot be sharded with shard-local scales: MX and int8
+// groups along the last axis, int8.block's channel axis, hif4, pool.mean, and scale layouts
+// padded or tiled over the whole tensor (TransformerEngine, cuBLAS swizzle).
+ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis);
+
+// Bytes of one element of the contract's scale tensor (MX: E8M0, one byte).
+std::int64_t scale_element_bytes(const Contract& c);
+
+// Why quantize-before cannot run for this tensor (nullopt when it can): its sharded axis, or
+// for all_to_all its re-sharded axis, would cut the scale layout (the run re-shards along
+// to_axis only where every index has its own scales). Unquantized, pool_mean and int8.channel
+// with a global scale always can.
+std::optional<std::string> quantize_before_refusal(const TensorPlan& t);
+
+// The shapes of the quantized piece of rows [offset, offset + length) of a tensor `full`,
+// quantized on the full tensor's grid of scale domains: the payload of those rows, and the
+// scales of every global domain they touch, [scale_first, scale_first + scale[scale_axis]).
+struct PieceGeometry {
+  Shape payload;
+  Shape scale;
+  std::int64_t scale_first = 0;
+};
+PieceGeometry piece_geometry(const Contract& c, const Shape& full, int axis, std::int64_t offset, std::int64_t length);
+
+// How many runs of `block` indices (tiling [0, length) from 0, last one partial) contain a shard
+// boundary r * length / world (0 < r < world) strictly inside them.
+std::int64_t straddled_runs(std::int64_t length, int world, std::int64_t block);
+
+}  // namespace qexact::plan

@@ -1,0 +1,85 @@
+// Helpers of the multi-rank tests: a scratch directory per test, and `mpirun ... qexact ...`
+// bounded by `timeout`, so a hang fails the test instead of stalling CI. CMake compiles in
+// QEXACT_CLI_PATH (the binary) and QEXACT_MPIRUN (the mpirun command with its flags).
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace qexact::test {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+inline constexpr int kRunTimeoutS = 100;
+
+inline const std::string kCli = QEXACT_CLI_PATH;
+inline const std::string kMpirun = QEXACT_MPIRUN;
+
+inline fs::path scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : name)
+    if (c == '/') c = '_';
+  const fs::path dir = fs::temp_directory_path() / ("qexact-dist-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct MpiOutcome {
+  int status = -1;
+  std::string out, err;
+};
+
+// `mpirun -np N qexact ARGS` (or an MPMD line given whole in `ranks`), bounded by timeout.
+inline MpiOutcome mpirun_line(const std::string& ranks, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  std::string cmd = "cd '";
+  cmd += dir.string();
+  cmd += "' && timeout ";
+  cmd += std::to_string(kRunTimeoutS);
+  cmd += " ";
+  cmd += kMpirun;
+  cmd += " ";
+  cmd += ranks;
+  cmd += " > '";
+  cmd += out.string();
+  cmd += "' 2> '";
+  cmd += err.string();
+  cmd += "'";
+  const int raw = std::system(cmd.c_str());
+  MpiOutcome r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  EXPECT_NE(r.status, 124) << "mpirun timed out (a hang): " << cmd;
+  return r;
+}
+
+inline MpiOutcome mpirun(int np, const std::string& args, const fs::path& dir) {
+  return mpirun_line("-np " + std::to_string(np) + " '" + kCli + "' " + args, dir);
+}
+
+inline int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace qexact::test
