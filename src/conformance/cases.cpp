@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 
+#include "conformance/case_fill.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -92,23 +93,6 @@ void check_target(const Contract& c, Case& k) {
 namespace {
 
 using Content = std::vector<float>;
-
-// Fills `size` elements with uniform(-1, 1) * scale.
-Content uniform_content(Rng& r, std::int64_t size, double scale) {
-  Content v(static_cast<std::size_t>(size));
-  for (float& x : v) x = static_cast<float>(r.uniform(-1.0, 1.0) * scale);
-  return v;
-}
-
-// A group whose max |x| is `anchor` (at a random position, random sign) over uniform filler
-// strictly below it (below every rounding of it, too).
-Content anchored_content(Rng& r, std::int64_t size, double anchor) {
-  Content v = uniform_content(r, size, anchor * (1.0 - 0x1p-6));
-  v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * anchor);
-  return v;
-}
-
-double pow2(int k) { return std::ldexp(1.0, k); }
 
 // Every tie of the family's grid, both signs, at scale 2^k; and the anchor that pins the scale
 // of a group to 2^k (MX: element max * 2^k; int8: 127 * 2^k).
