@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 
 #include "cli_test_util.hpp"
 #include "conformance/case_dir.hpp"
+#include "tensor_test_util.hpp"
 #include "conformance/contract_output.hpp"
 #include "io/npy.hpp"
 #include "qexact/contract.hpp"
@@ -29,14 +29,6 @@ const RunOptions kRef{Engine::reference, 1};
 
 using test::RunResult;
 
-std::vector<float> normal(std::int64_t n, float sigma, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
 std::int64_t differing(const Tensor& a, const Tensor& b) {
   const auto* pa = static_cast<const std::uint8_t*>(a.raw());
   const auto* pb = static_cast<const std::uint8_t*>(b.raw());
@@ -47,7 +39,7 @@ std::int64_t differing(const Tensor& a, const Tensor& b) {
 
 // An f32 input whose bf16 rounding lifts one group maximum per row into the next binade.
 Tensor binade_input(std::int64_t rows) {
-  std::vector<float> v = normal(rows * 64, 3.0f, 101);
+  std::vector<float> v = test::normal_values(rows * 64, 3.0f, 101);
   for (std::int64_t r = 0; r < rows; ++r) v[static_cast<std::size_t>(r * 64 + 3)] = std::ldexp(0.99999f, 8);
   return from_f32_vector(v, {rows, 64}, DType::f32);
 }
@@ -156,7 +148,7 @@ TEST_F(CompareCli, CaseDirectoryPerCaseAndOverride) {
 }
 
 TEST_F(CompareCli, PooledMeanOutputAndTailDivisor) {
-  const Tensor x = from_f32_vector(normal(2 * 100 * 4, 1.0f, 5), {2, 100, 4}, DType::f32);
+  const Tensor x = from_f32_vector(test::normal_values(2 * 100 * 4, 1.0f, 5), {2, 100, 4}, DType::f32);
   put_npy("x.npy", x);
   put_device("", make_contract("pool.mean", {"divisor=uniform"}), x);
   const Json j = run_json({"compare", "--preset", "pool.mean", "--input", "x.npy", "--output", "output.npy", "--json"}, 1);
@@ -171,7 +163,7 @@ TEST_F(CompareCli, PooledMeanOutputAndTailDivisor) {
 }
 
 TEST_F(CompareCli, Bf16InputAsBitPatterns) {
-  const std::vector<float> v = normal(4 * 64, 2.0f, 9);
+  const std::vector<float> v = test::normal_values(4 * 64, 2.0f, 9);
   std::vector<std::uint16_t> bits(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
   Tensor u16(DType::u16, {4, 64});
