@@ -1,13 +1,46 @@
-// Group fillers shared by the adversarial cases (cases.cpp) and the discriminating probes
-// (probes.cpp), so that both draw the same values from the same Rng calls.
+// Group layout and fillers shared by the adversarial cases (cases.cpp) and the discriminating
+// probes (probes.cpp), so that both lay out groups alike and draw the same values from the same
+// Rng calls.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "conformance/cases.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
 
 namespace qexact::conformance {
+
+inline constexpr std::int64_t kCaseRowLen = 256;  // int8.token row length Q
+inline constexpr std::int64_t kCaseHeadDim = 16;  // int8.block D (small: the references are scalar)
+
+// Elements that share one scale (pool: one pooling window).
+inline std::int64_t case_group_len(const Contract& c) {
+  switch (c.family) {
+    case Family::mx: return c.block;
+    case Family::int8_group: return c.group;
+    case Family::hif4: return 64;
+    case Family::int8_token: return kCaseRowLen;
+    case Family::int8_block: return static_cast<std::int64_t>(c.token_block) * kCaseHeadDim;
+    case Family::pool: return c.pool;
+  }
+  return 1;
+}
+
+// A shape of at least n full groups.
+inline Shape case_shape_for_groups(const Contract& c, std::int64_t n) {
+  const std::int64_t len = case_group_len(c);
+  switch (c.family) {
+    case Family::mx:
+    case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
+    case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
+    case Family::int8_token: return Shape{n, kCaseRowLen};
+    case Family::int8_block: return Shape{1, (n + 1) / 2 * c.token_block, 2, kCaseHeadDim};
+    case Family::pool: return Shape{1, n * len, 8};
+  }
+  return Shape{n, len};
+}
 
 inline double pow2(int k) { return std::ldexp(1.0, k); }
 

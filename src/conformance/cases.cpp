@@ -175,31 +175,8 @@ class Generator {
     return c.family == Family::mx && c.prequant == Prequant::bf16 ? DType::bf16 : DType::f32;
   }
 
-  std::int64_t group_len() const {
-    switch (c_.family) {
-      case Family::mx: return c_.block;
-      case Family::int8_group: return c_.group;
-      case Family::hif4: return 64;
-      case Family::int8_token: return kRowLen;
-      case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
-      case Family::pool: break;  // pool_cases.cpp builds its own cases
-    }
-    return 1;
-  }
-
-  // A shape of at least n full groups.
-  Shape shape_for_groups(std::int64_t n) const {
-    const std::int64_t len = group_len();
-    switch (c_.family) {
-      case Family::mx:
-      case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
-      case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
-      case Family::int8_token: return Shape{n, kRowLen};
-      case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
-      case Family::pool: break;
-    }
-    return Shape{n, len};
-  }
+  std::int64_t group_len() const { return case_group_len(c_); }
+  Shape shape_for_groups(std::int64_t n) const { return case_shape_for_groups(c_, n); }
 
   bool finite_only() const {
     return c_.family == Family::int8_block || c_.family == Family::int8_token || c_.family == Family::int8_group;
@@ -568,8 +545,8 @@ class Generator {
     k.target->min_hits = Groups(c_, k.input.shape()).count();
   }
 
-  static constexpr std::int64_t kRowLen = 256;  // int8.token row length Q
-  static constexpr std::int64_t kHeadDim = 16;  // int8.block D (small: the references are scalar)
+  static constexpr std::int64_t kRowLen = kCaseRowLen;
+  static constexpr std::int64_t kHeadDim = kCaseHeadDim;
 
   const Contract& c_;
   std::uint64_t seed_;

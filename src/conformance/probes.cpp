@@ -53,30 +53,8 @@ class ProbeBuilder {
   }
 
  private:
-  std::int64_t group_len() const {
-    switch (c_.family) {
-      case Family::mx: return c_.block;
-      case Family::int8_group: return c_.group;
-      case Family::hif4: return 64;
-      case Family::int8_token: return kRowLen;
-      case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
-      case Family::pool: return c_.pool;
-    }
-    return 1;
-  }
-
-  Shape shape_for_groups(std::int64_t n) const {
-    const std::int64_t len = group_len();
-    switch (c_.family) {
-      case Family::mx:
-      case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
-      case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
-      case Family::int8_token: return Shape{n, kRowLen};
-      case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
-      case Family::pool: return Shape{1, n * len, 8};
-    }
-    return Shape{n, len};
-  }
+  std::int64_t group_len() const { return case_group_len(c_); }
+  Shape shape_for_groups(std::int64_t n) const { return case_shape_for_groups(c_, n); }
 
   // Adds the probe when its predicate hits under c_ (see the header).
   void add(const std::string& name, const std::string& description, const Shape& shape, DType dtype,
@@ -366,8 +344,8 @@ class ProbeBuilder {
         discriminates("pool", {std::to_string(p), std::to_string(2 * p)}));
   }
 
-  static constexpr std::int64_t kRowLen = 256;  // as the adversarial cases
-  static constexpr std::int64_t kHeadDim = 16;
+  static constexpr std::int64_t kRowLen = kCaseRowLen;
+  static constexpr std::int64_t kHeadDim = kCaseHeadDim;
 
   const Contract& c_;
   std::vector<Case> out_;
