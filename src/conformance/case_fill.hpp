@@ -4,9 +4,11 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "conformance/cases.hpp"
+#include "conformance/predicates.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
@@ -57,6 +59,23 @@ inline std::vector<float> anchored_content(Rng& r, std::int64_t size, double anc
   std::vector<float> v = uniform_content(r, size, anchor * (1.0 - 0x1p-6));
   v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * anchor);
   return v;
+}
+
+// The values of one group: its size and index are given (a tail group can be shorter).
+using GroupFill = std::function<std::vector<float>(Rng&, std::int64_t size, std::int64_t g)>;
+
+// A tensor of `shape` whose every group of `c` is filled by `fill`, group by group, from one Rng
+// seeded with `seed`.
+inline std::vector<float> fill_groups(const Contract& c, const Shape& shape, std::uint64_t seed, const GroupFill& fill) {
+  const Groups groups(c, shape);
+  std::vector<float> values(static_cast<std::size_t>(shape_numel(shape)), 0.0f);
+  Rng r(seed);
+  for (std::int64_t g = 0; g < groups.count(); ++g) {
+    const std::vector<float> content = fill(r, groups.size(g), g);
+    for (std::int64_t i = 0; i < groups.size(g); ++i)
+      values[static_cast<std::size_t>(groups.member(g, i))] = content[static_cast<std::size_t>(i)];
+  }
+  return values;
 }
 
 }  // namespace qexact::conformance

@@ -169,7 +169,7 @@ class Generator {
   }
 
  private:
-  using Fill = std::function<Content(Rng&, std::int64_t size, std::int64_t g)>;
+  using Fill = GroupFill;
 
   static DType default_dtype(const Contract& c) {
     return c.family == Family::mx && c.prequant == Prequant::bf16 ? DType::bf16 : DType::f32;
@@ -197,14 +197,7 @@ class Generator {
   Case& add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
                    std::optional<Predicate> target, DType dtype) {
     const Shape shape = shape_for_groups(n);
-    const Groups groups(c_, shape);
-    Content values(static_cast<std::size_t>(shape_numel(shape)), 0.0f);
-    Rng r(case_seed(seed_, name));
-    for (std::int64_t g = 0; g < groups.count(); ++g) {
-      const Content content = fill(r, groups.size(g), g);
-      for (std::int64_t i = 0; i < groups.size(g); ++i)
-        values[static_cast<std::size_t>(groups.member(g, i))] = content[static_cast<std::size_t>(i)];
-    }
+    const Content values = fill_groups(c_, shape, case_seed(seed_, name), fill);
     return add(name, description, shape, dtype, values, std::move(target));
   }
   Case& add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,

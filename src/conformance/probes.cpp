@@ -13,7 +13,7 @@ namespace qexact::conformance {
 namespace {
 
 using Content = std::vector<float>;
-using Fill = std::function<Content(Rng&, std::int64_t size, std::int64_t g)>;
+using Fill = GroupFill;
 
 constexpr std::uint64_t kProbeSeed = 0x9E0BE5;  // probes are fixed inputs, not a seeded suite
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -71,14 +71,7 @@ class ProbeBuilder {
   void add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
                   DType dtype, Predicate target) {
     const Shape shape = shape_for_groups(n);
-    const Groups groups(c_, shape);
-    Content values(static_cast<std::size_t>(shape_numel(shape)), 0.0f);
-    Rng r(case_seed(kProbeSeed, name));
-    for (std::int64_t g = 0; g < groups.count(); ++g) {
-      const Content content = fill(r, groups.size(g), g);
-      for (std::int64_t i = 0; i < groups.size(g); ++i)
-        values[static_cast<std::size_t>(groups.member(g, i))] = content[static_cast<std::size_t>(i)];
-    }
+    const Content values = fill_groups(c_, shape, case_seed(kProbeSeed, name), fill);
     add(name, description, shape, dtype, values, std::move(target));
   }
 
