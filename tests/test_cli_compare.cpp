@@ -3,21 +3,18 @@
 // matches), 1 (bytes differ), 2 (bad input, one "qexact: error: " line). Expected counts are
 // computed here from the library's outputs of the two contracts, never copied from the report.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
 #include "conformance/case_dir.hpp"
+#include "tensor_test_util.hpp"
 #include "conformance/contract_output.hpp"
 #include "io/npy.hpp"
 #include "qexact/contract.hpp"
@@ -30,26 +27,7 @@ using Json = nlohmann::json;
 
 const RunOptions kRef{Engine::reference, 1};
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::vector<float> normal(std::int64_t n, float sigma, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::RunResult;
 
 std::int64_t differing(const Tensor& a, const Tensor& b) {
   const auto* pa = static_cast<const std::uint8_t*>(a.raw());
@@ -61,63 +39,14 @@ std::int64_t differing(const Tensor& a, const Tensor& b) {
 
 // An f32 input whose bf16 rounding lifts one group maximum per row into the next binade.
 Tensor binade_input(std::int64_t rows) {
-  std::vector<float> v = normal(rows * 64, 3.0f, 101);
+  std::vector<float> v = test::normal_values(rows * 64, 3.0f, 101);
   for (std::int64_t r = 0; r < rows; ++r) v[static_cast<std::size_t>(r * 64 + 3)] = std::ldexp(0.99999f, 8);
   return from_f32_vector(v, {rows, 64}, DType::f32);
 }
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-class CompareCli : public ::testing::Test {
+class CompareCli : public test::CliTest {
  protected:
-  void SetUp() override {
-    const char* cli = std::getenv("QEXACT_CLI");
-    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "QEXACT_CLI is not set (the CLI is not built)";
-    cli_ = cli;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::path(::testing::TempDir()) /
-            ("qexact_cli_compare_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(work());
-    fs::create_directories(root_ / "logs");
-  }
-  void TearDown() override {
-    if (!root_.empty()) fs::remove_all(root_);
-  }
-
-  fs::path work() const { return root_ / "work"; }
-
-  RunResult run(const std::vector<std::string>& args) const {
-    std::string cmd = "cd ";
-    cmd += shell_quote(work().string());
-    cmd += " && ";
-    cmd += shell_quote(cli_);
-    for (const auto& a : args) {
-      cmd += ' ';
-      cmd += shell_quote(a);
-    }
-    const fs::path out = root_ / "logs" / "stdout", err = root_ / "logs" / "stderr";
-    cmd += " >";
-    cmd += shell_quote(out.string());
-    cmd += " 2>";
-    cmd += shell_quote(err.string());
-    cmd += " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    RunResult r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  void put_npy(const fs::path& rel, const Tensor& t) const {
-    const auto b = npy::encode(t.view());
-    std::ofstream(work() / rel, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
-                                                        static_cast<std::streamsize>(b.size()));
-  }
+  CompareCli() : CliTest("qexact_cli_compare_") {}
 
   // Device outputs of contract `device` for x, beside `prefix`.
   void put_device(const std::string& prefix, const Contract& device, const Tensor& x) const {
@@ -138,18 +67,6 @@ class CompareCli : public ::testing::Test {
     EXPECT_FALSE(j.is_discarded()) << r.out;
     return j;
   }
-
-  void expect_rejected(const std::vector<std::string>& args, const std::string& words) const {
-    const RunResult r = run(args);
-    EXPECT_EQ(r.status, 2) << r.out;
-    EXPECT_EQ(r.out, "");
-    EXPECT_EQ(r.err.rfind("qexact: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
-  }
-
-  std::string cli_;
-  fs::path root_;
 };
 
 TEST_F(CompareCli, IdenticalOutputsExitZero) {
@@ -231,7 +148,7 @@ TEST_F(CompareCli, CaseDirectoryPerCaseAndOverride) {
 }
 
 TEST_F(CompareCli, PooledMeanOutputAndTailDivisor) {
-  const Tensor x = from_f32_vector(normal(2 * 100 * 4, 1.0f, 5), {2, 100, 4}, DType::f32);
+  const Tensor x = from_f32_vector(test::normal_values(2 * 100 * 4, 1.0f, 5), {2, 100, 4}, DType::f32);
   put_npy("x.npy", x);
   put_device("", make_contract("pool.mean", {"divisor=uniform"}), x);
   const Json j = run_json({"compare", "--preset", "pool.mean", "--input", "x.npy", "--output", "output.npy", "--json"}, 1);
@@ -246,7 +163,7 @@ TEST_F(CompareCli, PooledMeanOutputAndTailDivisor) {
 }
 
 TEST_F(CompareCli, Bf16InputAsBitPatterns) {
-  const std::vector<float> v = normal(4 * 64, 2.0f, 9);
+  const std::vector<float> v = test::normal_values(4 * 64, 2.0f, 9);
   std::vector<std::uint16_t> bits(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
   Tensor u16(DType::u16, {4, 64});

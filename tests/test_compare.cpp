@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "qexact/error.hpp"
 #include "qexact/pool.hpp"
 #include "qexact/quantize.hpp"
+#include "tensor_test_util.hpp"
 
 namespace qexact::conformance {
 namespace {
@@ -24,14 +24,6 @@ namespace {
 const RunOptions kRef{Engine::reference, 1};
 
 Tensor f32_tensor(const Shape& shape, const std::vector<float>& v) { return from_f32_vector(v, shape, DType::f32); }
-
-std::vector<float> normal(std::int64_t n, float sigma, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 DeviceOutput device_from(const Contract& c, const Tensor& x) {
   const ContractOutput o = run_contract(c, x.view(), kRef);
@@ -82,7 +74,7 @@ TEST(Compare, IdenticalOutputsHaveNoDifferenceAndNoDiagnosis) {
                                    "pool.mean", "hif4"}) {
     const Contract c = make_preset(preset);
     const Shape shape = c.family == Family::int8_block ? Shape{1, 100, 2, 16} : Shape{6, 128};
-    const Tensor x = f32_tensor(shape, normal(shape_numel(shape), 2.0f, 7));
+    const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 2.0f, 7));
     const CompareReport r = compare_checked(c, x, device_from(c, x));
     EXPECT_TRUE(r.identical()) << preset;
     EXPECT_EQ(r.payload_bytes_differing, 0) << preset;
@@ -97,7 +89,7 @@ TEST(Compare, IdenticalOutputsHaveNoDifferenceAndNoDiagnosis) {
 
 TEST(Compare, AmaxOnFp32InsteadOfBf16) {
   const Contract c = make_preset("mxfp8.ascend");
-  std::vector<float> v = normal(8 * 96, 3.0f, 11);
+  std::vector<float> v = test::normal_values(8 * 96, 3.0f, 11);
   // Group maxima a hair below a power of two: bf16 rounding lifts them into the next binade.
   for (int row = 0; row < 8; ++row) v[static_cast<std::size_t>(row * 96 + 5 + row)] = std::ldexp(0.99999f, 8 + row);
   const Tensor x = f32_tensor({8, 96}, v);
@@ -125,7 +117,7 @@ TEST(Compare, AmaxOnFp32InsteadOfBf16) {
 TEST(Compare, ReciprocalMultiplyInsteadOfDivide) {
   const Contract c = make_preset("int8.block.ascend");
   const Shape shape{1, 128, 2, 64};  // (b, head, block) 0 starts at flat 0, its tokens 128 apart
-  std::vector<float> v = normal(shape_numel(shape), 0.5f, 3);
+  std::vector<float> v = test::normal_values(shape_numel(shape), 0.5f, 3);
   for (float& f : v) f = std::fmax(std::fmin(f, 1.5f), -1.5f);
   // Block (0, head 0, 0) gets amax A and values just beside the midpoints of its grid where
   // x / (A / 127) and x * (127 / A) round apart (found here, with plain fp32 arithmetic).
@@ -157,7 +149,7 @@ TEST(Compare, ReciprocalMultiplyInsteadOfDivide) {
 TEST(Compare, TruncationTowardZeroIsARoundingMode) {
   const Contract c = make_preset("int8.token.blaze");
   const Shape shape{16, 256};
-  const Tensor x = f32_tensor(shape, normal(shape_numel(shape), 1.0f, 5));
+  const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 1.0f, 5));
   const ContractOutput ref = run_contract(c, x.view(), kRef);
   DeviceOutput dev{ref.payload, ref.scale, {}};
   for (std::int64_t i = 0; i < x.numel(); ++i) {
@@ -172,7 +164,7 @@ TEST(Compare, TruncationTowardZeroIsARoundingMode) {
 
 TEST(Compare, HalfAwayRoundingAtTies) {
   const Contract c = make_preset("int8.token.blaze");
-  std::vector<float> v = normal(4 * 64, 10.0f, 9);
+  std::vector<float> v = test::normal_values(4 * 64, 10.0f, 9);
   for (int row = 0; row < 4; ++row) {
     float* r = v.data() + row * 64;
     for (int i = 0; i < 64; ++i) r[i] = std::fmax(std::fmin(r[i], 120.0f), -120.0f);
@@ -194,7 +186,7 @@ TEST(Compare, HalfAwayRoundingAtTies) {
 TEST(Compare, WrapAroundInsteadOfSaturation) {
   const Contract c = make_preset("int8.token.blaze");
   const Shape shape{8, 64};
-  const Tensor x = f32_tensor(shape, normal(shape_numel(shape), 1.0f, 13));
+  const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 1.0f, 13));
   const ContractOutput ref = run_contract(c, x.view(), kRef);
   // The device's scales are half the contract's, and its 8-bit conversion wraps.
   DeviceOutput dev{ref.payload, ref.scale, {}};
@@ -213,7 +205,7 @@ TEST(Compare, WrapAroundInsteadOfSaturation) {
 
 TEST(Compare, MxOverflowToNanInsteadOfSaturation) {
   const Contract c = make_preset("mxfp8.ascend");
-  std::vector<float> v = normal(4 * 64, 50.0f, 17);
+  std::vector<float> v = test::normal_values(4 * 64, 50.0f, 17);
   v[3] = 480.0f;  // group amax in (464, 512): 448 when saturating, NaN when not
   v[70] = -500.0f;
   v[140] = 496.0f;
@@ -227,7 +219,7 @@ TEST(Compare, MxOverflowToNanInsteadOfSaturation) {
 
 TEST(Compare, PerTileInsteadOfPerRowScale) {
   const Contract c = make_preset("int8.token.blaze");
-  std::vector<float> v = normal(8 * 256, 1.0f, 19);
+  std::vector<float> v = test::normal_values(8 * 256, 1.0f, 19);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] *= static_cast<float>(1 + (i % 256) / 32);  // tiles differ
   const Tensor x = f32_tensor({8, 256}, v);
   Contract device = c;  // the same steps, one scale per 32-element tile
@@ -246,7 +238,7 @@ TEST(Compare, PerTileInsteadOfPerRowScale) {
 TEST(Compare, UniformTailDivisorOfThePooledMean) {
   const Contract c = make_preset("pool.mean");
   const Shape shape{2, 150, 8};  // P = 64: a tail cell of 22
-  const Tensor x = f32_tensor(shape, normal(shape_numel(shape), 1.0f, 23));
+  const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 1.0f, 23));
   const DeviceOutput dev = device_from(make_contract("pool.mean", {"divisor=uniform"}), x);
   const CompareReport r = compare_checked(c, x, dev);
   ASSERT_GT(r.payload_bytes_differing, 0);
@@ -258,7 +250,7 @@ TEST(Compare, UniformTailDivisorOfThePooledMean) {
 
 TEST(Compare, PoolUniformDivisorMatchesTheShardedPath) {
   const Shape shape{2, 150, 8};
-  const Tensor x = f32_tensor(shape, normal(shape_numel(shape), 1.0f, 29));
+  const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 1.0f, 29));
   const Tensor sharded = pooled_block_mean_sharded({x.view()}, 64, DType::f32, PoolDivisor::uniform);
   for (const RunOptions& o : {kRef, RunOptions{Engine::fast, 2}}) {
     const Tensor y = pooled_block_mean(x.view(), 64, DType::f32, o, PoolDivisor::uniform);
@@ -273,7 +265,7 @@ TEST(Compare, ScaleBytesInAnotherLayout) {
     std::vector<std::string> device;
   };
   for (const Case& k : {Case{{4, 96}, {"layout=rowmajor"}}, Case{{4, 128}, {"layout=swizzled", "tail=reject"}}}) {
-    const Tensor x = f32_tensor(k.shape, normal(shape_numel(k.shape), 4.0f, 31));
+    const Tensor x = f32_tensor(k.shape, test::normal_values(shape_numel(k.shape), 4.0f, 31));
     const DeviceOutput dev = device_from(make_contract("mxfp8.ascend", k.device), x);
     const CompareReport r = compare_checked(c, x, dev);
     EXPECT_EQ(r.payload_bytes_differing, 0);
@@ -285,7 +277,7 @@ TEST(Compare, ScaleBytesInAnotherLayout) {
 
 TEST(Compare, FlushRuleOfByte0Groups) {
   const Contract c = make_preset("mxfp8.ascend");
-  std::vector<float> v = normal(4 * 64, 1.0f, 37);
+  std::vector<float> v = test::normal_values(4 * 64, 1.0f, 37);
   for (int i = 64; i < 96; ++i) v[static_cast<std::size_t>(i)] = (i % 3 - 1) * 1e-37f;  // amax < 2^-118: byte 0
   const Tensor x = f32_tensor({4, 64}, v);
   const CompareReport r = compare_checked(c, x, device_from(make_contract("mxfp8.ascend", {"byte0=quantize"}), x));
@@ -297,7 +289,7 @@ TEST(Compare, FlushRuleOfByte0Groups) {
 
 TEST(Compare, NonFiniteGroupRule) {
   const Contract c = make_preset("mxfp8.ascend");
-  std::vector<float> v = normal(4 * 64, 1.0f, 41);
+  std::vector<float> v = test::normal_values(4 * 64, 1.0f, 41);
   v[10] = std::numeric_limits<float>::quiet_NaN();
   v[100] = -std::numeric_limits<float>::infinity();
   const Tensor x = f32_tensor({4, 64}, v);
@@ -309,7 +301,7 @@ TEST(Compare, NonFiniteGroupRule) {
 
 TEST(Compare, ScaleRuleFloorVersusRceil) {
   const Contract c = make_preset("mx.ocp");
-  const Tensor x = f32_tensor({8, 64}, normal(8 * 64, 3.0f, 43));
+  const Tensor x = f32_tensor({8, 64}, test::normal_values(8 * 64, 3.0f, 43));
   const DeviceOutput dev = device_from(make_contract("mx.ocp", {"scale_rule=rceil"}), x);
   const CompareReport r = compare_checked(c, x, dev);
   ASSERT_GT(r.scale_bytes_differing, 0);
@@ -320,7 +312,7 @@ TEST(Compare, ScaleRuleFloorVersusRceil) {
 
 TEST(Compare, DifferencesOnlyInThePartialLastBlockAreTheTailRule) {
   const Contract c = make_preset("mxfp8.ascend");  // K = 80: groups of 32, 32 and a tail of 16
-  const Tensor x = f32_tensor({4, 80}, normal(4 * 80, 2.0f, 47));
+  const Tensor x = f32_tensor({4, 80}, test::normal_values(4 * 80, 2.0f, 47));
   const ContractOutput ref = run_contract(c, x.view(), kRef);
   DeviceOutput dev{ref.payload, ref.scale, {}};
   for (int row = 0; row < 4; ++row)
@@ -332,7 +324,7 @@ TEST(Compare, DifferencesOnlyInThePartialLastBlockAreTheTailRule) {
 
 TEST(Compare, BadDeviceOutputsAreErrorsNamingBothShapes) {
   const Contract c = make_preset("mxfp8.ascend");
-  const Tensor x = f32_tensor({4, 64}, normal(4 * 64, 1.0f, 53));
+  const Tensor x = f32_tensor({4, 64}, test::normal_values(4 * 64, 1.0f, 53));
   const DeviceOutput good = device_from(c, x);
   auto expect_error = [&](const DeviceOutput& d, const std::string& needle) {
     try {
@@ -364,7 +356,7 @@ TEST(PoolContract, IsAPresetButNotAQuantizer) {
                            {"pool", "64"}, {"divisor", "true_length"}, {"out", "f32"}}));
   EXPECT_THROW(make_contract("pool.mean", {"pool=0"}), Error);
   EXPECT_THROW(make_contract("pool.mean", {"block=32"}), Error);
-  const Tensor x = f32_tensor({2, 8}, normal(16, 1.0f, 59));
+  const Tensor x = f32_tensor({2, 8}, test::normal_values(16, 1.0f, 59));
   try {
     quantize(c, x.view());
     ADD_FAILURE() << "quantize accepted pool.mean";

@@ -11,10 +11,12 @@
 
 #include "int8_test_util.hpp"
 #include "qexact/int8_channel.hpp"
+#include "tensor_test_util.hpp"
 
 namespace {
 
 using namespace qexact;
+using test::seq_slice;
 using namespace qexact::int8_test;
 
 std::vector<float> sample(std::size_t n, unsigned seed) {
@@ -22,15 +24,6 @@ std::vector<float> sample(std::size_t n, unsigned seed) {
   std::normal_distribution<float> normal(0.0f, 1.5f);
   std::vector<float> v(n);
   for (float& x : v) x = normal(rng);
-  return v;
-}
-
-// x[:, offset : offset + length] (contiguous when B == 1).
-TensorView seq_slice(const Tensor& x, std::int64_t offset, std::int64_t length) {
-  TensorView v = x.view();
-  v.shape[1] = length;
-  v.data = static_cast<const std::uint8_t*>(x.raw()) +
-           offset * v.strides[1] * static_cast<std::int64_t>(dtype_size(x.dtype()));
   return v;
 }
 

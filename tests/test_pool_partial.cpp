@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "qexact/pool.hpp"
+#include "tensor_test_util.hpp"
 
 namespace {
 
 using namespace qexact;
+using test::seq_slice;
 
 Tensor sample(const Shape& shape, unsigned seed) {
   std::mt19937 rng(seed);
@@ -20,14 +22,6 @@ Tensor sample(const Shape& shape, unsigned seed) {
   std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
   for (float& x : v) x = normal(rng);
   return from_f32_vector(v, shape, DType::bf16);
-}
-
-TensorView seq_slice(const Tensor& x, std::int64_t offset, std::int64_t length) {
-  TensorView v = x.view();
-  v.shape[1] = length;
-  v.data = static_cast<const std::uint8_t*>(x.raw()) +
-           offset * v.strides[1] * static_cast<std::int64_t>(dtype_size(x.dtype()));
-  return v;
 }
 
 std::vector<std::uint8_t> bytes_of(const Tensor& t) {

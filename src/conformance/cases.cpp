@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 
+#include "conformance/case_fill.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -93,23 +94,6 @@ namespace {
 
 using Content = std::vector<float>;
 
-// Fills `size` elements with uniform(-1, 1) * scale.
-Content uniform_content(Rng& r, std::int64_t size, double scale) {
-  Content v(static_cast<std::size_t>(size));
-  for (float& x : v) x = static_cast<float>(r.uniform(-1.0, 1.0) * scale);
-  return v;
-}
-
-// A group whose max |x| is `anchor` (at a random position, random sign) over uniform filler
-// strictly below it (below every rounding of it, too).
-Content anchored_content(Rng& r, std::int64_t size, double anchor) {
-  Content v = uniform_content(r, size, anchor * (1.0 - 0x1p-6));
-  v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * anchor);
-  return v;
-}
-
-double pow2(int k) { return std::ldexp(1.0, k); }
-
 // Every tie of the family's grid, both signs, at scale 2^k; and the anchor that pins the scale
 // of a group to 2^k (MX: element max * 2^k; int8: 127 * 2^k).
 Content tie_values(const Contract& c, int k) {
@@ -185,37 +169,14 @@ class Generator {
   }
 
  private:
-  using Fill = std::function<Content(Rng&, std::int64_t size, std::int64_t g)>;
+  using Fill = GroupFill;
 
   static DType default_dtype(const Contract& c) {
     return c.family == Family::mx && c.prequant == Prequant::bf16 ? DType::bf16 : DType::f32;
   }
 
-  std::int64_t group_len() const {
-    switch (c_.family) {
-      case Family::mx: return c_.block;
-      case Family::int8_group: return c_.group;
-      case Family::hif4: return 64;
-      case Family::int8_token: return kRowLen;
-      case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
-      case Family::pool: break;  // pool_cases.cpp builds its own cases
-    }
-    return 1;
-  }
-
-  // A shape of at least n full groups.
-  Shape shape_for_groups(std::int64_t n) const {
-    const std::int64_t len = group_len();
-    switch (c_.family) {
-      case Family::mx:
-      case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
-      case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
-      case Family::int8_token: return Shape{n, kRowLen};
-      case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
-      case Family::pool: break;
-    }
-    return Shape{n, len};
-  }
+  std::int64_t group_len() const { return case_group_len(c_); }
+  Shape shape_for_groups(std::int64_t n) const { return case_shape_for_groups(c_, n); }
 
   bool finite_only() const {
     return c_.family == Family::int8_block || c_.family == Family::int8_token || c_.family == Family::int8_group;
@@ -236,14 +197,7 @@ class Generator {
   Case& add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
                    std::optional<Predicate> target, DType dtype) {
     const Shape shape = shape_for_groups(n);
-    const Groups groups(c_, shape);
-    Content values(static_cast<std::size_t>(shape_numel(shape)), 0.0f);
-    Rng r(case_seed(seed_, name));
-    for (std::int64_t g = 0; g < groups.count(); ++g) {
-      const Content content = fill(r, groups.size(g), g);
-      for (std::int64_t i = 0; i < groups.size(g); ++i)
-        values[static_cast<std::size_t>(groups.member(g, i))] = content[static_cast<std::size_t>(i)];
-    }
+    const Content values = fill_groups(c_, shape, case_seed(seed_, name), fill);
     return add(name, description, shape, dtype, values, std::move(target));
   }
   Case& add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
@@ -584,8 +538,8 @@ class Generator {
     k.target->min_hits = Groups(c_, k.input.shape()).count();
   }
 
-  static constexpr std::int64_t kRowLen = 256;  // int8.token row length Q
-  static constexpr std::int64_t kHeadDim = 16;  // int8.block D (small: the references are scalar)
+  static constexpr std::int64_t kRowLen = kCaseRowLen;
+  static constexpr std::int64_t kHeadDim = kCaseHeadDim;
 
   const Contract& c_;
   std::uint64_t seed_;

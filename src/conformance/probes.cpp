@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "conformance/case_fill.hpp"
 #include "conformance/emulate.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -12,13 +13,11 @@ namespace qexact::conformance {
 namespace {
 
 using Content = std::vector<float>;
-using Fill = std::function<Content(Rng&, std::int64_t size, std::int64_t g)>;
+using Fill = GroupFill;
 
 constexpr std::uint64_t kProbeSeed = 0x9E0BE5;  // probes are fixed inputs, not a seeded suite
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-double pow2(int k) { return std::ldexp(1.0, k); }
 
 // Every output byte of one run, payload then scale (HiF4: the output tensor).
 std::vector<std::uint8_t> output_bytes(const DeviceOutput& out) {
@@ -30,23 +29,10 @@ std::vector<std::uint8_t> output_bytes(const DeviceOutput& out) {
   return b;
 }
 
-Content uniform_content(Rng& r, std::int64_t size, double scale) {
-  Content v(static_cast<std::size_t>(size));
-  for (float& x : v) x = static_cast<float>(r.uniform(-1.0, 1.0) * scale);
-  return v;
-}
-
-// Uniform filler strictly below `anchor`, which sits at a random position with a random sign.
-Content anchored(Rng& r, std::int64_t size, double anchor) {
-  Content v = uniform_content(r, size, anchor * (1.0 - 0x1p-6));
-  v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * anchor);
-  return v;
-}
-
 // Group g gets values[g % n] at a random position over filler.
 Fill anchors(std::vector<double> values) {
   return [values](Rng& r, std::int64_t size, std::int64_t g) {
-    return anchored(r, size, values[static_cast<std::size_t>(g) % values.size()]);
+    return anchored_content(r, size, values[static_cast<std::size_t>(g) % values.size()]);
   };
 }
 
@@ -67,30 +53,8 @@ class ProbeBuilder {
   }
 
  private:
-  std::int64_t group_len() const {
-    switch (c_.family) {
-      case Family::mx: return c_.block;
-      case Family::int8_group: return c_.group;
-      case Family::hif4: return 64;
-      case Family::int8_token: return kRowLen;
-      case Family::int8_block: return static_cast<std::int64_t>(c_.token_block) * kHeadDim;
-      case Family::pool: return c_.pool;
-    }
-    return 1;
-  }
-
-  Shape shape_for_groups(std::int64_t n) const {
-    const std::int64_t len = group_len();
-    switch (c_.family) {
-      case Family::mx:
-      case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
-      case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
-      case Family::int8_token: return Shape{n, kRowLen};
-      case Family::int8_block: return Shape{1, (n + 1) / 2 * c_.token_block, 2, kHeadDim};
-      case Family::pool: return Shape{1, n * len, 8};
-    }
-    return Shape{n, len};
-  }
+  std::int64_t group_len() const { return case_group_len(c_); }
+  Shape shape_for_groups(std::int64_t n) const { return case_shape_for_groups(c_, n); }
 
   // Adds the probe when its predicate hits under c_ (see the header).
   void add(const std::string& name, const std::string& description, const Shape& shape, DType dtype,
@@ -107,14 +71,7 @@ class ProbeBuilder {
   void add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
                   DType dtype, Predicate target) {
     const Shape shape = shape_for_groups(n);
-    const Groups groups(c_, shape);
-    Content values(static_cast<std::size_t>(shape_numel(shape)), 0.0f);
-    Rng r(case_seed(kProbeSeed, name));
-    for (std::int64_t g = 0; g < groups.count(); ++g) {
-      const Content content = fill(r, groups.size(g), g);
-      for (std::int64_t i = 0; i < groups.size(g); ++i)
-        values[static_cast<std::size_t>(groups.member(g, i))] = content[static_cast<std::size_t>(i)];
-    }
+    const Content values = fill_groups(c_, shape, case_seed(kProbeSeed, name), fill);
     add(name, description, shape, dtype, values, std::move(target));
   }
 
@@ -197,7 +154,7 @@ class ProbeBuilder {
                static_cast<std::int64_t>(tiny.size()),
                [tiny](Rng& r, std::int64_t size, std::int64_t g) {
                  const double a = tiny[static_cast<std::size_t>(g) % tiny.size()];
-                 return a == 0.0 ? Content(static_cast<std::size_t>(size), 0.0f) : anchored(r, size, a);
+                 return a == 0.0 ? Content(static_cast<std::size_t>(size), 0.0f) : anchored_content(r, size, a);
                },
                DType::f32, discriminates("byte0", param_choices("byte0")));
 
@@ -242,7 +199,7 @@ class ProbeBuilder {
       Rng r(case_seed(kProbeSeed, "layout"));
       for (std::int64_t row = 0; row < rows; ++row)
         for (std::int64_t g = 0; g < groups; ++g) {
-          const Content part = anchored(r, c_.block, pow2(emax + static_cast<int>((row * groups + g) % 41) - 20));
+          const Content part = anchored_content(r, c_.block, pow2(emax + static_cast<int>((row * groups + g) % 41) - 20));
           std::copy(part.begin(), part.end(), v.begin() + row * k + g * c_.block);
         }
       add("layout", "129 rows x 5 groups, each group's amax 2^(emax + (5*row + group) % 41 - 20): the scale bytes' "
@@ -255,7 +212,7 @@ class ProbeBuilder {
                  Content v(static_cast<std::size_t>(size));
                  const int a = static_cast<int>(g % 8) - 4;
                  for (std::int64_t i = 0; i < size; i += 16) {
-                   const Content half = anchored(r, std::min<std::int64_t>(16, size - i), pow2((i / 16) % 2 ? a - 3 : a));
+                   const Content half = anchored_content(r, std::min<std::int64_t>(16, size - i), pow2((i / 16) % 2 ? a - 3 : a));
                    std::copy(half.begin(), half.end(), v.begin() + i);
                  }
                  return v;
@@ -322,7 +279,7 @@ class ProbeBuilder {
     const std::vector<double> tiny = {0.0, 1e-38, 1e-30, 1e-20, 1e-12, 1e-10, 1e-9, 1e-8, 5e-8, 1e-7, 2e-7, 1e-6, 1e-5, 1e-4};
     const Fill tiny_fill = [tiny](Rng& r, std::int64_t size, std::int64_t g) {
       const double a = tiny[static_cast<std::size_t>(g) % tiny.size()];
-      return a == 0.0 ? Content(static_cast<std::size_t>(size), 0.0f) : anchored(r, size, a);
+      return a == 0.0 ? Content(static_cast<std::size_t>(size), 0.0f) : anchored_content(r, size, a);
     };
     const auto n_tiny = static_cast<std::int64_t>(tiny.size());
     add_groups("scale_min", "an all-zero domain and domains of amax 1e-38 .. 1e-4: the scale floor", n_tiny, tiny_fill,
@@ -380,8 +337,8 @@ class ProbeBuilder {
         discriminates("pool", {std::to_string(p), std::to_string(2 * p)}));
   }
 
-  static constexpr std::int64_t kRowLen = 256;  // as the adversarial cases
-  static constexpr std::int64_t kHeadDim = 16;
+  static constexpr std::int64_t kRowLen = kCaseRowLen;
+  static constexpr std::int64_t kHeadDim = kCaseHeadDim;
 
   const Contract& c_;
   std::vector<Case> out_;

@@ -1,7 +1,6 @@
 #include "dist/collective_run.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <set>
 #include <stdexcept>
@@ -9,6 +8,7 @@
 #include "dist/shard_quant.hpp"
 #include "plan/shard_domain.hpp"
 #include "dist/synthetic_tensor.hpp"
+#include "perf/measure.hpp"
 #include "qexact/error.hpp"
 #include "qexact/int8_channel.hpp"
 #include "qexact/pool.hpp"
@@ -17,16 +17,6 @@ namespace qexact::dist {
 namespace {
 
 constexpr std::size_t kListedBlocks = 8;
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Timings {
   double quantized = 0.0, bf16 = 0.0;
@@ -39,17 +29,17 @@ Timings time_interleaved(const MpiSession& s, int iterations, const std::functio
   std::vector<double> tq(static_cast<std::size_t>(iterations)), tb(static_cast<std::size_t>(iterations));
   for (int it = 0; it < iterations; ++it) {
     barrier(s);
-    double t = now_s();
+    double t = perf::steady_seconds();
     quantized();
-    tq[static_cast<std::size_t>(it)] = now_s() - t;
+    tq[static_cast<std::size_t>(it)] = perf::steady_seconds() - t;
     barrier(s);
-    t = now_s();
+    t = perf::steady_seconds();
     bf16();
-    tb[static_cast<std::size_t>(it)] = now_s() - t;
+    tb[static_cast<std::size_t>(it)] = perf::steady_seconds() - t;
   }
   all_reduce_max(s, tq);
   all_reduce_max(s, tb);
-  return {median(tq), median(tb)};
+  return {perf::median(tq), perf::median(tb)};
 }
 
 Tensor tensor_from_bytes(DType dtype, const Shape& shape, const std::uint8_t* data, std::size_t available) {

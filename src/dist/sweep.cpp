@@ -1,24 +1,14 @@
 #include "dist/sweep.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <sstream>
 
+#include "perf/measure.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::dist {
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 SweepPoint measure(const MpiSession& s, const std::string& collective, std::int64_t bytes, const SweepOptions& o) {
   const auto world = static_cast<std::size_t>(s.world());
@@ -37,14 +27,14 @@ SweepPoint measure(const MpiSession& s, const std::string& collective, std::int6
   std::vector<double> t(static_cast<std::size_t>(o.iterations));
   for (int i = 0; i < o.iterations; ++i) {
     barrier(s);
-    const double start = now_s();
+    const double start = perf::steady_seconds();
     op();
-    t[static_cast<std::size_t>(i)] = now_s() - start;
+    t[static_cast<std::size_t>(i)] = perf::steady_seconds() - start;
   }
   all_reduce_max(s, t);
   SweepPoint p;
   p.bytes = bytes;
-  p.time_s = median(t);
+  p.time_s = perf::median(t);
   p.algbw_GBps = p.time_s > 0 ? static_cast<double>(bytes) / p.time_s / 1e9 : 0.0;
   p.busbw_GBps = p.algbw_GBps * static_cast<double>(s.world() - 1) / static_cast<double>(s.world());
   return p;

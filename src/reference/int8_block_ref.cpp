@@ -22,15 +22,6 @@ struct BlockDims {
   std::int64_t end_token(std::int64_t blk) const { return std::min(seq, (blk + 1) * token_block); }
 };
 
-std::string bsnd_index(const BlockDims& g, std::int64_t flat) {
-  const std::int64_t d = flat % g.dim;
-  const std::int64_t n = (flat / g.dim) % g.heads;
-  const std::int64_t s = (flat / (g.dim * g.heads)) % g.seq;
-  const std::int64_t b = flat / (g.dim * g.heads * g.seq);
-  return "(b " + std::to_string(b) + ", s " + std::to_string(s) + ", n " + std::to_string(n) + ", d " +
-         std::to_string(d) + ")";
-}
-
 float block_abs_max(const BlockDims& g, const std::vector<float>& x, std::int64_t b, std::int64_t n, std::int64_t blk) {
   float amax = 0.0f;
   for (std::int64_t s = g.first_token(blk); s < g.end_token(blk); ++s)
@@ -56,7 +47,7 @@ QuantResult quantize_int8_block(const Contract& c, const TensorView& x) {
   const Shape ss = scale_shape(c, x.shape);
   const BlockDims g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], c.token_block, ss[2]};
   const std::vector<float> values = to_f32_vector(x);
-  int8::reject_nonfinite(values, "int8.block", [&](std::int64_t i) { return bsnd_index(g, i); });
+  int8::reject_nonfinite(values, "int8.block", [&](std::int64_t i) { return int8::bsnd_index(x.shape, i); });
 
   QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), "groupwise"};
   for (std::int64_t b = 0; b < g.batch; ++b)

@@ -23,18 +23,9 @@ ChannelDims channel_dims(const TensorView& x, const char* op) {
   return {x.shape[0], x.shape[1], x.shape[2], x.shape[3]};
 }
 
-std::string bsnd(const ChannelDims& g, std::int64_t flat) {
-  const std::int64_t d = flat % g.dim;
-  const std::int64_t n = (flat / g.dim) % g.heads;
-  const std::int64_t s = (flat / (g.dim * g.heads)) % g.seq;
-  const std::int64_t b = flat / (g.dim * g.heads * g.seq);
-  return "(b " + std::to_string(b) + ", s " + std::to_string(s) + ", n " + std::to_string(n) + ", d " +
-         std::to_string(d) + ")";
-}
-
-std::vector<float> checked_values(const TensorView& x, const ChannelDims& g, const char* op) {
+std::vector<float> checked_values(const TensorView& x, const char* op) {
   std::vector<float> v = to_f32_vector(x);
-  ref::int8::reject_nonfinite(v, op, [&](std::int64_t i) { return bsnd(g, i); });
+  ref::int8::reject_nonfinite(v, op, [&](std::int64_t i) { return ref::int8::bsnd_index(x.shape, i); });
   return v;
 }
 
@@ -49,7 +40,7 @@ const Contract& channel_contract() {
 Tensor int8_channel_abs_max(const TensorView& x) {
   const char* op = "int8_channel_abs_max";
   const ChannelDims g = channel_dims(x, op);
-  const std::vector<float> v = checked_values(x, g, op);
+  const std::vector<float> v = checked_values(x, op);
   Tensor amax(DType::f32, Shape{g.heads, g.dim});
   float* a = amax.data<float>();
   const std::int64_t per_token = g.heads * g.dim;
@@ -65,7 +56,7 @@ QuantResult quantize_int8_channel(const TensorView& x, const TensorView& amax) {
   if (amax.dtype != DType::f32 || amax.shape != Shape{g.heads, g.dim})
     fail(ErrorKind::bad_argument, std::string(op) + ": amax must be f32 of shape " + shape_str({g.heads, g.dim}) +
                                       ", got " + dtype_name(amax.dtype) + " " + shape_str(amax.shape));
-  const std::vector<float> v = checked_values(x, g, op);
+  const std::vector<float> v = checked_values(x, op);
   const std::vector<float> a = to_f32_vector(amax);
   const Contract& c = channel_contract();
   const std::int64_t per_token = g.heads * g.dim;
@@ -86,7 +77,8 @@ QuantResult quantize_int8_channel(const TensorView& x, const TensorView& amax) {
       const auto i = static_cast<std::size_t>(t * per_token + ch);
       const float value = v[i];
       if (std::fabs(value) > a[static_cast<std::size_t>(ch)])
-        fail(ErrorKind::bad_argument, std::string(op) + ": |x| at " + bsnd(g, static_cast<std::int64_t>(i)) +
+        fail(ErrorKind::bad_argument, std::string(op) + ": |x| at " +
+                                          ref::int8::bsnd_index(x.shape, static_cast<std::int64_t>(i)) +
                                           " exceeds the given amax of its channel");
       q[i] = ref::int8::quantize_element(c, ops[static_cast<std::size_t>(ch)], value);
     }

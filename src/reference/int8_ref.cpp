@@ -96,6 +96,16 @@ void reject_nonfinite(const std::vector<float>& values, const std::string& what,
   }
 }
 
+std::string bsnd_index(const Shape& bsnd, std::int64_t flat) {
+  const std::int64_t seq = bsnd[1], heads = bsnd[2], dim = bsnd[3];
+  const std::int64_t d = flat % dim;
+  const std::int64_t n = (flat / dim) % heads;
+  const std::int64_t s = (flat / (dim * heads)) % seq;
+  const std::int64_t b = flat / (dim * heads * seq);
+  return "(b " + std::to_string(b) + ", s " + std::to_string(s) + ", n " + std::to_string(n) + ", d " +
+         std::to_string(d) + ")";
+}
+
 Tensor new_payload(const Shape& shape) { return Tensor(DType::i8, shape); }
 
 Tensor new_scale(const Contract& c, const Shape& shape) {

@@ -56,6 +56,10 @@ void check_contract(const Contract& c, Family family);
 void reject_nonfinite(const std::vector<float>& values, const std::string& what,
                       const std::function<std::string(std::int64_t)>& where);
 
+// Element `flat` (C order) of a (B, S, N, D) tensor of shape `bsnd`, as "(b B, s S, n N, d D)":
+// how the int8 errors name an offending element.
+std::string bsnd_index(const Shape& bsnd, std::int64_t flat);
+
 // Flat index of the scale that element `flat` (C order in x_shape) is quantized with;
 // `blocks` is the block count of the int8_block scale shape (B, N, blocks).
 std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t blocks, std::int64_t flat);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +75,17 @@ inline MpiOutcome mpirun_line(const std::string& ranks, const fs::path& dir) {
 
 inline MpiOutcome mpirun(int np, const std::string& args, const fs::path& dir) {
   return mpirun_line("-np " + std::to_string(np) + " '" + kCli + "' " + args, dir);
+}
+
+// One plan-file tensor entry: bf16, cut along axis 1 (all_to_all regathered along axis 2), quantized
+// with preset `quantize` unless it is null; `extra` adds or overrides keys.
+inline json plan_tensor(const std::string& name, const std::vector<long>& shape, const std::string& collective,
+                        const json& quantize, const json& extra = json::object()) {
+  json t{{"name", name}, {"shape", shape}, {"dtype", "bf16"}, {"collective", collective}, {"axis", 1}};
+  if (!quantize.is_null()) t["quantize"] = quantize;
+  if (collective == "all_to_all") t["to_axis"] = 2;
+  for (auto it = extra.begin(); it != extra.end(); ++it) t[it.key()] = it.value();
+  return t;
 }
 
 inline int count_of(const std::string& text, const std::string& what) {

@@ -22,15 +22,6 @@ using namespace qexact::test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json tensor_entry(const std::string& name, const std::vector<long>& shape, const std::string& collective,
-                  const json& quantize, const json& extra = json::object()) {
-  json t{{"name", name}, {"shape", shape}, {"dtype", "bf16"}, {"collective", collective}, {"axis", 1}};
-  if (!quantize.is_null()) t["quantize"] = quantize;
-  if (collective == "all_to_all") t["to_axis"] = 2;
-  for (auto it = extra.begin(); it != extra.end(); ++it) t[it.key()] = it.value();
-  return t;
-}
-
 // Runs the plan on `np` ranks and returns the report's tensors by name.
 std::map<std::string, json> run_plan(int np, const std::vector<json>& tensors, const fs::path& dir) {
   std::ofstream(dir / "plan.json") << json{{"world", np}, {"tensors", json(tensors)}}.dump(2);
@@ -54,10 +45,10 @@ TEST_P(Ranks, ExactWhenEveryShardHoldsWholeBlocks) {
   // int8.block: S = world x 64 x 2; MX groups run along D, so any S divisible by world is exact.
   const long s_block = w * 64L * 2, s_mx = w * 10L;
   auto t = run_plan(w,
-                    {tensor_entry("q_int8", {1, s_block, 3, 32}, "all_gather", "int8.block.ascend"),
-                     tensor_entry("k_mxfp8", {2, s_mx, 3, 64}, "all_gather", "mxfp8.ascend"),
-                     tensor_entry("v_mxfp4", {1, s_mx, 2, 64}, "all_gather", "mx.ocp.e2m1"),
-                     tensor_entry("k_mxfp8_a2a", {1, s_mx, 2 * w, 64}, "all_to_all", "mxfp8.ascend")},
+                    {plan_tensor("q_int8", {1, s_block, 3, 32}, "all_gather", "int8.block.ascend"),
+                     plan_tensor("k_mxfp8", {2, s_mx, 3, 64}, "all_gather", "mxfp8.ascend"),
+                     plan_tensor("v_mxfp4", {1, s_mx, 2, 64}, "all_gather", "mx.ocp.e2m1"),
+                     plan_tensor("k_mxfp8_a2a", {1, s_mx, 2 * w, 64}, "all_to_all", "mxfp8.ascend")},
                     dir);
   ASSERT_EQ(t.size(), 4u);
   for (const auto& [name, r] : t) {
@@ -81,8 +72,8 @@ TEST_P(Ranks, DriftOnlyInBlocksThatStraddleAShardBoundary) {
   const long s = w * 100L;
   // all_to_all: the same cut blocks, now in the head shards (summed over ranks).
   auto t = run_plan(w,
-                    {tensor_entry("q", {1, s, 4, 32}, "all_gather", "int8.block.ascend"),
-                     tensor_entry("k", {1, s, 2 * w, 32}, "all_to_all", "int8.block.ascend")},
+                    {plan_tensor("q", {1, s, 4, 32}, "all_gather", "int8.block.ascend"),
+                     plan_tensor("k", {1, s, 2 * w, 32}, "all_to_all", "int8.block.ascend")},
                     dir);
   ASSERT_EQ(t.size(), 2u);
   const long heads_of[2] = {4, 2L * w};
@@ -101,7 +92,7 @@ TEST_P(Ranks, DriftOnlyInBlocksThatStraddleAShardBoundary) {
 TEST_P(Ranks, GlobalScaleAfterOneAllReduceIsExact) {
   const int w = GetParam();
   const fs::path dir = scratch_dir();
-  auto t = run_plan(w, {tensor_entry("v", {2, w * 24L, 3, 16}, "all_gather", "int8.channel", {{"scale", "global"}})}, dir);
+  auto t = run_plan(w, {plan_tensor("v", {2, w * 24L, 3, 16}, "all_gather", "int8.channel", {{"scale", "global"}})}, dir);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_TRUE(t["v"]["exact_observed"].get<bool>());
   EXPECT_EQ(t["v"]["payload_bytes_total"], 2 * w * 24L * 3 * 16);
@@ -116,8 +107,8 @@ TEST_P(Ranks, SideChannelIsExactAndTheUniformDivisorDiffersOnTheTailOnly) {
   // S = 50 w, P = 64: shard boundaries cut cells, and S % P != 0 gives a tail cell (except
   // w = 4... 200 % 64 = 8, still a tail); a second tensor with P dividing S has no tail.
   auto t = run_plan(w,
-                    {tensor_entry("mask", {2, w * 50L, 3, 8}, "pool_mean", nullptr, {{"pool", 64}}),
-                     tensor_entry("mask_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}})},
+                    {plan_tensor("mask", {2, w * 50L, 3, 8}, "pool_mean", nullptr, {{"pool", 64}}),
+                     plan_tensor("mask_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}})},
                     dir);
   ASSERT_EQ(t.size(), 2u);
   for (const auto& [name, r] : t) {
@@ -139,10 +130,10 @@ TEST_P(Ranks, AllToAllGroupIsExactAndThreeOfFourQuantizedMove62Point5Percent) {
   // Ulysses: sequence-sharded -> head-sharded; q, k, v forward in int8, o backward in bf16.
   const std::vector<long> shape{1, w * 64L, w * 2L, 32};
   auto t = run_plan(w,
-                    {tensor_entry("q", shape, "all_to_all", "int8.block.ascend"),
-                     tensor_entry("k", shape, "all_to_all", "int8.block.ascend"),
-                     tensor_entry("v", shape, "all_to_all", "int8.block.ascend"),
-                     tensor_entry("o_grad", shape, "all_to_all", nullptr)},
+                    {plan_tensor("q", shape, "all_to_all", "int8.block.ascend"),
+                     plan_tensor("k", shape, "all_to_all", "int8.block.ascend"),
+                     plan_tensor("v", shape, "all_to_all", "int8.block.ascend"),
+                     plan_tensor("o_grad", shape, "all_to_all", nullptr)},
                     dir);
   ASSERT_EQ(t.size(), 4u);
   long bf16 = 0, sent = 0, scale = 0;
@@ -167,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(World, Ranks, ::testing::Values(2, 3, 4), [](const auto
 // ---- bad input: a clear error on every rank, a non-zero exit, no hang ----
 
 void write_plan(const fs::path& file, long seq, const json& world = nullptr) {
-  json plan{{"tensors", json::array({tensor_entry("q", {1, seq, 2, 32}, "all_gather", "int8.block.ascend")})}};
+  json plan{{"tensors", json::array({plan_tensor("q", {1, seq, 2, 32}, "all_gather", "int8.block.ascend")})}};
   if (!world.is_null()) plan["world"] = world;
   std::ofstream(file) << plan.dump(2);
 }

@@ -22,15 +22,6 @@ using namespace qexact::test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json tensor(const std::string& name, const std::vector<long>& shape, const std::string& collective,
-            const json& quantize, const json& extra = json::object()) {
-  json t{{"name", name}, {"shape", shape}, {"dtype", "bf16"}, {"collective", collective}, {"axis", 1}};
-  if (!quantize.is_null()) t["quantize"] = quantize;
-  if (collective == "all_to_all") t["to_axis"] = 2;
-  for (auto it = extra.begin(); it != extra.end(); ++it) t[it.key()] = it.value();
-  return t;
-}
-
 // `qexact plan --json plan.json` in `dir`, bounded by timeout like the MPI runs.
 struct JudgeOutcome {
   int status = -1;
@@ -64,19 +55,19 @@ std::int64_t extra_bytes(const json& verdict) {
 // one, int8.channel with the global scale, pool_mean with and without a tail cell.
 std::vector<json> covering_plan(int w) {
   const std::vector<long> a2a{1, w * 64L, 2L * w, 32};
-  return {tensor("block_exact", {1, w * 128L, 3, 32}, "all_gather", "int8.block.ascend"),
-          tensor("block_drift", {1, w * 100L, 4, 32}, "all_gather", "int8.block.ascend"),
-          tensor("block_drift_f16", {2, w * 40L, 2, 16}, "all_gather", "int8.block.ascend",
+  return {plan_tensor("block_exact", {1, w * 128L, 3, 32}, "all_gather", "int8.block.ascend"),
+          plan_tensor("block_drift", {1, w * 100L, 4, 32}, "all_gather", "int8.block.ascend"),
+          plan_tensor("block_drift_f16", {2, w * 40L, 2, 16}, "all_gather", "int8.block.ascend",
                  {{"params", {{"token_block", "32"}, {"scale_store", "f16"}}}}),
-          tensor("mx_seq", {2, w * 10L, 3, 64}, "all_gather", "mxfp8.ascend"),
-          tensor("mx_seq_e2m1", {1, w * 7L, 2, 96}, "all_gather", "mx.ocp.e2m1"),
-          tensor("q", a2a, "all_to_all", "int8.block.ascend"),
-          tensor("k", a2a, "all_to_all", "mxfp8.ascend"),
-          tensor("o_grad", a2a, "all_to_all", nullptr),
-          tensor("k_drift", {1, w * 100L, 2L * w, 32}, "all_to_all", "int8.block.ascend"),
-          tensor("v_channel", {2, w * 24L, 3, 16}, "all_gather", "int8.channel", {{"scale", "global"}}),
-          tensor("pool_tail", {2, w * 50L, 3, 8}, "pool_mean", nullptr, {{"pool", 64}}),
-          tensor("pool_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}})};
+          plan_tensor("mx_seq", {2, w * 10L, 3, 64}, "all_gather", "mxfp8.ascend"),
+          plan_tensor("mx_seq_e2m1", {1, w * 7L, 2, 96}, "all_gather", "mx.ocp.e2m1"),
+          plan_tensor("q", a2a, "all_to_all", "int8.block.ascend"),
+          plan_tensor("k", a2a, "all_to_all", "mxfp8.ascend"),
+          plan_tensor("o_grad", a2a, "all_to_all", nullptr),
+          plan_tensor("k_drift", {1, w * 100L, 2L * w, 32}, "all_to_all", "int8.block.ascend"),
+          plan_tensor("v_channel", {2, w * 24L, 3, 16}, "all_gather", "int8.channel", {{"scale", "global"}}),
+          plan_tensor("pool_tail", {2, w * 50L, 3, 8}, "pool_mean", nullptr, {{"pool", 64}}),
+          plan_tensor("pool_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}})};
 }
 
 class JudgeEqualsRun : public ::testing::TestWithParam<int> {};
@@ -137,9 +128,9 @@ TEST_P(JudgeEqualsRun, WhatTheRunRefusesTheJudgeCallsNotSupported) {
   // MX groups along the sharded last axis; int8.block re-sharded onto its token axis; a scale
   // layout padded over the whole tensor.
   const std::vector<json> cases = {
-      tensor("x", {2, 3, 64L * w}, "all_gather", "mxfp8.ascend", {{"axis", 2}}),
-      tensor("x", {1, 192, 2L * w, 32}, "all_to_all", "int8.block.ascend", {{"axis", 2}, {"to_axis", 1}}),
-      tensor("x", {64L * w, 64}, "all_gather", "mxfp8.te", {{"axis", 0}})};
+      plan_tensor("x", {2, 3, 64L * w}, "all_gather", "mxfp8.ascend", {{"axis", 2}}),
+      plan_tensor("x", {1, 192, 2L * w, 32}, "all_to_all", "int8.block.ascend", {{"axis", 2}, {"to_axis", 1}}),
+      plan_tensor("x", {64L * w, 64}, "all_gather", "mxfp8.te", {{"axis", 0}})};
   for (const json& t : cases) {
     SCOPED_TRACE(t.dump());
     std::ofstream(dir / "plan.json") << json{{"world", w}, {"tensors", json::array({t})}}.dump(2);
