@@ -5,7 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "qexact/error.hpp"
 
 #include "kernels/cpu/simd_target.hpp"
 #include "qexact/tensor.hpp"
@@ -37,6 +43,53 @@ inline std::int64_t differing_bytes(const Tensor& a, const Tensor& b) {
   std::int64_t n = 0;
   for (std::size_t i = 0; i < a.nbytes(); ++i) n += pa[i] != pb[i];
   return n;
+}
+
+// What a call produced: its output tensors, or the qexact::Error it threw. The fast engine must
+// give the reference's outcome: the same bytes, or the same error message.
+struct Outcome {
+  bool threw = false;
+  std::string message;
+  std::vector<Tensor> tensors;
+};
+
+// f returns a Tensor or a std::vector<Tensor>.
+template <class F>
+Outcome outcome_of(F&& f) {
+  Outcome o;
+  try {
+    if constexpr (std::is_same_v<std::decay_t<decltype(f())>, Tensor>)
+      o.tensors.push_back(f());
+    else
+      o.tensors = f();
+  } catch (const Error& e) {
+    o.threw = true;
+    o.message = e.what();
+  }
+  return o;
+}
+
+// The reference's outcome for `key`, computed on first use (the reference is slow; the fast
+// engine runs once per target and thread count against it).
+template <class F>
+const Outcome& reference_outcome(const std::string& key, F&& f) {
+  static std::map<std::string, Outcome> cache;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, outcome_of(std::forward<F>(f))).first;
+  return it->second;
+}
+
+inline void expect_same_outcome(const Outcome& want, const Outcome& got, const std::string& what) {
+  ASSERT_EQ(want.threw, got.threw) << what << ": reference " << (want.threw ? want.message : "ran") << ", fast "
+                                   << (got.threw ? got.message : "ran");
+  EXPECT_EQ(want.message, got.message) << what;
+  ASSERT_EQ(want.tensors.size(), got.tensors.size()) << what;
+  for (std::size_t i = 0; i < want.tensors.size(); ++i) {
+    EXPECT_EQ(want.tensors[i].shape(), got.tensors[i].shape()) << what << ": output " << i;
+    EXPECT_EQ(differing_bytes(want.tensors[i], got.tensors[i]), 0)
+        << what << ": output " << i << ": " << differing_bytes(want.tensors[i], got.tensors[i]) << " differing of "
+        << want.tensors[i].nbytes() << " bytes";
+  }
 }
 
 }  // namespace qexact::test

@@ -1,5 +1,7 @@
-// Small tensor helpers shared by the library tests: seeded normal samples and a sequence slice.
+// Small tensor helpers shared by the library tests: seeded normal samples, a sequence slice,
+// fp32 tensors from values and back, raw bytes and bits.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -26,5 +28,20 @@ inline TensorView seq_slice(const Tensor& x, std::int64_t offset, std::int64_t l
            offset * v.strides[1] * static_cast<std::int64_t>(dtype_size(x.dtype()));
   return v;
 }
+
+// A contiguous fp32 tensor of `shape` holding `values`.
+inline Tensor f32_tensor(const Shape& shape, const std::vector<float>& values) {
+  return from_f32_vector(values, shape, DType::f32);
+}
+
+// Any float tensor's values as fp32, in C order.
+inline std::vector<float> values_of(const Tensor& t) { return to_f32_vector(t.view()); }
+
+inline std::vector<std::uint8_t> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const std::uint8_t*>(t.raw());
+  return std::vector<std::uint8_t>(p, p + t.nbytes());
+}
+
+inline std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 
 }  // namespace qexact::test

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,47 +27,14 @@ namespace qexact {
 namespace {
 
 using test::differing_bytes;
+using test::expect_same_outcome;
+using test::Outcome;
+using test::outcome_of;
+using test::reference_outcome;
 
 const RunOptions kRef{Engine::reference, 1};
 
 // What a call produced: its tensors, or the message it threw.
-struct Outcome {
-  bool threw = false;
-  std::string message;
-  std::vector<Tensor> tensors;
-};
-
-template <class F>
-Outcome outcome_of(F&& f) {
-  Outcome o;
-  try {
-    o.tensors = f();
-  } catch (const Error& e) {
-    o.threw = true;
-    o.message = e.what();
-  }
-  return o;
-}
-
-// The reference's outcome for `key`, computed on first use.
-template <class F>
-const Outcome& reference_outcome(const std::string& key, F&& f) {
-  static std::map<std::string, Outcome> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, outcome_of(std::forward<F>(f))).first;
-  return it->second;
-}
-
-void expect_same_outcome(const Outcome& want, const Outcome& got, const std::string& what) {
-  ASSERT_EQ(want.threw, got.threw) << what << ": reference " << (want.threw ? want.message : "ran") << ", fast "
-                                   << (got.threw ? got.message : "ran");
-  EXPECT_EQ(want.message, got.message) << what;
-  ASSERT_EQ(want.tensors.size(), got.tensors.size()) << what;
-  for (std::size_t i = 0; i < want.tensors.size(); ++i)
-    EXPECT_EQ(differing_bytes(want.tensors[i], got.tensors[i]), 0)
-        << what << ": output " << i << ": " << differing_bytes(want.tensors[i], got.tensors[i]) << " differing of "
-        << want.tensors[i].nbytes() << " bytes";
-}
 
 // Fast fake-quant of x along qdim equals the reference's (or both throw the same message).
 void expect_fake_quant_matches(const std::string& key, const TensorView& x, int qdim, int threads) {

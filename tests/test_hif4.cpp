@@ -18,6 +18,7 @@
 #include "qexact/formats/e6m2.hpp"
 #include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
+#include "tensor_test_util.hpp"
 
 namespace {
 
@@ -25,18 +26,10 @@ using qexact::DType;
 using qexact::Shape;
 using qexact::Tensor;
 
-Tensor f32_tensor(const Shape& shape, const std::vector<float>& values) {
-  return qexact::from_f32_vector(values, shape, DType::f32);
-}
-
-std::vector<float> values_of(const Tensor& t) { return qexact::to_f32_vector(t.view()); }
-
-std::vector<std::uint8_t> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const std::uint8_t*>(t.raw());
-  return std::vector<std::uint8_t>(p, p + t.nbytes());
-}
-
-std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+using qexact::test::bits;
+using qexact::test::bytes_of;
+using qexact::test::f32_tensor;
+using qexact::test::values_of;
 
 // Number of elements whose fp32 bit patterns differ (NaN compared by bits too).
 std::int64_t differing(const std::vector<float>& a, const std::vector<float>& b) {

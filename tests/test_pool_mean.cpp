@@ -15,6 +15,7 @@
 #include "qexact/formats/fp16.hpp"
 #include "qexact/pool.hpp"
 #include "qexact/tensor.hpp"
+#include "tensor_test_util.hpp"
 #include "reference/exact_sum.hpp"
 
 namespace {
@@ -29,18 +30,10 @@ using qexact::Shape;
 using qexact::Tensor;
 using qexact::TensorView;
 
-Tensor f32_tensor(const Shape& shape, const std::vector<float>& values) {
-  return qexact::from_f32_vector(values, shape, DType::f32);
-}
-
-std::vector<float> values_of(const Tensor& t) { return qexact::to_f32_vector(t.view()); }
-
-std::vector<std::uint8_t> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const std::uint8_t*>(t.raw());
-  return std::vector<std::uint8_t>(p, p + t.nbytes());
-}
-
-std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+using qexact::test::bits;
+using qexact::test::bytes_of;
+using qexact::test::f32_tensor;
+using qexact::test::values_of;
 
 // The mean of a (1, S, 1) fp32 sequence pooled over all of it, in dtype `out`, as fp32.
 float mean_of(const std::vector<float>& v, DType out = DType::f32) {
