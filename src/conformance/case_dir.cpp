@@ -69,8 +69,14 @@ Json manifest_json(const Contract& c, const std::vector<ExportCase>& cases) {
 fs::path staging_name(const fs::path& dir) {
   static const unsigned salt = std::random_device{}();
   const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  return parent / ("." + dir.filename().string() + ".staging." + std::to_string(::getpid()) + "." +
-                   std::to_string(salt));
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string&&` at -O3.
+  std::string name = ".";
+  name += dir.filename().string();
+  name += ".staging.";
+  name += std::to_string(::getpid());
+  name += '.';
+  name += std::to_string(salt);
+  return parent / name;
 }
 
 void write_bytes(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
