@@ -14,6 +14,8 @@
 #include "qexact/error.hpp"
 
 #include "kernels/cpu/simd_target.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/fp16.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::test {
@@ -44,6 +46,27 @@ inline std::int64_t differing_bytes(const Tensor& a, const Tensor& b) {
   for (std::size_t i = 0; i < a.nbytes(); ++i) n += pa[i] != pb[i];
   return n;
 }
+
+// `v` rounded (RNE) to bf16 or f16 bit patterns.
+inline std::vector<std::uint16_t> narrowed(const std::vector<float>& v, DType dt) {
+  std::vector<std::uint16_t> h(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::bf16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+  return h;
+}
+
+// A float tensor's storage, kept alive with views of it in any of the three input dtypes.
+struct Storage {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> bf16, f16;
+  explicit Storage(std::vector<float> v)
+      : f32(std::move(v)), bf16(narrowed(f32, DType::bf16)), f16(narrowed(f32, DType::f16)) {}
+  const void* data(DType dt) const {
+    return dt == DType::f32    ? static_cast<const void*>(f32.data())
+           : dt == DType::bf16 ? static_cast<const void*>(bf16.data())
+                               : f16.data();
+  }
+  TensorView view(DType dt, const Shape& shape) const { return make_view(dt, shape, data(dt)); }
+};
 
 // What a call produced: its output tensors, or the qexact::Error it threw. The fast engine must
 // give the reference's outcome: the same bytes, or the same error message.

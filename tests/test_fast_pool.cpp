@@ -30,6 +30,7 @@ namespace qexact {
 namespace {
 
 using test::differing_bytes;
+using test::Storage;
 using test::expect_same_outcome;
 using test::Outcome;
 using test::outcome_of;
@@ -46,26 +47,6 @@ void expect_mean_matches(const std::string& key, const TensorView& x, std::int64
                       }),
                       id + " threads " + std::to_string(threads));
 }
-
-std::vector<std::uint16_t> narrowed(const std::vector<float>& v, DType dt) {
-  std::vector<std::uint16_t> h(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::bf16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
-  return h;
-}
-
-// A float tensor's storage with views of it in any of the three dtypes.
-struct Storage {
-  std::vector<float> f32;
-  std::vector<std::uint16_t> bf16, f16;
-  explicit Storage(std::vector<float> v)
-      : f32(std::move(v)), bf16(narrowed(f32, DType::bf16)), f16(narrowed(f32, DType::f16)) {}
-  const void* data(DType dt) const {
-    return dt == DType::f32    ? static_cast<const void*>(f32.data())
-           : dt == DType::bf16 ? static_cast<const void*>(bf16.data())
-                               : f16.data();
-  }
-  TensorView view(DType dt, const Shape& shape) const { return make_view(dt, shape, data(dt)); }
-};
 
 constexpr DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
 
