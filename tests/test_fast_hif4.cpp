@@ -16,6 +16,7 @@
 
 #include "conformance/cases.hpp"
 #include "fast_test_util.hpp"
+#include "hif4_test_util.hpp"
 #include "kernels/cpu/float_lanes.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -27,6 +28,7 @@ namespace qexact {
 namespace {
 
 using test::differing_bytes;
+using test::Storage;
 using test::expect_same_outcome;
 using test::Outcome;
 using test::outcome_of;
@@ -63,26 +65,6 @@ void expect_pack_matches(const std::string& key, const TensorView& x, int thread
                       }),
                       what);
 }
-
-std::vector<std::uint16_t> narrowed(const std::vector<float>& v, DType dt) {
-  std::vector<std::uint16_t> h(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) h[i] = dt == DType::bf16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
-  return h;
-}
-
-// A float tensor's storage, kept alive with views of it in any of the three dtypes.
-struct Storage {
-  std::vector<float> f32;
-  std::vector<std::uint16_t> bf16, f16;
-  explicit Storage(std::vector<float> v)
-      : f32(std::move(v)), bf16(narrowed(f32, DType::bf16)), f16(narrowed(f32, DType::f16)) {}
-  const void* data(DType dt) const {
-    return dt == DType::f32    ? static_cast<const void*>(f32.data())
-           : dt == DType::bf16 ? static_cast<const void*>(bf16.data())
-                               : f16.data();
-  }
-  TensorView view(DType dt, const Shape& shape) const { return make_view(dt, shape, data(dt)); }
-};
 
 // Mixed magnitudes in a block (normal values over 21 octaves), with rare zeros, tiny values
 // and non-finite elements.
@@ -122,43 +104,9 @@ TEST_P(FastHif4, AdversarialSuite) {
   }
 }
 
-// The blocks of the reference tests (test_hif4.cpp AdversarialBlocks): maxima at every power
-// of two and beside it, on and between every E6M2 scale, extremes, and half-up ties.
-std::vector<float> reference_test_blocks() {
-  std::mt19937 rng(31337u);
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> position(0, 63);
-  std::vector<float> blocks;
-  auto add_block = [&](float max) {
-    std::vector<float> b(64);
-    for (float& f : b) f = unit(rng) * max;
-    b[static_cast<std::size_t>(position(rng))] = (unit(rng) < 0 ? -max : max);
-    blocks.insert(blocks.end(), b.begin(), b.end());
-  };
-  for (int k = -149; k <= 127; ++k) {
-    add_block(std::ldexp(1.0f, k));
-    add_block(std::nextafter(std::ldexp(1.0f, k), INFINITY));
-    add_block(std::nextafter(std::ldexp(1.0f, k), 0.0f));
-  }
-  for (int byte = 0; byte < 0xFF; ++byte) {
-    const float s = e6m2_decode(static_cast<std::uint8_t>(byte));
-    add_block(s / 0.142578125f);
-    add_block(s * 7.0f);
-    add_block(s * 7.5f);
-  }
-  for (float max :
-       {13.15f, 1e6f, 344064.0f, std::numeric_limits<float>::max(), 1e-20f, 0x1p-48f * 7.0f, 1e-40f, 1e-42f, 65504.0f})
-    add_block(max);
-  std::vector<float> ties(64, 0.0f);
-  ties[0] = 7.0f;
-  for (int c = 0; c < 7; ++c) ties[static_cast<std::size_t>(8 + c)] = (static_cast<float>(c) + 0.5f) / 4.0f;
-  blocks.insert(blocks.end(), ties.begin(), ties.end());
-  return blocks;
-}
-
 TEST_P(FastHif4, ReferenceTestBlocksInEveryDtype) {
-  std::cout << "seed 31337\n";
-  static const Storage blocks(reference_test_blocks());
+  std::cout << "seed " << test::kHif4BlocksSeed << "\n";
+  static const Storage blocks(test::hif4_adversarial_blocks());
   const auto rows = static_cast<std::int64_t>(blocks.f32.size() / 64);
   for (DType dt : kDtypes) {
     const std::string key = std::string("reference blocks ") + dtype_name(dt);

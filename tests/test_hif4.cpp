@@ -18,6 +18,7 @@
 #include "qexact/formats/e6m2.hpp"
 #include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
+#include "hif4_test_util.hpp"
 #include "tensor_test_util.hpp"
 
 namespace {
@@ -515,39 +516,8 @@ TEST(Hif4, RandomDataAtManyScales) {
 }
 
 TEST(Hif4, AdversarialBlocks) {
-  const unsigned seed = 31337u;
-  std::cout << "seed " << seed << "\n";
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> position(0, 63);
-  std::vector<float> blocks;
-  // A block whose max (placed at a random position, with either sign) is `max`, the others
-  // random below it.
-  auto add_block = [&](float max) {
-    std::vector<float> b(64);
-    for (float& f : b) f = unit(rng) * max;
-    b[static_cast<std::size_t>(position(rng))] = (unit(rng) < 0 ? -max : max);
-    blocks.insert(blocks.end(), b.begin(), b.end());
-  };
-  for (int k = -149; k <= 127; ++k) {
-    add_block(std::ldexp(1.0f, k));                            // max exactly 2^k
-    add_block(std::nextafter(std::ldexp(1.0f, k), INFINITY));  // just above
-    add_block(std::nextafter(std::ldexp(1.0f, k), 0.0f));      // just below
-  }
-  for (int byte = 0; byte < 0xFF; ++byte) {  // a max that lands on, and between, every scale
-    const float s = qexact::e6m2_decode(static_cast<std::uint8_t>(byte));
-    add_block(s / 0.142578125f);
-    add_block(s * 7.0f);
-    add_block(s * 7.5f);
-  }
-  for (float max :
-       {13.15f, 1e6f, 344064.0f, std::numeric_limits<float>::max(), 1e-20f, 0x1p-48f * 7.0f, 1e-40f, 1e-42f, 65504.0f})
-    add_block(max);
-  // Exact half-up ties on the code grid: scale 1 (max 7) and elements (c + 0.5) / 4.
-  std::vector<float> ties(64, 0.0f);
-  ties[0] = 7.0f;
-  for (int c = 0; c < 7; ++c) ties[static_cast<std::size_t>(8 + c)] = (static_cast<float>(c) + 0.5f) / 4.0f;
-  blocks.insert(blocks.end(), ties.begin(), ties.end());
+  std::cout << "seed " << qexact::test::kHif4BlocksSeed << "\n";
+  const std::vector<float> blocks = qexact::test::hif4_adversarial_blocks();
   expect_all_paths_agree(blocks, 64, "adversarial blocks");
 
   // Targeted expectations on some of them.
@@ -561,6 +531,7 @@ TEST(Hif4, AdversarialBlocks) {
   EXPECT_EQ(scale_byte(344064.0f), 0xFE);  // sf = bf16(49056) = 49152 exactly
   EXPECT_EQ(scale_byte(std::numeric_limits<float>::max()), 0xFE);
   EXPECT_EQ(scale_byte(1e-20f), 0x00);  // clamped to 2^-48
+  const std::vector<float> ties(blocks.end() - 64, blocks.end());  // the last block: the half-up ties
   const std::vector<float> tie_out = values_of(fake_quant(f32_tensor({1, 64}, ties)));
   for (int c = 0; c < 7; ++c)  // half up: (c + 0.5) / 4 -> (c + 1) / 4, never to even
     EXPECT_EQ(tie_out[static_cast<std::size_t>(8 + c)], (static_cast<float>(c) + 1.0f) / 4.0f) << "c " << c;
