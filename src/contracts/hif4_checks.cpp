@@ -35,4 +35,26 @@ void require_u8(const TensorView& t, const char* what) {
     fail(ErrorKind::bad_argument, std::string("hif4_unpack: ") + what + " must be u8, got " + dtype_name(t.dtype));
 }
 
+UnpackGrid require_unpack_inputs(const TensorView& scale_view, const TensorView& value_view) {
+  require_u8(scale_view, "scale");
+  require_u8(value_view, "value");
+  if (scale_view.rank() != 3 || scale_view.shape[2] != 4)
+    fail(ErrorKind::bad_argument,
+         "hif4_unpack: scale must have shape [rows, cols/64, 4], got " + shape_str(scale_view.shape));
+  if (value_view.rank() != 2)
+    fail(ErrorKind::bad_argument,
+         "hif4_unpack: value must have shape [rows, cols/2], got " + shape_str(value_view.shape));
+  const std::int64_t rows = scale_view.shape[0];
+  const std::int64_t blocks = scale_view.shape[1];
+  const Shape expected_value{rows, blocks * (kBlock / 2)};
+  if (value_view.shape != expected_value)
+    fail(ErrorKind::bad_argument, "hif4_unpack: value shape " + shape_str(value_view.shape) + " does not match " +
+                                      shape_str(expected_value) + " implied by scale shape " +
+                                      shape_str(scale_view.shape));
+  if (rows * blocks == 0)
+    fail(ErrorKind::bad_argument,
+         "hif4_unpack needs a non-empty tensor, got scale shape " + shape_str(scale_view.shape));
+  return {rows, blocks};
+}
+
 }  // namespace qexact::hif4_checks

@@ -17,4 +17,10 @@ void require_whole_blocks(std::int64_t length, int axis, const Shape& shape, con
 int normalized_axis(int qdim, int rank, const Shape& shape);
 void require_u8(const TensorView& t, const char* what);
 
+// hif4_unpack's inputs: u8 scale [rows, blocks, 4] and value [rows, blocks * 32], non-empty.
+struct UnpackGrid {
+  std::int64_t rows, blocks;
+};
+UnpackGrid require_unpack_inputs(const TensorView& scale, const TensorView& value);
+
 }  // namespace qexact::hif4_checks

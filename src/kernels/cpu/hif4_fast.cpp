@@ -65,24 +65,8 @@ Hif4Packed hif4_pack(const TensorView& x, int threads) {
 
 Tensor hif4_unpack(const TensorView& scale_view, const TensorView& value_view, int threads) {
   kernels::apply_forced_target();
-  require_u8(scale_view, "scale");
-  require_u8(value_view, "value");
-  if (scale_view.rank() != 3 || scale_view.shape[2] != 4)
-    fail(ErrorKind::bad_argument,
-         "hif4_unpack: scale must have shape [rows, cols/64, 4], got " + shape_str(scale_view.shape));
-  if (value_view.rank() != 2)
-    fail(ErrorKind::bad_argument,
-         "hif4_unpack: value must have shape [rows, cols/2], got " + shape_str(value_view.shape));
-  const std::int64_t rows = scale_view.shape[0];
-  const std::int64_t blocks = scale_view.shape[1];
-  const Shape expected_value{rows, blocks * (kernels::kHif4Block / 2)};
-  if (value_view.shape != expected_value)
-    fail(ErrorKind::bad_argument, "hif4_unpack: value shape " + shape_str(value_view.shape) + " does not match " +
-                                      shape_str(expected_value) + " implied by scale shape " +
-                                      shape_str(scale_view.shape));
-  if (rows * blocks == 0)
-    fail(ErrorKind::bad_argument,
-         "hif4_unpack needs a non-empty tensor, got scale shape " + shape_str(scale_view.shape));
+  const hif4_checks::UnpackGrid grid = hif4_checks::require_unpack_inputs(scale_view, value_view);
+  const std::int64_t rows = grid.rows, blocks = grid.blocks;
 
   // The packed bytes are an eighth of the output's: strided ones are copied to C order first.
   const Tensor scale_copy = scale_view.is_contiguous() ? Tensor() : contiguous_copy(scale_view);
