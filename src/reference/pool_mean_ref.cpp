@@ -189,24 +189,18 @@ Tensor pooled_combine(const std::vector<PoolPartial>& partials, std::int64_t bat
   return from_f32_vector(means, shape, out);
 }
 
-namespace {
-
-void put_u64(std::vector<std::uint8_t>& out, std::uint64_t v) {
-  std::uint8_t b[sizeof v];
-  std::memcpy(b, &v, sizeof v);
-  out.insert(out.end(), b, b + sizeof v);
-}
-
-}  // namespace
-
-// Layout: first_cell, cells, rows[cells], sums[...]: all uint64.
+// Layout: first_cell, cells, rows[cells], sums[...]: all uint64, native byte order (the ranks
+// of one run share it). Words first, then one copy: GCC 12 misreads byte-wise vector inserts
+// (-Wstringop-overflow at -O3).
 std::vector<std::uint8_t> pool_partial_bytes(const PoolPartial& p) {
-  std::vector<std::uint8_t> out;
-  out.reserve((2 + p.rows.size() + p.sums.size()) * sizeof(std::uint64_t));
-  put_u64(out, static_cast<std::uint64_t>(p.first_cell));
-  put_u64(out, static_cast<std::uint64_t>(p.cells));
-  for (std::uint64_t r : p.rows) put_u64(out, r);
-  for (std::uint64_t s : p.sums) put_u64(out, s);
+  std::vector<std::uint64_t> words;
+  words.reserve(2 + p.rows.size() + p.sums.size());
+  words.push_back(static_cast<std::uint64_t>(p.first_cell));
+  words.push_back(static_cast<std::uint64_t>(p.cells));
+  words.insert(words.end(), p.rows.begin(), p.rows.end());
+  words.insert(words.end(), p.sums.begin(), p.sums.end());
+  std::vector<std::uint8_t> out(words.size() * sizeof(std::uint64_t));
+  std::memcpy(out.data(), words.data(), out.size());
   return out;
 }
 
