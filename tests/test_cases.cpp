@@ -1,4 +1,4 @@
-// The adversarial case generator (CONTRACTS §8.4): the full list per family, every directed
+// The adversarial case generator (contracts §8.4): the full list per family, every directed
 // case hitting its target (recounted from the input, and key properties re-derived here by
 // hand), determinism across runs and seeds, and detection of a missed target.
 #include <gtest/gtest.h>

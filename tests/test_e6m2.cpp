@@ -90,7 +90,7 @@ TEST(E6M2, ClampsToTheRange) {
 }
 
 TEST(E6M2, GoldenScaleOfAllTwoBlock) {
-  // CONTRACTS §5 golden: sf = 0.28515625 -> e = -2, m = rne(4.5625) = 5, scale 0.3125.
+  // contracts §5 golden: sf = 0.28515625 -> e = -2, m = rne(4.5625) = 5, scale 0.3125.
   const E6M2 s = qexact::e6m2_round(0.28515625f);
   EXPECT_EQ(s.exponent, -2);
   EXPECT_EQ(s.mantissa, 5);

@@ -1,5 +1,5 @@
 // The fast HiF4 kernels (fake-quant, pack, unpack) against the reference, byte for byte: the
-// adversarial suite of CONTRACTS §8.4, the reference tests' adversarial blocks, every input
+// adversarial suite of contracts §8.4, the reference tests' adversarial blocks, every input
 // dtype, large seeded tensors of awkward shapes with qdim in every position and strided views,
 // for every SIMD target and 1, 2, 3 and 7 threads. The reference's answer for an input is
 // computed once and reused by every target.

@@ -1,6 +1,6 @@
 // The fast int8 kernels (block, token, group, dequantize) against the reference, byte for byte:
 // every int8 preset and the parameter variants that change the arithmetic on the adversarial
-// suite of CONTRACTS §8.4, rejection cases with the reference's messages, multipliers that
+// suite of contracts §8.4, rejection cases with the reference's messages, multipliers that
 // overflow to inf next to zeros, large tensors of awkward shapes and strides in f32, bf16 and
 // f16, the token path selector below, at and above a row, dequantize from strided views, for
 // every SIMD target and 1, 2, 3 and 7 threads.

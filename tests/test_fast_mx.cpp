@@ -1,5 +1,5 @@
 // The fast MX kernels against the reference, byte for byte: every preset and the parameter
-// variants that change the arithmetic, on the adversarial suite of CONTRACTS §8.4 and on large
+// variants that change the arithmetic, on the adversarial suite of contracts §8.4 and on large
 // awkward tensors, for every SIMD target and 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 

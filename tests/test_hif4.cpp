@@ -1,4 +1,4 @@
-// HiFloat4 (CONTRACTS §5): fake-quant, packing and unpacking, bit for bit.
+// HiFloat4 (contracts §5): fake-quant, packing and unpacking, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ Tensor round_trip(const Tensor& x) {
   return qexact::hif4_unpack(p.scale.view(), p.value.view(), kRef);
 }
 
-// ---- an independent transcription of CONTRACTS §5 for one row of fp32 blocks ----
+// ---- an independent transcription of contracts §5 for one row of fp32 blocks ----
 // Written from the contract text with different primitives from the library's (frexp for the
 // exponent, nearbyint for every rounding) so that a shared mistake is unlikely.
 
@@ -110,7 +110,7 @@ std::vector<float> spec_fake_quant_row(const std::vector<float>& row) {
 // ---- the golden block and degenerate blocks ----
 
 TEST(Hif4, GoldenAllTwoBlock) {
-  // CONTRACTS §5: sf = bf16(2 * 0.142578125) = 0.28515625 -> e = -2, m = 5, scale 0.3125;
+  // contracts §5: sf = bf16(2 * 0.142578125) = 0.28515625 -> e = -2, m = 5, scale 0.3125;
   // rec = bf16(1 / 0.3125 = 3.2) = 3.203125; d8 = d4 = 1; mant = bf16(2 * 3.203125 / 4)
   // = 1.6015625; c = floor(6.40625 + 0.5) = 6; out = 1.5 * 2 * 2 * 0.3125 = 1.875.
   EXPECT_EQ(qexact::round_bf16(2.0f * 0.142578125f), 0.28515625f);

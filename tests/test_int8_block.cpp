@@ -1,4 +1,4 @@
-// int8 per (b, head, token block) on (B, S, N, D) (CONTRACTS §3, presets int8.block.*): exact
+// int8 per (b, head, token block) on (B, S, N, D) (contracts §3, presets int8.block.*): exact
 // payload and scale bits on hand-computed blocks, the tail rule, divide vs reciprocal, zero and
 // tiny blocks, saturation, rejected non-finite inputs, strided views and narrow input dtypes.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// int8 per (head, channel) with a global amax (qexact/int8_channel.hpp, CONTRACTS §7): the
+// int8 per (head, channel) with a global amax (qexact/int8_channel.hpp, contracts §7): the
 // same bytes as an independent route through int8.block, and exact across a sequence split
 // once the shards' amax tensors are max-reduced.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// int8 per token (CONTRACTS §4, presets int8.token.*): exact bits on hand-computed rows, empty
+// int8 per token (contracts §4, presets int8.token.*): exact bits on hand-computed rows, empty
 // and zero rows, the two scale modes, both ranges, the path selector at its boundary with both
 // paths byte-identical, rejected non-finite inputs, strided views and narrow input dtypes.
 #include <gtest/gtest.h>

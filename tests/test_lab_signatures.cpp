@@ -1,4 +1,4 @@
-// The signatures of CONTRACTS §8 end to end from the CLI: for each, `qexact cases` exports a
+// The signatures of contracts §8 end to end from the CLI: for each, `qexact cases` exports a
 // preset's suite, a synthetic device is played on it (`qexact emulate` with a deliberately
 // altered contract, or the contract's outputs altered by hand where no contract gives them),
 // then `qexact compare DIR` must name the cause (exit 1) and `qexact infer DIR` must recover

@@ -1,4 +1,4 @@
-// mxfp8.ascend (CONTRACTS §1): every check value the spec writes down, as exact bytes.
+// mxfp8.ascend (contracts §1): every check value the spec writes down, as exact bytes.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// The MX presets other than Ascend (PRESETS.md), and the contract parameters that tell them
+// The MX presets other than Ascend (docs/presets.md), and the contract parameters that tell them
 // apart, as exact bytes.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Pooled block mean (CONTRACTS §6): exact sums, one rounding, sharding-independent.
+// Pooled block mean (contracts §6): exact sums, one rounding, sharding-independent.
 #include <gtest/gtest.h>
 
 #include <bit>

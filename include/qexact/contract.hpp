@@ -1,6 +1,6 @@
-// A Contract is the complete, bit-level definition of a quantizer (CONTRACTS.md): which
+// A Contract is the complete, bit-level definition of a quantizer (docs/contracts.md): which
 // elements share a scale, how the scale is computed and encoded, how elements round, what
-// overflow and degenerate blocks produce. Named presets (PRESETS.md) are Contract values;
+// overflow and degenerate blocks produce. Named presets (docs/presets.md) are Contract values;
 // every parameter can be overridden by name ("scale_mode=before", "rounding=even", ...).
 // Only the parameters of a contract's family are listed or accepted, so no switch is inert.
 #pragma once
@@ -15,7 +15,7 @@
 namespace qexact {
 
 enum class Family : std::uint8_t {
-  mx,          // CONTRACTS §1-2: groups along the last axis, E8M0 scale, minifloat payload
+  mx,          // contracts §1-2: groups along the last axis, E8M0 scale, minifloat payload
   int8_block,  // §3: (B, S, N, D), one fp32 scale per (b, head, token block)
   int8_token,  // §4: one scale per row over the complete last axis
   int8_group,  // ggml q8_0: groups of `group` along the last axis, int8 payload

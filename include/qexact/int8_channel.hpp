@@ -1,5 +1,5 @@
 // int8 with one fp32 scale per (head, channel) of a (B, S, N, D) tensor: the cross-shard global
-// scale of CONTRACTS §7 (`quantize: "int8.channel"`, `scale: "global"` in a collective plan).
+// scale of contracts §7 (`quantize: "int8.channel"`, `scale: "global"` in a collective plan).
 //   amax[n, d]  = max |x[b, s, n, d]| over the whole (b, s) extent
 //   scale[n, d] = amax / 127 (a correctly rounded fp32 division), stored
 //   q           = clamp(rne(x / scale), -127, 127); a scale of 0 gives payload 0

@@ -1,4 +1,4 @@
-// Deterministic pooled side channel (CONTRACTS §6): block means over the sequence axis.
+// Deterministic pooled side channel (contracts §6): block means over the sequence axis.
 // x has shape (B, S, F...) with the sequence on axis 1; pool size P; the result has shape
 // (B, ceil(S/P), F...) and each cell is the exact mean of its real elements (the tail cell
 // divides by S % P, not P), rounded once to the output dtype (RNE). Sums are exact (no fp32
@@ -29,7 +29,7 @@ Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out = DTy
 Tensor pooled_block_mean_sharded(const std::vector<TensorView>& shards, std::int64_t pool, DType out,
                                  PoolDivisor divisor = PoolDivisor::true_length);
 
-// ---- The same, one shard per process (the side channel of CONTRACTS §6 across ranks) ----
+// ---- The same, one shard per process (the side channel of contracts §6 across ranks) ----
 // A shard's contribution as data that can travel: per cell its rows touch, the exact partial
 // sums (384-bit integers in units of 2^-149, kPoolSumLimbs limbs each, least significant first)
 // and the row count. Exact integers make the combination independent of how the sequence was

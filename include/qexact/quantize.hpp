@@ -43,7 +43,7 @@ QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                   const RunOptions& o = {});
 
-// ---- HiFloat4 (CONTRACTS §5) ----
+// ---- HiFloat4 (contracts §5) ----
 // FP -> HiF4 -> FP along axis qdim (negative allowed); output has x's shape and dtype.
 Tensor hifloat4_fake_quant(const TensorView& x, int qdim = -1, const RunOptions& o = {});
 struct Hif4Packed {
@@ -53,7 +53,7 @@ struct Hif4Packed {
 Hif4Packed hif4_pack(const TensorView& x, const RunOptions& o = {});  // 2-D, cols % 64 == 0
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOptions& o = {});  // fp32
 
-// ---- int8 per token (CONTRACTS §4) path selection ----
+// ---- int8 per token (contracts §4) path selection ----
 enum class TokenPath { single_pass, two_pass_chunked };
 const char* token_path_name(TokenPath p);
 // The one selector every caller uses: single-pass when a whole row of `row_bytes` fits `budget`.

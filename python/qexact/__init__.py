@@ -145,7 +145,7 @@ def hif4_unpack(scale: Any, value: Any, *, engine: Engine = "fast", threads: int
 def int8_per_token(x: Any, *, scale_mode: Literal["before", "after"] = "after", scale_min: float = 0.0,
                    range: Literal[127, 128] = 127, engine: Engine = "fast",
                    threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """int8 per token (CONTRACTS §4, preset ``int8.token.blaze``): one scale per row over x's
+    """int8 per token (contracts §4, preset ``int8.token.blaze``): one scale per row over x's
     complete last axis.
 
     scale_mode: ``"after"`` gives scale = max(amax / qmax, scale_min), ``"before"`` gives
@@ -158,7 +158,7 @@ def int8_per_token(x: Any, *, scale_mode: Literal["before", "after"] = "after", 
 
 def pooled_block_mean(x: Any, pool: int, *, out: Any = "float32", engine: Engine = "fast",
                       threads: int = 0) -> np.ndarray:
-    """Exact block means over the sequence axis (CONTRACTS §6).
+    """Exact block means over the sequence axis (contracts §6).
 
     x: shape (B, S, F...) with the sequence on axis 1, finite values. The result has shape
     (B, ceil(S/pool), F...); each cell is the exact mean of its real elements (a tail cell

@@ -2,7 +2,7 @@
 //  [--dtype bf16] [--json]` (`--output O.npy` for hif4 and pool.mean), or
 // `qexact compare DIR [--preset P] [--param k=v ...] [--json]` over an exported case directory
 // (the contract comes from its manifest; --preset / --param override it): a device's outputs
-// against the contract's reference outputs, byte for byte, with the diagnoses of CONTRACTS §8.
+// against the contract's reference outputs, byte for byte, with the diagnoses of contracts §8.
 // Exit status: 0 when every byte matches, 1 when bytes differ, 2 on bad input.
 #include <algorithm>
 #include <cstdio>

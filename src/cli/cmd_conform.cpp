@@ -1,4 +1,4 @@
-// `qexact conform [--seed N]`: the conformance run (CONTRACTS §8), reference against candidate.
+// `qexact conform [--seed N]`: the conformance run (contracts §8), reference against candidate.
 #include <iostream>
 #include <memory>
 

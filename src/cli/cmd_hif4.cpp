@@ -1,5 +1,5 @@
 // `qexact hif4-pack IN.npy --out DIR` (DIR/scale.npy, DIR/value.npy) and
-// `qexact hif4-unpack DIR --out OUT.npy` (fp32): HiFloat4 storage (CONTRACTS §5). Both take
+// `qexact hif4-unpack DIR --out OUT.npy` (fp32): HiFloat4 storage (contracts §5). Both take
 // --engine and --threads.
 #include <memory>
 

@@ -1,4 +1,4 @@
-// Adversarial conformance cases (CONTRACTS §8.4) and the embedded synthetic activation set.
+// Adversarial conformance cases (contracts §8.4) and the embedded synthetic activation set.
 //
 // adversarial_cases(c, seed) builds, for the contract's family and shape convention, every
 // input class of §8.4: randn, uniform[-1,1], all-equal; every midpoint of the element format in

@@ -1,5 +1,5 @@
 // Comparing a device's outputs for an input with the contract's reference outputs, computed in
-// the same process by the reference engine (CONTRACTS §8.1-8.2): payload and scale bytes
+// the same process by the reference engine (contracts §8.1-8.2): payload and scale bytes
 // differing as absolute counts, the scale deltas (MX: E8M0 steps; float scales: units in the
 // last place), the groups (scale domains) and rows affected, the first differences, and the
 // diagnoses of diagnose.hpp. HiF4 and pool.mean have one output, counted as the payload.

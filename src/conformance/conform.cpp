@@ -363,7 +363,7 @@ std::string row(const std::string& preset, const std::string& cases, const std::
 }  // namespace
 
 int run_conform(const ConformOptions& opts, std::ostream& out) {
-  out << "qexact conform: the fast kernels and the reference, byte for byte (CONTRACTS.md §8)\n";
+  out << "qexact conform: the fast kernels and the reference, byte for byte (docs/contracts.md §8)\n";
   out << "seed " << opts.seed << "\n";
   out << "fast engine: SIMD target " << kernels::active_target() << ", " << resolve_threads(kFast)
       << " threads (and 1)\n";

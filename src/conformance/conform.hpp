@@ -1,5 +1,5 @@
 // `qexact conform`: the fast kernels checked against the reference quantizers on every preset,
-// over the adversarial cases of CONTRACTS §8.4 and the embedded activation set. Per case every
+// over the adversarial cases of contracts §8.4 and the embedded activation set. Per case every
 // output is compared with the reference's: a repeated reference run, the fast engine on one and
 // on all threads, the same values in non-contiguous views (rows padded apart, column-major
 // storage), both int8.token paths (forced by a budget override), dequantize, HiF4 unpack and

@@ -1,4 +1,4 @@
-// Naming why a device's bytes differ from a contract's (CONTRACTS §8.5-8.6), in stages:
+// Naming why a device's bytes differ from a contract's (contracts §8.5-8.6), in stages:
 //  1. granularity and layout first (§8.5): a scale tensor of another shape, or of the same
 //     shape with the bytes in another order, is matched against the contract run with another
 //     block / group / token block, or another scale layout, of the same values;

@@ -1,4 +1,4 @@
-// The pooled mean's conformance cases (CONTRACTS §6, §8.4 where it applies to a mean): inputs
+// The pooled mean's conformance cases (contracts §6, §8.4 where it applies to a mean): inputs
 // of shape (B, S, F...) whose cells stress the exact sum (cancellation across ~200 binades,
 // subnormals, long cells), the one rounding (ties of the true mean), the tail cell, the narrow
 // (scalar) and wide (SIMD) feature paths, and the finite-only rule. Undirected: a mean has no

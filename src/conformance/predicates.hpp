@@ -1,4 +1,4 @@
-// Recomputable predicates of the conformance cases (CONTRACTS §8.4): each directed case names
+// Recomputable predicates of the conformance cases (contracts §8.4): each directed case names
 // the property its input is built to have ("amax is exactly 2^k in >= 1 group", "at least one
 // exact tie", ...) and a function that counts how often the property holds, recomputed from the
 // input alone. A case whose count is below its target is not coverage but a failure.
@@ -9,7 +9,7 @@
 // its cases without running a quantizer:
 //   mx          2^(floor(log2 amax) - emax_elem), from the exponent bits (the OCP floor rule)
 //   int8        the contract's scale formula (scale_mode, scale_min, scale_store), qmax = 127
-//   hif4        the E6M2 scale and micro-exponent bits of CONTRACTS §5
+//   hif4        the E6M2 scale and micro-exponent bits of contracts §5
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,5 +1,5 @@
 // Discriminating probes: small directed inputs, per family, each built so that one contract
-// parameter changes output bytes in a known place (CONTRACTS §1's amax sweep and layout marker,
+// parameter changes output bytes in a known place (contracts §1's amax sweep and layout marker,
 // §8.4-§8.6's signatures). Exported with the adversarial cases (`qexact cases`, kind "probe"),
 // they are what make the parameters separable when `qexact infer` searches the contract space.
 //

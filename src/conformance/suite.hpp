@@ -1,4 +1,4 @@
-// The exported conformance suite of a contract: the adversarial cases (CONTRACTS §8.4), the
+// The exported conformance suite of a contract: the adversarial cases (contracts §8.4), the
 // synthetic activation set and the discriminating probes, as `qexact cases` writes them.
 #pragma once
 #include <cstdint>

@@ -6,7 +6,7 @@
 // The global grid: a rank holding rows [offset, offset + len) of the sharded axis quantizes the
 // domains of the full tensor that its rows fall in; a domain cut by the shard's edge is reduced
 // over the rows this rank has. So only the domains that straddle a shard boundary can differ
-// from the unsharded result (CONTRACTS §7: exact when S % (world x b) == 0).
+// from the unsharded result (contracts §7: exact when S % (world x b) == 0).
 #pragma once
 #include <cstdint>
 #include <functional>

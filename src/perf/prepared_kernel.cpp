@@ -9,7 +9,7 @@
 namespace qexact::perf {
 namespace {
 
-constexpr int kHif4Block = 64;  // CONTRACTS §5: elements per HiF4 block
+constexpr int kHif4Block = 64;  // contracts §5: elements per HiF4 block
 constexpr int kHif4ScaleBytesPerBlock = 4;
 
 // What quantize returns for contract c: MX u8 codes and u8 E8M0 scales; int8 i8 codes and f32

@@ -122,7 +122,7 @@ void judge_pool(const TensorPlan& t, int world, TensorVerdict& v) {
   v.exact = true;
   v.wire_op = "all_gather";
   v.payload_bytes = most;
-  v.reason = "pooled side channel (CONTRACTS §6): each rank sends exact partial sums of the cells it touches, "
+  v.reason = "pooled side channel (contracts §6): each rank sends exact partial sums of the cells it touches, "
              "combined in rank order, each cell divided once by its true length: bit for bit the unsharded "
              "block mean (" + str(ceil_div(seq, pool)) + " cells of " + str(pool) + ")";
   v.notes.push_back("partials per rank (the most of any rank): " + str(batch) + " batch x " + str(most_cells) +

@@ -1,4 +1,4 @@
-// The judge of a collective plan (CONTRACTS §7): for each tensor, whether quantizing before the
+// The judge of a collective plan (contracts §7): for each tensor, whether quantizing before the
 // collective gives the same bytes as quantizing after it, with the reason evaluated on the real
 // shape; the bytes each rank puts on the wire before and after, scale bytes and extra
 // collectives included; and, with a sweep, the predicted time of each.

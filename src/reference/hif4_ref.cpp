@@ -1,4 +1,4 @@
-// HiFloat4 reference (CONTRACTS §5): FP -> HiF4 -> FP fake-quant and the 2-D byte packing.
+// HiFloat4 reference (contracts §5): FP -> HiF4 -> FP fake-quant and the 2-D byte packing.
 // A block of 64 elements is quantized once, step by step in fp32 as the contract lists the
 // steps, into a Hif4Block (exactly the information hif4_pack stores); fake-quant and unpack
 // both rebuild values from a Hif4Block, so unpack(pack(x)) and fake_quant(x) agree by design

@@ -1,4 +1,4 @@
-// int8 per (b, head, token block) on (B, S, N, D) (CONTRACTS §3; presets int8.block.*).
+// int8 per (b, head, token block) on (B, S, N, D) (contracts §3; presets int8.block.*).
 // A block is token_block consecutive tokens of one (b, head) across all D channels. The tail
 // block (S % token_block != 0) is reduced and quantized over its real tokens only, which is
 // what zero-padding S, quantizing and slicing back gives: padded zeros never raise an amax.

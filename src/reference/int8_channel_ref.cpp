@@ -1,5 +1,5 @@
 // int8 per (head, channel) with a given (global) amax: qexact/int8_channel.hpp. The steps are
-// those of int8.block.ascend (CONTRACTS §3: scale after the division, x / stored scale, RNE,
+// those of int8.block.ascend (contracts §3: scale after the division, x / stored scale, RNE,
 // range ±127) applied to a domain that spans the whole (b, s) extent.
 #include <cmath>
 #include <string>

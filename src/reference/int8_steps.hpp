@@ -1,4 +1,4 @@
-// The steps of the int8 contracts (CONTRACTS §3, §4; PRESETS.md int8 presets), shared by the
+// The steps of the int8 contracts (contracts §3, §4; docs/presets.md int8 presets), shared by the
 // three int8 reference quantizers, which differ only in which elements share a scale
 // (a (b, head, token block), a row, a group). In contract order, all in fp32:
 //   1. amax     = max |x| over the scale's domain

@@ -1,4 +1,4 @@
-// int8 per token (CONTRACTS §4; presets int8.token.*): one scale per row over the complete
+// int8 per token (contracts §4; presets int8.token.*): one scale per row over the complete
 // last axis, rows = the product of the leading dimensions. Two paths, chosen by the shared
 // selector from the working-buffer budget, must give identical bytes:
 //   single_pass       the row is copied into an fp32 working buffer, reduced, quantized from it;

@@ -1,4 +1,4 @@
-// Reference MX quantizer (CONTRACTS §1-2, PRESETS.md): one group at a time, in the order the
+// Reference MX quantizer (contracts §1-2, docs/presets.md): one group at a time, in the order the
 // contract states its steps: amax, scale byte, scale value, element codes.
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Pooled block mean (CONTRACTS §6). Each shard turns its rows into exact partial sums per
+// Pooled block mean (contracts §6). Each shard turns its rows into exact partial sums per
 // (batch, cell, feature) plus a row count per cell; the partials are merged in rank order and
 // each cell is divided once, by its real length (or by P for the uniform divisor). The
 // unsharded reference is the one-shard case. Exact sums make the result independent of the

@@ -10,7 +10,7 @@
 
 namespace qexact::ref {
 
-// MX family (CONTRACTS §1-2): x of rank >= 1, groups along the last axis.
+// MX family (contracts §1-2): x of rank >= 1, groups along the last axis.
 QuantResult quantize_mx(const Contract& c, const TensorView& x);
 Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 // Flat offset of group g of row t (of `groups` per row) in c's scale layout.
@@ -19,9 +19,9 @@ std::int64_t mx_scale_offset(const Contract& c, std::int64_t t, std::int64_t g, 
 float mx_divisor(const Contract& c, std::uint8_t byte);
 QuantResult quantize_mx_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
-// int8 per (b, head, token block) on (B, S, N, D) (CONTRACTS §3).
+// int8 per (b, head, token block) on (B, S, N, D) (contracts §3).
 QuantResult quantize_int8_block(const Contract& c, const TensorView& x);
-// int8 per token over the complete last axis (CONTRACTS §4); rows = product of leading dims.
+// int8 per token over the complete last axis (contracts §4); rows = product of leading dims.
 QuantResult quantize_int8_token(const Contract& c, const TensorView& x);
 // int8 per group of c.group along the last axis (ggml q8_0).
 QuantResult quantize_int8_group(const Contract& c, const TensorView& x);
@@ -37,12 +37,12 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
 // The result's scale is the given one. Used to separate scale errors from payload errors.
 QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
-// HiFloat4 (CONTRACTS §5).
+// HiFloat4 (contracts §5).
 Tensor hif4_fake_quant(const TensorView& x, int qdim);
 Hif4Packed hif4_pack(const TensorView& x);
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value);
 
-// Pooled block mean (CONTRACTS §6), see qexact/pool.hpp.
+// Pooled block mean (contracts §6), see qexact/pool.hpp.
 Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out,
                          PoolDivisor divisor = PoolDivisor::true_length);
 

@@ -1,4 +1,4 @@
-// E6M2: HiFloat4's level-1 block scale (CONTRACTS §5). A value is m * 2^(e-2) with a 2-bit
+// E6M2: HiFloat4's level-1 block scale (contracts §5). A value is m * 2^(e-2) with a 2-bit
 // mantissa under an implicit leading one (m in 4..7) and e in [-48, 15]; the range is
 // [2^-48, 49152]. The byte is (e + 48) << 2 | (m - 4); 0xFF (e = 15, m = 7 = 57344) lies above
 // the range and is reserved for a block holding NaN or +/-inf.

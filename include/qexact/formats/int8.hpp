@@ -1,4 +1,4 @@
-// int8 element codec of the int8 contracts (CONTRACTS §3, §4, ggml q8_0): an fp32 quotient
+// int8 element codec of the int8 contracts (contracts §3, §4, ggml q8_0): an fp32 quotient
 // v = x / scale (however the contract forms it) becomes a signed 8-bit integer.
 //
 // Rounding (IntRounding), all in fp32:

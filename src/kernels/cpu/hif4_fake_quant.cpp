@@ -1,4 +1,4 @@
-// Fast HiF4 fake-quant (CONTRACTS §5), one SIMD body per x86 target (google/highway), dispatched
+// Fast HiF4 fake-quant (contracts §5), one SIMD body per x86 target (google/highway), dispatched
 // at run time. Blocks along the last axis are line blocks (64 contiguous values, see
 // hif4_lanes-inl.hpp); blocks across a later axis are column blocks: N neighbouring inner
 // positions are N blocks, one per lane, walked down the quantized axis a row at a time, so

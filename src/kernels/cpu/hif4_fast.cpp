@@ -1,4 +1,4 @@
-// Fast HiF4 fake-quant, pack and unpack (CONTRACTS §5): the checks (the reference's, with the
+// Fast HiF4 fake-quant, pack and unpack (contracts §5): the checks (the reference's, with the
 // same messages), the output tensors and the threads; the per-block work is in the SIMD kernels
 // (hif4_kernels.hpp). Work items are whole blocks, so no output byte depends on the threads.
 #include <string>

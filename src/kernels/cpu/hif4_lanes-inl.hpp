@@ -1,4 +1,4 @@
-// The steps of the HiF4 contract (CONTRACTS §5) on SIMD lanes, for the fast kernels (a Highway
+// The steps of the HiF4 contract (contracts §5) on SIMD lanes, for the fast kernels (a Highway
 // per-target header). Every step is lane-wise and is the contract's own IEEE fp32 operation in
 // the contract's order (Mul, Div, never MulAdd; -ffp-contract=off); the roundings (bf16, the
 // E6M2 scale) are done on the integer bits. Two layouts use them: line blocks (64 contiguous

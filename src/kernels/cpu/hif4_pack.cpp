@@ -1,4 +1,4 @@
-// Fast HiF4 packing (CONTRACTS §5), one SIMD body per x86 target, dispatched at run time: the
+// Fast HiF4 packing (contracts §5), one SIMD body per x86 target, dispatched at run time: the
 // line blocks of hif4_lanes-inl.hpp, their codes written as nibbles and their L2 and L3 bits
 // gathered into the scale bytes.
 #undef HWY_TARGET_INCLUDE

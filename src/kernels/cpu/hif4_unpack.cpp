@@ -1,4 +1,4 @@
-// Fast HiF4 unpacking (CONTRACTS §5), one SIMD body per x86 target, dispatched at run time: one
+// Fast HiF4 unpacking (contracts §5), one SIMD body per x86 target, dispatched at run time: one
 // sub-group per lane (its two value bytes, its L2 and L3 bits), StoreInterleaved4 putting its
 // 4 elements back in order; each value is c * step with fake-quant's step (hif4_lanes-inl.hpp),
 // so that unpack(pack(x)) is fake_quant(x) bit for bit.

@@ -1,4 +1,4 @@
-// Fast int8.block kernel (CONTRACTS §3): one scale per (b, head, token block) of a (B, S, N, D)
+// Fast int8.block kernel (contracts §3): one scale per (b, head, token block) of a (B, S, N, D)
 // input. A unit is one such domain: its token_block runs of D values are reduced, the scale is
 // formed, then the runs (still in cache) are quantized. Units are numbered (b, block, head) so
 // that consecutive units of a thread read neighbouring runs of the same tokens.

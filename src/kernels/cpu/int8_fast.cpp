@@ -1,4 +1,4 @@
-// Fast int8 quantize and dequantize (CONTRACTS §3, §4; q8_0): the checks, output tensors and
+// Fast int8 quantize and dequantize (contracts §3, §4; q8_0): the checks, output tensors and
 // thread split here, the per-unit work in the SIMD kernels (int8_block.cpp, int8_token.cpp,
 // int8_group.cpp, int8_dequantize.cpp). The finite-only check rides on the kernels' own abs-max
 // reduction, which sees every value before its domain is quantized: a kernel that meets a NaN

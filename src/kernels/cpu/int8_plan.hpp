@@ -1,6 +1,6 @@
 // Everything the fast int8 kernels (int8_block.cpp, int8_token.cpp, int8_group.cpp,
 // int8_dequantize.cpp) need, resolved once per call from the Contract and the views: plain
-// data, plus the scalar steps that run once per scale domain (CONTRACTS §3, §4).
+// data, plus the scalar steps that run once per scale domain (contracts §3, §4).
 #pragma once
 #include <hwy/base.h>
 

@@ -1,4 +1,4 @@
-// Fast int8.token kernel (CONTRACTS §4): one scale per row over the complete last axis, by the
+// Fast int8.token kernel (contracts §4): one scale per row over the complete last axis, by the
 // path the shared selector chose from the working-buffer budget:
 //   single pass       the row is read once into this thread's fp32 working buffer (reduced on
 //                     the way), then quantized from the buffer;

@@ -1,4 +1,4 @@
-// Fast pooled block mean (CONTRACTS §6): the reference's checks and messages, then per work
+// Fast pooled block mean (contracts §6): the reference's checks and messages, then per work
 // item (one (batch, cell) and up to 256 features) an exact sum per feature and one rounding.
 // The sum is a fixed-point integer in units of the column's smallest ulp: in 64-bit SIMD lanes
 // (pool_mean.cpp) when the column's exponent range and row count fit 63 bits, which is the

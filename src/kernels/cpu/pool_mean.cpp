@@ -1,4 +1,4 @@
-// Fast pooled mean (CONTRACTS §6), the two passes over a work item's rows, one SIMD body per
+// Fast pooled mean (contracts §6), the two passes over a work item's rows, one SIMD body per
 // x86 target: lanes are features (columns), rows are walked in order. Pass 1 finds each
 // column's exponent range; pass 2 sums the elements as integers in units of the column's
 // smallest ulp (significand << (exponent - smallest), in 64-bit lanes), which is exact when

@@ -1,4 +1,4 @@
-// A pooled-mean input (CONTRACTS §6) as the fast kernel walks it: x of shape (B, S, F...) with
+// A pooled-mean input (contracts §6) as the fast kernel walks it: x of shape (B, S, F...) with
 // any strides; a work item is one (batch, cell) and a chunk of up to kPoolColumnChunk features
 // (columns), summed down the cell's rows.
 #pragma once
