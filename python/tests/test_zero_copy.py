@@ -10,7 +10,7 @@ import pytest
 
 import qexact
 from qexact import _arrays, _core
-from conftest import make_input
+from conftest import import_or_fail, make_input
 
 
 def address(a: np.ndarray) -> int:
@@ -98,8 +98,7 @@ def test_outputs_are_numpy_arrays_owning_their_bytes():
 
 
 def test_pytorch_tensors_are_read_in_place():
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed: its DLPack route is covered by "
-                                                "test_a_bfloat16_dlpack_tensor_is_read_in_place")
+    torch = import_or_fail("torch")
     x = make_input("mxfp8.ascend")
     for t, reference in ((torch.from_numpy(x), x),
                          (torch.from_numpy(x).to(torch.bfloat16), x.astype(ml_dtypes.bfloat16)),
