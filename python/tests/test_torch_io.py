@@ -56,6 +56,17 @@ def test_quantize_and_dequantize_return_tensors_with_the_numpy_routes_bytes(pres
     assert tensor_bytes(y) == array_bytes(qexact.dequantize(want_payload, want_scale, preset))
 
 
+def test_engine_and_threads_reach_the_core_through_the_ops():
+    x = torch.from_numpy(make_input("mxfp8.ascend"))
+    fast = qexact.quantize(x, "mxfp8.ascend", threads=3)
+    reference = qexact.quantize(x, "mxfp8.ascend", engine="reference")
+    assert [tensor_bytes(t) for t in fast] == [tensor_bytes(t) for t in reference]
+    with pytest.raises(ValueError, match="unknown engine"):
+        qexact.quantize(x, "mxfp8.ascend", engine="gpu")
+    with pytest.raises(ValueError, match="threads must be >= 0"):
+        qt.fake_quant(x, "mxfp8.ascend", threads=-1)
+
+
 def test_numpy_in_gives_numpy_out_with_torch_loaded():
     x = make_input("mx.ocp")
     payload, scale = qexact.quantize(x, "mx.ocp")
