@@ -11,7 +11,7 @@ A tensor on another device raises TypeError naming it (qexact computes on the CP
 given meta tensors (as ``torch.compile`` traces them) compute only shapes and dtypes.
 
 Ops (``torch.ops.qexact.<name>``, each with a fake kernel, so ``torch.compile(fullgraph=True)``
-traces them; shapes are read as constants, so compile with ``dynamic=False``):
+traces them; shapes are read as constants, so each new shape compiles anew):
 
 * ``quantize(x, preset, overrides, engine, threads) -> (payload, scale)``
 * ``dequantize(payload, scale, shape, preset, overrides, engine, threads) -> float32``

@@ -79,6 +79,16 @@ def test_a_compiled_function_traces_the_ops_in_one_graph_and_gives_the_eager_byt
     assert got[1].dtype == torch.float8_e8m0fnu
 
 
+def test_dynamic_compilation_specialises_each_shape():
+    def f(x):
+        return qexact.dequantize(*qexact.quantize(x, "mx.ocp"), "mx.ocp")
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=True)
+    for rows in (3, 5):
+        x = tensor("mx.ocp", shape=(rows, 64))
+        assert bits(compiled(x)) == bits(f(x))
+
+
 def test_a_compiled_qat_step_gives_the_eager_gradients():
     w0 = tensor("hif4", torch.bfloat16)
     x = torch.from_numpy(np.random.default_rng(1).standard_normal((8, 128)).astype(np.float32)).bfloat16()
