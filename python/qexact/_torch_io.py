@@ -53,9 +53,11 @@ def tensor(a: Any, what: str) -> Any:
     return check_cpu(a, what)
 
 
-def _one_byte_floats(torch: Any) -> tuple[Any, ...]:
-    return (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu, torch.float4_e2m1fn_x2,
-            torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+def one_byte_floats() -> tuple[Any, ...]:
+    """torch's float types whose bytes are qexact codes (the fnuz float8 types are not: their
+    encodings differ)."""
+    torch = torch_module()
+    return (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu, torch.float4_e2m1fn_x2)
 
 
 def readable(t: Any, what: str, as_bytes: bool = False) -> Any:
@@ -64,7 +66,7 @@ def readable(t: Any, what: str, as_bytes: bool = False) -> Any:
     torch = torch_module()
     check_cpu(t, what)
     t = t.detach()
-    if as_bytes and t.dtype in _one_byte_floats(torch):
+    if as_bytes and t.dtype in one_byte_floats():
         t = t.view(torch.uint8)
     return t
 
@@ -101,10 +103,3 @@ def from_numpy(a: np.ndarray, dtype: Any = None) -> Any:
     if dtype is None:
         dtype = torch.bfloat16 if base.dtype == np.uint16 else natural
     return t if dtype is None or dtype == t.dtype else t.view(dtype)
-
-
-def results(value: Any) -> Any:
-    """numpy arrays in a result (alone or in a tuple) as tensors; anything else as it is."""
-    if isinstance(value, tuple):
-        return tuple(results(v) for v in value)
-    return from_numpy(value) if isinstance(value, np.ndarray) else value

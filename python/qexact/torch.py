@@ -113,6 +113,14 @@ def _(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -
     return x.new_empty(payload_shape, dtype=_payload_dtype(p)), x.new_empty(scale_shape, dtype=_scale_dtype(p))
 
 
+def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str]) -> None:
+    """A typed payload must be the contract's type: its bytes would be read as the contract's
+    codes either way (uint8 / int8 bytes are taken as they are)."""
+    if payload.dtype in _torch_io.one_byte_floats() and payload.dtype != _payload_dtype(p):
+        raise TypeError(f"payload holds {payload.dtype} values; {preset}'s payload is {_payload_dtype(p)} "
+                        f"(or its bytes as uint8)")
+
+
 def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, str]) -> list[int]:
     if shape is not None:
         return [int(d) for d in shape]
@@ -128,6 +136,7 @@ def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, st
 def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str],
                    engine: str, threads: int) -> Tensor:
     p = _params(preset, tuple(overrides))
+    _check_payload(payload, preset, p)
     y = _core.dequantize(_torch_io.readable(payload, "payload", as_bytes=True),
                          _torch_io.readable(scale, "scale", as_bytes=True),
                          _x_shape(payload, shape, p), preset, overrides, engine, threads)
@@ -138,6 +147,7 @@ def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], p
 def _(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str], engine: str,
       threads: int) -> Tensor:
     p = _params(preset, tuple(overrides))
+    _check_payload(payload, preset, p)
     return payload.new_empty(_x_shape(payload, shape, p), dtype=torch.float32)
 
 

@@ -171,6 +171,15 @@ def test_torch_one_byte_floats_are_accepted_wherever_bytes_are():
     assert array_bytes(qexact.decode(torch.from_numpy(codes), "e5m2").numpy()) == array_bytes(qexact.decode(codes, "e5m2"))
 
 
+def test_a_payload_of_another_float_type_is_refused():
+    p, s = qexact.quantize(torch.from_numpy(make_input("mx.ocp")), "mx.ocp")
+    with pytest.raises(TypeError, match=r"^payload holds torch\.float8_e5m2 values; mx\.ocp's payload is "
+                                        r"torch\.float8_e4m3fn \(or its bytes as uint8\)$"):
+        qexact.dequantize(p.view(torch.float8_e5m2), s, "mx.ocp")
+    assert tensor_bytes(qexact.dequantize(p.view(torch.uint8), s, "mx.ocp")) == tensor_bytes(
+        qexact.dequantize(p, s, "mx.ocp"))
+
+
 def test_numpy_and_tensors_may_be_mixed_in_dequantize():
     x = make_input("mx.ocp")
     p, s = qexact.quantize(x, "mx.ocp")
