@@ -3,8 +3,10 @@
 The MX family (MXFP8 E4M3/E5M2, MXFP6, MXFP4), int8 per (head, token block), int8 per token,
 ggml Q8_0 and HiFloat4, each a named contract (``presets()``) whose every parameter can be
 overridden by keyword. Inputs are numpy arrays (float32, float16, ``ml_dtypes.bfloat16``) or
-CPU tensors that speak DLPack (PyTorch), read in place with their strides; outputs are numpy
-arrays. Kernels run without the GIL. ``engine="reference"`` runs the scalar reference
+CPU tensors that speak DLPack, read in place with their strides; outputs are numpy arrays, or
+PyTorch tensors (torch's float8 / float4 / E8M0 dtypes, no copies) when the inputs are PyTorch
+tensors: those calls run as the ``torch.ops.qexact.*`` ops of ``qexact.torch``, which also holds
+differentiable fake quantization and torchao interop. Kernels run without the GIL. ``engine="reference"`` runs the scalar reference
 quantizers instead of the SIMD + multi-threaded ones: both give the same bytes.
 
 Errors: ``ValueError`` for a bad preset, parameter, shape or value (NaN where the contract is
@@ -23,7 +25,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from . import _arrays, _core
+from . import _arrays, _core, _torch_io
 from ._compare import CompareReport, compare
 from ._contract import ContractInfo
 
@@ -91,6 +93,9 @@ def quantize(x: Any, preset: str, *, engine: Engine = "fast", threads: int = 0,
 
     threads: 0 uses ``QEXACT_THREADS`` or one per core; the bytes never depend on it.
     """
+    if _torch_io.is_tensor(x):
+        from . import torch as qt
+        return qt.quantize(x, preset, engine=engine, threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     data, bf16_bits = _arrays.as_input(x)
     payload, scale, _path = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine, threads)
@@ -109,6 +114,9 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
     doubled for E2M1, whose payload packs two codes per byte: pass ``shape`` when x's last
     dimension was odd).
     """
+    if _torch_io.any_tensor(payload, scale):
+        from . import torch as qt
+        return qt.dequantize(payload, scale, preset, shape=shape, engine=engine, threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     p = _arrays.as_bytes(payload, "payload")
     s = _arrays.as_bytes(scale, "scale")
@@ -122,8 +130,12 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
 def hifloat4_fake_quant(x: Any, qdim: int = -1, *, engine: Engine = "fast", threads: int = 0) -> np.ndarray:
     """HiFloat4 fake quantization (FP -> HiF4 -> FP) in blocks of 64 along axis ``qdim``.
 
-    The result has x's shape and dtype (bfloat16 in, ``ml_dtypes.bfloat16`` out).
+    The result has x's shape and dtype (bfloat16 in, ``ml_dtypes.bfloat16`` out). Given a
+    tensor it is ``qexact.torch.fake_quant(x, "hif4", qdim=qdim)``: differentiable.
     """
+    if _torch_io.is_tensor(x):
+        from . import torch as qt
+        return qt.fake_quant(x, "hif4", qdim=qdim, engine=engine, threads=threads)
     data, bf16_bits = _arrays.as_input(x)
     return _arrays.from_core(_core.hifloat4_fake_quant(data, bf16_bits, qdim, engine, threads))
 
@@ -133,12 +145,18 @@ def hif4_pack(x: Any, *, engine: Engine = "fast", threads: int = 0) -> tuple[np.
 
     Returns ``(scale, value)``: ``uint8`` arrays of shapes (rows, cols/64, 4) and (rows, cols/2).
     """
+    if _torch_io.is_tensor(x):
+        from . import torch as qt
+        return qt.hif4_pack(x, engine=engine, threads=threads)
     data, bf16_bits = _arrays.as_input(x)
     return _core.hif4_pack(data, bf16_bits, engine, threads)
 
 
 def hif4_unpack(scale: Any, value: Any, *, engine: Engine = "fast", threads: int = 0) -> np.ndarray:
     """float32 values of HiFloat4 storage made by ``hif4_pack``."""
+    if _torch_io.any_tensor(scale, value):
+        from . import torch as qt
+        return qt.hif4_unpack(scale, value, engine=engine, threads=threads)
     return _core.hif4_unpack(_arrays.as_bytes(scale, "scale"), _arrays.as_bytes(value, "value"), engine, threads)
 
 
@@ -166,7 +184,8 @@ def pooled_block_mean(x: Any, pool: int, *, out: Any = "float32", engine: Engine
     """
     data, bf16_bits = _arrays.as_input(x)
     out_name = _arrays.float_dtype_name(out)
-    return _arrays.from_core(_core.pooled_block_mean(data, bf16_bits, pool, out_name, engine, threads))
+    y = _arrays.from_core(_core.pooled_block_mean(data, bf16_bits, pool, out_name, engine, threads))
+    return _torch_io.from_numpy(y) if _torch_io.is_tensor(x) else y
 
 
 def pooled_block_mean_sharded(shards: Sequence[Any], pool: int, *, out: Any = "float32",
@@ -178,8 +197,9 @@ def pooled_block_mean_sharded(shards: Sequence[Any], pool: int, *, out: Any = "f
     """
     inputs = [_arrays.as_input(s, f"shard {i}") for i, s in enumerate(shards)]
     out_name = _arrays.float_dtype_name(out)
-    return _arrays.from_core(_core.pooled_block_mean_sharded(
+    y = _arrays.from_core(_core.pooled_block_mean_sharded(
         [d for d, _ in inputs], [b for _, b in inputs], pool, out_name, divisor))
+    return _torch_io.from_numpy(y) if _torch_io.any_tensor(*shards) else y
 
 
 def cast(x: Any, element: str, *, rounding: str = "rne", overflow: str = "saturate") -> np.ndarray:
@@ -192,10 +212,12 @@ def cast(x: Any, element: str, *, rounding: str = "rne", overflow: str = "satura
     for E4M3 and E5M2) and code 0 in formats without NaN.
     """
     data, bf16_bits = _arrays.as_input(x)
-    return _core.cast(data, bf16_bits, element, rounding, overflow)
+    codes = _core.cast(data, bf16_bits, element, rounding, overflow)
+    return _torch_io.from_numpy(codes) if _torch_io.is_tensor(x) else codes
 
 
 def decode(codes: Any, element: str) -> np.ndarray:
     """float32 values of element codes (``uint8``, one code per byte) in format ``element``."""
-    return _core.decode(_arrays.as_bytes(codes, "codes"), element)
+    values = _core.decode(_arrays.as_bytes(codes, "codes"), element)
+    return _torch_io.from_numpy(values) if _torch_io.is_tensor(codes) else values
 

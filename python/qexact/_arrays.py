@@ -13,6 +13,8 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
+from . import _torch_io
+
 # Element format -> the ml_dtypes type of one code per byte (E2M1 payloads are packed two per
 # byte, so they stay uint8).
 PAYLOAD_TYPES: Mapping[str, Any] = {
@@ -33,8 +35,9 @@ _FLOAT_NAMES = {
 FLOAT_INPUTS = "float32, float16 or bfloat16 (ml_dtypes.bfloat16, or a bfloat16 DLPack tensor)"
 
 
-def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS) -> tuple[Any, bool]:
-    """(the object to hand to the core, whether it holds bf16 bit patterns as uint16)."""
+def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS, as_bytes: bool = False) -> tuple[Any, bool]:
+    """(the object to hand to the core, whether it holds bf16 bit patterns as uint16). A PyTorch
+    tensor must be on the CPU; with ``as_bytes`` its one-byte floats are read as uint8."""
     if isinstance(x, np.ndarray):
         if x.dtype.byteorder == ">":
             raise TypeError(
@@ -46,6 +49,8 @@ def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS) -> tuple[Any
         if x.dtype.kind == "V":  # another ml_dtypes type: neither DLPack nor the buffer protocol carries it
             raise TypeError(f"{what} holds {x.dtype.name} values; it must be {accepted}")
         return x, False
+    if _torch_io.is_tensor(x):
+        return _torch_io.readable(x, what, as_bytes=as_bytes), False
     if hasattr(type(x), "__dlpack__"):
         return x, False
     raise TypeError(
@@ -56,10 +61,11 @@ def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS) -> tuple[Any
 
 def as_bytes(a: Any, what: str) -> Any:
     """A quantized array (payload, scale, codes) ready for the core: ml_dtypes float8/float6
-    payloads as their uint8 view, everything else as it is."""
+    payloads and torch's one-byte floats (float8, E8M0, packed E2M1) as their uint8 view,
+    everything else as it is."""
     if isinstance(a, np.ndarray) and any(a.dtype == t for t in PAYLOAD_TYPES.values()):
         a = a.view(np.uint8)
-    data, _ = as_input(a, what, accepted="uint8, int8, float32 or float16, as quantize returns them")
+    data, _ = as_input(a, what, accepted="uint8, int8, float32 or float16, as quantize returns them", as_bytes=True)
     return data
 
 
@@ -87,6 +93,8 @@ def to_numpy(a: Any, what: str) -> np.ndarray:
     """A numpy view of a quantized array given by the caller (numpy or DLPack), without copying."""
     if isinstance(a, np.ndarray):
         return a
+    if _torch_io.is_tensor(a):
+        return _torch_io.numpy_bytes(a, what)
     if hasattr(type(a), "__dlpack__"):
         return np.from_dlpack(a)
     raise TypeError(f"{what} must be a numpy array or a CPU tensor that supports DLPack, got {type(a).__name__}")

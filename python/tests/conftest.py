@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,18 @@ FAMILY = {p: _core.contract_family(p, []) for p in PRESETS}
 # hif4 fake-quantizes and packs; pool.mean is a pooled mean, not a quantizer.
 QUANTIZE_PRESETS = [p for p in PRESETS if FAMILY[p] not in ("hif4", "pool")]
 MX_PRESETS = [p for p in PRESETS if FAMILY[p] == "mx"]
+
+
+def import_or_fail(name: str) -> ModuleType:
+    """The module ``name``. Missing, it fails the run in CI (``CI`` set to true, as CI services
+    set it) and skips the calling test module elsewhere: the venv of scripts/test-python.sh
+    always installs it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            raise ImportError(f"{name} is not installed, and CI must run the tests that need it: {e}") from e
+        pytest.skip(f"{name} is not installed ({e}); scripts/test-python.sh installs it", allow_module_level=True)
 
 
 def shape_for(preset: str) -> tuple[int, ...]:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import import_or_fail
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -21,6 +23,8 @@ def python_blocks() -> list[str]:
 def test_readme_python_example_runs(block):
     if block is None:
         pytest.skip("README.md holds no ```python example")
+    if re.search(r"^import torch$", block, flags=re.M):
+        import_or_fail("torch")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(block, str(README), "exec"), {})

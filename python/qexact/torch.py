@@ -1,0 +1,283 @@
+"""qexact for PyTorch: ``torch.ops.qexact.*`` custom ops, differentiable fake quantization and a
+module for quantization-aware training. Importing this module registers the ops; the
+package's functions import it themselves when they are given a tensor.
+
+Tensors in, tensors out, on the CPU and without copies: payloads come back as
+``torch.float8_e4m3fn`` / ``float8_e5m2`` (MXFP8), ``torch.float4_e2m1fn_x2`` (MXFP4, two codes
+per byte, element 2k in the low nibble), ``uint8`` (MXFP6, one code per byte, as torchao keeps
+them) or ``int8``; MX scales as ``torch.float8_e8m0fnu``, int8 scales as ``float32`` (``float16``
+with ``scale_store="f16"``); HiF4 storage as ``uint8``; values as ``float32`` or x's dtype.
+A tensor on another device raises TypeError naming it (qexact computes on the CPU); the ops
+given meta tensors (as ``torch.compile`` traces them) compute only shapes and dtypes.
+
+Ops (``torch.ops.qexact.<name>``, each with a fake kernel, so ``torch.compile(fullgraph=True)``
+traces them; shapes are read as constants, so each new shape compiles anew):
+
+* ``quantize(x, preset, overrides, engine, threads) -> (payload, scale)``
+* ``dequantize(payload, scale, shape, preset, overrides, engine, threads) -> float32``
+* ``fake_quant(x, preset, overrides, qdim, engine, threads) -> x's dtype`` (differentiable)
+* ``hif4_pack(x, engine, threads) -> (scale, value)``, ``hif4_unpack(scale, value, engine, threads)``
+
+``overrides`` are ``"key=value"`` strings, as the CLI's ``--param``; the functions below take
+them as keywords.
+
+Gradients (straight-through estimator): ``fake_quant``'s gradient with respect to x is the
+incoming gradient, unchanged, for every element, saturated ones included. An element beyond
+the saturation bound (``max_code × scale``, e.g. 500 in an MXFP8 floor-scaled block whose scale
+is 1: it comes back as 448) gets the gradient an unquantized element would get, not zero: the
+bound of a block-scaled format follows the block's own amax, so the elements it clips are the
+block's largest, and a clipped-STE zero would stop training exactly the weights that set the
+scale. NaN and inf pass their gradient through the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, Optional, Sequence
+
+import torch
+
+from . import _core, _torch_io
+from ._contract import override_strings
+from ._torchao import from_mxtensor, to_mxtensor
+
+__all__ = [
+    "FakeQuantize",
+    "dequantize",
+    "fake_quant",
+    "from_mxtensor",
+    "hif4_pack",
+    "hif4_unpack",
+    "quantize",
+    "to_mxtensor",
+]
+
+Tensor = torch.Tensor
+
+
+@functools.lru_cache(maxsize=256)
+def _params(preset: str, overrides: tuple[str, ...]) -> Mapping[str, str]:
+    """The validated contract's parameters plus its family (raises ValueError as the core does)."""
+    params = dict(_core.contract_params(preset, list(overrides)))
+    params["family"] = _core.contract_family(preset, list(overrides))
+    return params
+
+
+def _payload_dtype(p: Mapping[str, str]) -> torch.dtype:
+    if p["family"] != "mx":
+        return torch.int8
+    return {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
+            "e2m1": torch.float4_e2m1fn_x2}.get(p["element"], torch.uint8)
+
+
+def _scale_dtype(p: Mapping[str, str]) -> torch.dtype:
+    if p["family"] == "mx":
+        return torch.float8_e8m0fnu
+    return torch.float16 if p.get("scale_store") == "f16" else torch.float32
+
+
+def _check_quantizer(preset: str, p: Mapping[str, str]) -> None:
+    if p["family"] in ("hif4", "pool"):
+        raise ValueError(f"{preset} is not a quantize contract (family {p['family']}): "
+                         f"use fake_quant or hif4_pack for hif4, pooled_block_mean for pool")
+
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _check_float(x: Tensor, what: str = "x") -> None:
+    if x.dtype not in _FLOATS:
+        raise TypeError(f"{what} holds {x.dtype} values; it must be float32, float16 or bfloat16")
+
+
+# The ops take the overrides as "key=value" strings (str[] in the schemas: torch infers no schema
+# from list[str]).
+
+# -- quantize / dequantize ---------------------------------------------------------------------
+
+@torch.library.custom_op("qexact::quantize", mutates_args=(),
+                         schema="(Tensor x, str preset, str[] overrides, str engine, int threads) -> (Tensor, Tensor)")
+def _quantize_op(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> tuple[Tensor, Tensor]:
+    p = _params(preset, tuple(overrides))
+    _check_quantizer(preset, p)
+    payload, scale, _ = _core.quantize(_torch_io.readable(x, "x"), False, preset, overrides, engine, threads)
+    return _torch_io.from_numpy(payload, _payload_dtype(p)), _torch_io.from_numpy(scale, _scale_dtype(p))
+
+
+@_quantize_op.register_fake
+def _(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> tuple[Tensor, Tensor]:
+    p = _params(preset, tuple(overrides))
+    _check_quantizer(preset, p)
+    _check_float(x)
+    payload_shape, scale_shape = _core.contract_shapes(preset, overrides, [int(d) for d in x.shape])
+    return x.new_empty(payload_shape, dtype=_payload_dtype(p)), x.new_empty(scale_shape, dtype=_scale_dtype(p))
+
+
+def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str]) -> None:
+    """A typed payload must be the contract's type: its bytes would be read as the contract's
+    codes either way (uint8 / int8 bytes are taken as they are)."""
+    if payload.dtype in _torch_io.one_byte_floats() and payload.dtype != _payload_dtype(p):
+        raise TypeError(f"payload holds {payload.dtype} values; {preset}'s payload is {_payload_dtype(p)} "
+                        f"(or its bytes as uint8)")
+
+
+def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, str]) -> list[int]:
+    if shape is not None:
+        return [int(d) for d in shape]
+    out = [int(d) for d in payload.shape]
+    if p["family"] == "mx" and p["element"] == "e2m1" and out:
+        out[-1] *= 2
+    return out
+
+
+@torch.library.custom_op("qexact::dequantize", mutates_args=(),
+                         schema="(Tensor payload, Tensor scale, int[]? shape, str preset, str[] overrides, str engine, "
+                                "int threads) -> Tensor")
+def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str],
+                   engine: str, threads: int) -> Tensor:
+    p = _params(preset, tuple(overrides))
+    _check_payload(payload, preset, p)
+    y = _core.dequantize(_torch_io.readable(payload, "payload", as_bytes=True),
+                         _torch_io.readable(scale, "scale", as_bytes=True),
+                         _x_shape(payload, shape, p), preset, overrides, engine, threads)
+    return _torch_io.from_numpy(y)
+
+
+@_dequantize_op.register_fake
+def _(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str], engine: str,
+      threads: int) -> Tensor:
+    p = _params(preset, tuple(overrides))
+    _check_payload(payload, preset, p)
+    return payload.new_empty(_x_shape(payload, shape, p), dtype=torch.float32)
+
+
+# -- fake quantization, differentiable ---------------------------------------------------------
+
+@torch.library.custom_op("qexact::fake_quant", mutates_args=(),
+                         schema="(Tensor x, str preset, str[] overrides, int qdim, str engine, int threads) -> Tensor")
+def _fake_quant_op(x: Tensor, preset: str, overrides: list[str], qdim: int, engine: str, threads: int) -> Tensor:
+    p = _params(preset, tuple(overrides))
+    x = _torch_io.readable(x, "x")
+    if p["family"] == "hif4":
+        return _torch_io.from_numpy(_core.hifloat4_fake_quant(x, False, qdim, engine, threads))
+    _check_quantizer(preset, p)
+    moved = x.movedim(qdim, -1)  # a strided view: the core reads it in place
+    payload, scale, _ = _core.quantize(moved, False, preset, overrides, engine, threads)
+    y = _core.dequantize(payload, scale, [int(d) for d in moved.shape], preset, overrides, engine, threads)
+    return _torch_io.from_numpy(y).to(x.dtype).movedim(-1, qdim).contiguous()
+
+
+@_fake_quant_op.register_fake
+def _(x: Tensor, preset: str, overrides: list[str], qdim: int, engine: str, threads: int) -> Tensor:
+    p = _params(preset, tuple(overrides))
+    if p["family"] != "hif4":
+        _check_quantizer(preset, p)
+    _check_float(x)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _fake_quant_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:
+    # Straight-through: every element's gradient passes unchanged (see the module's docstring).
+    return grad, None, None, None, None, None
+
+
+torch.library.register_autograd("qexact::fake_quant", _fake_quant_backward)
+
+
+# -- HiFloat4 storage --------------------------------------------------------------------------
+
+def _hif4_shapes(x: Tensor) -> tuple[list[int], list[int]]:
+    if x.dim() != 2 or x.shape[1] % 64:
+        raise ValueError(f"hif4_pack needs a 2-D x whose column count is a multiple of 64, got shape {tuple(x.shape)}")
+    rows, cols = int(x.shape[0]), int(x.shape[1])
+    return [rows, cols // 64, 4], [rows, cols // 2]
+
+
+@torch.library.custom_op("qexact::hif4_pack", mutates_args=())
+def _hif4_pack_op(x: Tensor, engine: str, threads: int) -> tuple[Tensor, Tensor]:
+    scale, value = _core.hif4_pack(_torch_io.readable(x, "x"), False, engine, threads)
+    return _torch_io.from_numpy(scale), _torch_io.from_numpy(value)
+
+
+@_hif4_pack_op.register_fake
+def _(x: Tensor, engine: str, threads: int) -> tuple[Tensor, Tensor]:
+    _check_float(x)
+    scale_shape, value_shape = _hif4_shapes(x)
+    return x.new_empty(scale_shape, dtype=torch.uint8), x.new_empty(value_shape, dtype=torch.uint8)
+
+
+@torch.library.custom_op("qexact::hif4_unpack", mutates_args=())
+def _hif4_unpack_op(scale: Tensor, value: Tensor, engine: str, threads: int) -> Tensor:
+    y = _core.hif4_unpack(_torch_io.readable(scale, "scale"), _torch_io.readable(value, "value"), engine, threads)
+    return _torch_io.from_numpy(y)
+
+
+@_hif4_unpack_op.register_fake
+def _(scale: Tensor, value: Tensor, engine: str, threads: int) -> Tensor:
+    if value.dim() != 2:
+        raise ValueError(f"value must be 2-D (rows, cols/2), got shape {tuple(value.shape)}")
+    return value.new_empty([int(value.shape[0]), 2 * int(value.shape[1])], dtype=torch.float32)
+
+
+# -- the functions: keywords in, ops called ----------------------------------------------------
+
+def quantize(x: Tensor, preset: str, *, engine: str = "fast", threads: int = 0,
+             **params: Any) -> tuple[Tensor, Tensor]:
+    """``qexact.quantize`` for a CPU tensor: ``(payload, scale)`` tensors in torch's dtypes."""
+    _torch_io.check_cpu(x, "x")
+    return torch.ops.qexact.quantize(x, preset, override_strings(params), engine, threads)
+
+
+def dequantize(payload: Tensor, scale: Tensor, preset: str, *, shape: Optional[Sequence[int]] = None,
+               engine: str = "fast", threads: int = 0, **params: Any) -> Tensor:
+    """``qexact.dequantize`` for tensors: float32 values. Payloads and scales may be torch's
+    float8 / float4_e2m1fn_x2 / float8_e8m0fnu tensors or their bytes (uint8, int8), or numpy
+    arrays (read in place as tensors)."""
+    payload, scale = _torch_io.tensor(payload, "payload"), _torch_io.tensor(scale, "scale")
+    dims = None if shape is None else [int(d) for d in shape]
+    return torch.ops.qexact.dequantize(payload, scale, dims, preset, override_strings(params), engine, threads)
+
+
+def fake_quant(x: Tensor, preset: str, *, qdim: int = -1, engine: str = "fast", threads: int = 0,
+               **params: Any) -> Tensor:
+    """``dequantize(quantize(x))`` under the contract ``preset`` (HiF4's own fake quantization
+    for ``"hif4"``), in x's dtype (the fp32 values rounded once to it), differentiable with the
+    straight-through gradient of this module's docstring.
+
+    qdim: the axis the blocks run along. HiF4 quantizes along it; every other contract sees x
+    with that axis moved last (its own block axis), and the result is moved back.
+    """
+    _torch_io.check_cpu(x, "x")
+    return torch.ops.qexact.fake_quant(x, preset, override_strings(params), qdim, engine, threads)
+
+
+def hif4_pack(x: Tensor, *, engine: str = "fast", threads: int = 0) -> tuple[Tensor, Tensor]:
+    """``qexact.hif4_pack`` for a CPU tensor: ``(scale, value)`` uint8 tensors."""
+    _torch_io.check_cpu(x, "x")
+    return torch.ops.qexact.hif4_pack(x, engine, threads)
+
+
+def hif4_unpack(scale: Tensor, value: Tensor, *, engine: str = "fast", threads: int = 0) -> Tensor:
+    """``qexact.hif4_unpack`` for tensors: float32 values."""
+    scale, value = _torch_io.tensor(scale, "scale"), _torch_io.tensor(value, "value")
+    return torch.ops.qexact.hif4_unpack(scale, value, engine, threads)
+
+
+class FakeQuantize(torch.nn.Module):
+    """``fake_quant`` as a module, for quantization-aware training: ``FakeQuantize("hif4")(w)``.
+
+    The contract is validated when the module is made; the gradient is straight-through.
+    """
+
+    def __init__(self, preset: str, *, qdim: int = -1, engine: str = "fast", threads: int = 0, **params: Any):
+        super().__init__()
+        self.overrides = override_strings(params)
+        _params(preset, tuple(self.overrides))  # a bad preset or parameter fails here, not mid-training
+        self.preset, self.qdim, self.engine, self.threads = preset, qdim, engine, threads
+
+    def forward(self, x: Tensor) -> Tensor:
+        _torch_io.check_cpu(x, "x")
+        return torch.ops.qexact.fake_quant(x, self.preset, self.overrides, self.qdim, self.engine, self.threads)
+
+    def extra_repr(self) -> str:
+        return ", ".join([repr(self.preset), f"qdim={self.qdim}", *self.overrides])

@@ -1,0 +1,169 @@
+"""torch.ops.qexact: the custom ops pass torch's own op checks (schema, fake kernels against
+real runs, autograd registration), trace under torch.compile(fullgraph=True) and give the eager
+bytes; fake quantization is differentiable with a straight-through gradient (saturated elements
+included) and trains in a QAT loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import FAMILY, QUANTIZE_PRESETS, import_or_fail, make_input
+
+torch = import_or_fail("torch")
+
+import qexact  # noqa: E402
+import qexact.torch as qt  # noqa: E402
+
+OPS = ["quantize", "dequantize", "fake_quant", "hif4_pack", "hif4_unpack"]
+
+
+def bits(t: torch.Tensor) -> bytes:
+    t = t.detach().contiguous()
+    return (t.view(torch.uint8) if t.element_size() == 1 else t.view({2: torch.int16, 4: torch.int32}[t.element_size()])
+            ).numpy().tobytes()
+
+
+def tensor(preset: str, dtype=torch.float32, **kw) -> torch.Tensor:
+    return torch.from_numpy(make_input(preset, **kw)).to(dtype)
+
+
+def test_the_ops_are_registered():
+    for name in OPS:
+        assert isinstance(getattr(torch.ops.qexact, name), torch._ops.OpOverloadPacket), name
+
+
+def op_samples():
+    x, h = tensor("mx.ocp"), tensor("hif4", torch.bfloat16)
+    p, s = qexact.quantize(x, "mx.ocp.e5m2")
+    hs, hv = qexact.hif4_pack(h)
+    return [
+        ("quantize mx", torch.ops.qexact.quantize.default, (x, "mx.ocp", [], "fast", 0)),
+        ("quantize int8 bf16", torch.ops.qexact.quantize.default,
+         (tensor("int8.block.ascend", torch.bfloat16), "int8.block.ascend", [], "fast", 0)),
+        # bytes: opcheck computes on its inputs, which torch cannot do on float8 / float4 tensors
+        ("dequantize e5m2", torch.ops.qexact.dequantize.default,
+         (p.view(torch.uint8), s.view(torch.uint8), None, "mx.ocp.e5m2", [], "fast", 0)),
+        ("fake_quant hif4", torch.ops.qexact.fake_quant.default,
+         (h.clone().requires_grad_(), "hif4", [], -1, "fast", 0)),
+        ("fake_quant mxfp8 qdim 0", torch.ops.qexact.fake_quant.default,
+         (x.clone().requires_grad_(), "mxfp8.ascend", ["layout=rowmajor"], 0, "fast", 0)),
+        ("hif4_pack", torch.ops.qexact.hif4_pack.default, (h, "fast", 0)),
+        ("hif4_unpack", torch.ops.qexact.hif4_unpack.default, (hs, hv, "fast", 0)),
+    ]
+
+
+@pytest.mark.parametrize("name,op,args", op_samples(), ids=[s[0] for s in op_samples()])
+def test_torch_opcheck_passes(name, op, args):
+    torch.library.opcheck(op, args)
+
+
+def test_meta_inputs_give_the_shapes_and_dtypes_of_a_real_run():
+    for preset in ("mxfp8.te", "mx.ocp.e2m1", "int8.block.sage.cuda", "q8_0.ggml"):
+        x = tensor(preset)
+        real = torch.ops.qexact.quantize(x, preset, [], "fast", 0)
+        meta = torch.ops.qexact.quantize(x.to("meta"), preset, [], "fast", 0)
+        assert [(m.device.type, m.shape, m.dtype) for m in meta] == [("meta", r.shape, r.dtype) for r in real]
+
+
+def test_a_compiled_function_traces_the_ops_in_one_graph_and_gives_the_eager_bytes():
+    def f(x, w):
+        payload, scale = qexact.quantize(x, "mxfp8.torchao.floor")
+        y = qexact.dequantize(payload, scale, "mxfp8.torchao.floor")
+        return y @ qt.fake_quant(w, "hif4").T, scale
+
+    x, w = tensor("mx.ocp", shape=(6, 128)), tensor("hif4")
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=False)
+    got, want = compiled(x, w), f(x, w)
+    assert [bits(t) for t in got] == [bits(t) for t in want]
+    assert got[1].dtype == torch.float8_e8m0fnu
+
+
+def test_dynamic_compilation_specialises_each_shape():
+    def f(x):
+        return qexact.dequantize(*qexact.quantize(x, "mx.ocp"), "mx.ocp")
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=True)
+    for rows in (3, 5):
+        x = tensor("mx.ocp", shape=(rows, 64))
+        assert bits(compiled(x)) == bits(f(x))
+
+
+def test_a_compiled_qat_step_gives_the_eager_gradients():
+    w0 = tensor("hif4", torch.bfloat16)
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((8, 128)).astype(np.float32)).bfloat16()
+
+    def forward(w):
+        return (x @ qt.fake_quant(w, "hif4").T).float().square().mean()
+
+    w_eager, w_compiled = w0.clone().requires_grad_(), w0.clone().requires_grad_()
+    loss = forward(w_eager)
+    compiled_loss = torch.compile(forward, fullgraph=True, backend="aot_eager", dynamic=False)(w_compiled)
+    loss.backward()
+    compiled_loss.backward()
+    assert bits(compiled_loss) == bits(loss) and bits(w_compiled.grad) == bits(w_eager.grad)
+
+
+def reference_fake_quant(x: np.ndarray, preset: str) -> np.ndarray:
+    """The numpy route: quantize, dequantize, round once to x's dtype."""
+    if FAMILY[preset] == "hif4":
+        return qexact.hifloat4_fake_quant(x)
+    return qexact.dequantize(*qexact.quantize(x, preset), preset, shape=x.shape).astype(x.dtype)
+
+
+@pytest.mark.parametrize("preset", QUANTIZE_PRESETS + ["hif4"])
+def test_fake_quant_is_quantize_dequantize_with_a_straight_through_gradient(preset):
+    x = make_input(preset)
+    t = torch.from_numpy(x.copy()).requires_grad_()
+    y = qt.fake_quant(t, preset)
+    assert y.dtype == t.dtype and bits(y) == reference_fake_quant(x, preset).tobytes()
+    upstream = torch.from_numpy(np.random.default_rng(2).standard_normal(x.shape).astype(np.float32))
+    y.backward(upstream)
+    assert bits(t.grad) == bits(upstream)
+
+
+def test_saturated_elements_pass_their_gradient_unchanged():
+    """MX floor scaling: the block [500, 1, ...] gets scale 2^(8 - 8) = 1 and 500 saturates to
+    E4M3's 448; its gradient is the incoming one, as for every other element."""
+    x = torch.ones(2, 32)
+    x[0, 0], x[1, 7] = 500.0, -500.0
+    x.requires_grad_()
+    y = qt.fake_quant(x, "mx.ocp")
+    assert y[0, 0].item() == 448.0 and y[1, 7].item() == -448.0  # saturated: beyond max_code * scale
+    upstream = torch.arange(64, dtype=torch.float32).reshape(2, 32) + 1
+    y.backward(upstream)
+    assert bits(x.grad) == bits(upstream)
+
+
+def test_qdim_quantizes_along_another_axis():
+    x = tensor("mx.ocp")
+    y = qt.fake_quant(x.T, "mx.ocp", qdim=0)
+    assert bits(y) == bits(qt.fake_quant(x, "mx.ocp").T)
+    h = tensor("hif4")
+    assert bits(qt.fake_quant(h.T, "hif4", qdim=0)) == bits(qexact.hifloat4_fake_quant(h.T.contiguous(), qdim=0))
+
+
+def test_fake_quantize_module_trains_in_a_qat_loop():
+    rng = np.random.default_rng(5)
+    w = torch.nn.Parameter(torch.from_numpy(rng.standard_normal((16, 64)).astype(np.float32)))
+    x = torch.from_numpy(rng.standard_normal((32, 64)).astype(np.float32))
+    target = torch.from_numpy(rng.standard_normal((32, 16)).astype(np.float32))
+    fq = qt.FakeQuantize("hif4")
+    opt = torch.optim.SGD([w], lr=0.05)
+    losses = []
+    for _ in range(5):
+        loss = (x @ fq(w).T - target).square().mean()
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert losses[-1] < losses[0]
+    assert repr(fq) == "FakeQuantize('hif4', qdim=-1)"
+    assert "scale_rule=rceil" in repr(qt.FakeQuantize("mx.ocp", scale_rule="rceil"))
+
+
+def test_fake_quantize_refuses_a_bad_contract_when_made():
+    with pytest.raises(ValueError, match="unknown preset"):
+        qt.FakeQuantize("mxfp9")
+    with pytest.raises(ValueError, match="not a quantize contract"):
+        qt.fake_quant(torch.ones(2, 4), "pool.mean")
