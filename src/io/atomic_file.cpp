@@ -171,4 +171,50 @@ void OutputDir::publish() {
   fs::remove(staging, ec);
 }
 
+StagedFile::StagedFile(fs::path path, std::uint64_t size) : path_(std::move(path)) {
+  const fs::path dir = directory_of(path_);
+  for (int attempt = 0; attempt < kNameAttempts && fd_ < 0; ++attempt) {
+    const fs::path tmp = candidate_name(dir, path_.filename().string());
+    fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0) tmp_ = tmp;
+    else if (errno != EEXIST) io_fail("create", tmp, errno);
+  }
+  if (fd_ < 0) fail(ErrorKind::io, "cannot create a temporary file in " + dir.string() + ": every candidate name is taken");
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    fd_ = -1;
+    io_fail("size", tmp_, err);
+  }
+}
+
+StagedFile::~StagedFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void StagedFile::write_at(std::uint64_t offset, std::span<const std::uint8_t> bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_fail("write", tmp_, errno);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void StagedFile::commit() {
+  if (::fsync(fd_) != 0) io_fail("sync", tmp_, errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) io_fail("close", tmp_, errno);
+  rename_or_fail(tmp_, path_);
+  tmp_.clear();
+  fsync_dir(directory_of(path_));
+}
+
 }  // namespace qexact::io
+
