@@ -13,7 +13,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
 
 namespace qexact::checkpoint::detail {
 namespace {
@@ -48,22 +50,14 @@ struct Sums {
 
 // An element is clamped when it lies beyond its group's largest magnitude (max * scale) by more
 // than rounding to that value accounts for (half the last step, max - next smaller): an amax a
-// hair above max * scale, from a scale rounded down, rounds to max and is not counted.
-Sums chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
-  const RunOptions one{Engine::fast, 1};
-  const std::vector<float> xs = to_f32_vector(x);
-  const auto dequantized = [&](const TensorView& p) { return dequantize(c, p, scale, x.shape, one); };
-  const Tensor dq = dequantized(payload);
-  const Tensor hi = dequantized(code_payload(c, payload.shape, Code::max).view());
-  const Tensor below = dequantized(code_payload(c, payload.shape, Code::below_max).view());
-  const Tensor lo = dequantized(code_payload(c, payload.shape, Code::min).view());
-  const float* d = dq.data<float>();
-  const float* h = hi.data<float>();
-  const float* b = below.data<float>();
-  const float* l = lo.data<float>();
+// hair above max * scale, from a scale rounded down, rounds to max and is not counted. `lo` is
+// the most negative value per element, or null where it is -hi (every sign-magnitude MX format;
+// int8 with range 127).
+template <class Load>
+Sums sums_of(std::size_t n, Load x, const float* d, const float* h, const float* b, const float* lo) {
   Sums s;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    const double xi = xs[i], di = d[i], hi_i = h[i], li = l[i];
+  for (std::size_t i = 0; i < n; ++i) {
+    const double xi = x(i), di = d[i], hi_i = h[i], li = lo ? lo[i] : -static_cast<double>(h[i]);
     const double e = xi - di;
     s.signal += xi * xi;
     s.noise += e * e;
@@ -71,6 +65,38 @@ Sums chunk_sums(const Contract& c, const TensorView& x, const TensorView& payloa
     if ((hi_i > 0 && di == hi_i && xi > hi_i + half_step) || (li < 0 && di == li && xi < li - half_step)) ++s.clamped;
   }
   return s;
+}
+
+// `x` contiguous.
+Sums chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
+  const RunOptions one{Engine::fast, 1};
+  const auto dequantized = [&](const TensorView& p) { return dequantize(c, p, scale, x.shape, one); };
+  const Tensor dq = dequantized(payload);
+  const Tensor hi = dequantized(code_payload(c, payload.shape, Code::max).view());
+  const Tensor below = dequantized(code_payload(c, payload.shape, Code::below_max).view());
+  const bool symmetric = c.family == Family::mx || c.range == 127;
+  const Tensor lo = symmetric ? Tensor() : dequantized(code_payload(c, payload.shape, Code::min).view());
+  const auto n = static_cast<std::size_t>(x.numel());
+  const float* d = dq.data<float>();
+  const float* h = hi.data<float>();
+  const float* b = below.data<float>();
+  const float* l = symmetric ? nullptr : lo.data<float>();
+  switch (x.dtype) {
+    case DType::f32: {
+      const auto* v = static_cast<const float*>(x.data);
+      return sums_of(n, [v](std::size_t i) { return static_cast<double>(v[i]); }, d, h, b, l);
+    }
+    case DType::bf16: {
+      const auto* v = static_cast<const std::uint16_t*>(x.data);
+      return sums_of(n, [v](std::size_t i) { return static_cast<double>(bf16_to_f32(v[i])); }, d, h, b, l);
+    }
+    case DType::f16: {
+      const auto* v = static_cast<const std::uint16_t*>(x.data);
+      return sums_of(n, [v](std::size_t i) { return static_cast<double>(f16_to_f32(v[i])); }, d, h, b, l);
+    }
+    default: break;
+  }
+  throw std::logic_error("measure takes f32, bf16 or f16 values");
 }
 
 const std::uint8_t* at(const Tensor& t, std::int64_t elements) {
