@@ -19,7 +19,9 @@
 #include "cli_test_util.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
+#include "qexact/checkpoint.hpp"
 #include "qexact/contract.hpp"
+#include "qexact/formats/element.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact {
@@ -358,6 +360,82 @@ TEST_F(CheckpointTest, ABadHeaderIsAnErrorNamingIt) {
   put("bad.safetensors", file);
   expect_rejected({"quantize", "--preset", "mxfp8.ascend", "bad.safetensors", "--out", "o.safetensors"},
                   "the header is not valid JSON");
+}
+
+// The statistics, computed chunk by chunk, against the whole tensor at once: SQNR from one
+// dequantize of everything, and clamping judged per element against dequantized payloads of the
+// largest, next-largest and most negative codes (the definition, layout-blind).
+struct WholeTensorStats {
+  double sqnr_db;
+  std::int64_t clamped;
+};
+
+WholeTensorStats whole_tensor_stats(const Contract& c, const Tensor& x, const QuantResult& r) {
+  const auto filled = [&](double v) {
+    Tensor p(r.payload.dtype(), r.payload.shape());
+    for (std::int64_t i = 0; i < p.numel(); ++i) {
+      if (c.family != Family::mx) {
+        p.data<std::int8_t>()[i] = static_cast<std::int8_t>(v);
+        continue;
+      }
+      const ElemTraits& t = elem_traits(c.element);
+      const auto code = static_cast<std::uint8_t>((v < 0 ? 1u << (t.bits - 1) : 0u) |
+                                                  static_cast<unsigned>(std::fabs(v) == 1 ? t.max_code : t.max_code - 1));
+      p.data<std::uint8_t>()[i] = c.element == ElemFormat::e2m1 ? static_cast<std::uint8_t>(code | (code << 4)) : code;
+    }
+    return dequantize(c, p.view(), r.scale.view(), x.shape());
+  };
+  // MX: +1 / 0.5 / -1 stand for the largest, next-largest and most negative codes.
+  const bool mx = c.family == Family::mx;
+  const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
+  const Tensor hi = filled(mx ? 1 : 127), below = filled(mx ? 0.5 : 126), lo = filled(mx ? -1 : -c.range);
+  const std::vector<float> xs = to_f32_vector(x.view());
+  double signal = 0, noise = 0;
+  std::int64_t clamped = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double xi = xs[i], di = d.data<float>()[i], h = hi.data<float>()[i], l = lo.data<float>()[i];
+    signal += xi * xi;
+    noise += (xi - di) * (xi - di);
+    const double half = (h - below.data<float>()[i]) / 2;
+    if ((h > 0 && di == h && xi > h + half) || (l < 0 && di == l && xi < l - half)) ++clamped;
+  }
+  return {10.0 * std::log10(signal / noise), clamped};
+}
+
+TEST(CheckpointStats, ChunkedStatisticsEqualTheWholeTensors) {
+  // 300 rows: several chunks, the last one partial, rows not a multiple of the 128-row tiles.
+  std::vector<float> v = test::random_values(300 * 512, 51);
+  for (std::size_t i = 0; i < v.size(); i += 97) v[i] *= 60.0f;  // outliers that clamp
+  const Tensor x = from_f32_vector(v, {300, 512}, DType::bf16);
+  const Tensor block_x = random_tensor(DType::f32, {3, 70, 2, 64}, 52);
+  struct Case {
+    const char* preset;
+    std::vector<std::string> params;
+  };
+  for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.ascend", {"layout=padded", "tail=reject"}},
+                        Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}}, Case{"mx.ocp.e5m2", {"layout=pairs"}},
+                        Case{"mx.ocp.e3m2", {}}, Case{"int8.token.blaze", {}}, Case{"int8.token.blaze", {"range=128"}},
+                        Case{"q8_0.ggml", {}}, Case{"int8.block.ascend", {}}}) {
+    const Contract c = make_contract(k.preset, k.params);
+    const Tensor& in = c.family == Family::int8_block ? block_x : x;
+    SCOPED_TRACE(std::string(k.preset) + " " + (k.params.empty() ? "" : k.params[0]));
+    checkpoint::Options o;
+    o.run.threads = 2;
+    const checkpoint::TensorsResult got =
+        checkpoint::quantize_tensors(c, {{"w", in.dtype() == DType::bf16 ? "BF16" : "F32", in.view()}}, {}, o);
+    ASSERT_EQ(got.summary.quantized.size(), 1u);
+    const checkpoint::TensorSummary& row = got.summary.quantized[0];
+    const QuantResult r = quantize(c, in.view());
+    const WholeTensorStats want = whole_tensor_stats(c, in, r);
+    EXPECT_NEAR(row.sqnr_db, want.sqnr_db, 1e-9);  // the sums' order differs, nothing else
+    EXPECT_EQ(row.saturated_pct, 100.0 * static_cast<double>(want.clamped) / static_cast<double>(in.numel()));
+    if (c.family == Family::mx) {
+      EXPECT_GT(want.clamped, 0);
+    }
+    ASSERT_EQ(got.outputs.size(), 2u);
+    EXPECT_EQ(bytes_of(got.outputs[0].tensor), bytes_of(r.payload));
+    EXPECT_EQ(bytes_of(got.outputs[1].tensor), bytes_of(r.scale));
+  }
 }
 
 }  // namespace
