@@ -66,10 +66,11 @@ std::string summary_text(const Summary& s);
 
 // ---- a .safetensors file to a .safetensors file, streamed ----
 //
-// The header is checked before any data is read; tensors are then read one at a time from the
-// mapped file, quantized, measured in bounded chunks and written at their final offsets into a
-// staged temporary beside `out`, renamed over `out` at the end (nothing partial, ever). Memory:
-// the largest tensor's input and output plus a constant, whatever the file's size. A tensor
+// The header is checked before any data is read; tensors are then read one at a time (the next
+// one prefetched), quantized, measured in bounded chunks and written at their final offsets
+// into a staged temporary beside `out` (tensors passed through are copied by the kernel),
+// renamed over `out` at the end (nothing partial, ever). Memory: the largest tensor's input
+// and output plus a constant, whatever the file's size. A tensor
 // whose *values* the contract refuses is found only while quantizing it: the file is then
 // written again without it (two passes, only in that case).
 

@@ -4,22 +4,36 @@
 // tensor finishes, reading the input in file order. The bytes are those of
 // safetensors::encode() of the same tensors.
 #include <algorithm>
-#include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
 #include "checkpoint/plan.hpp"
 #include "checkpoint/tensor_stats.hpp"
 #include "io/atomic_file.hpp"
-#include "io/mapped_file.hpp"
+#include "io/input_file.hpp"
 #include "io/safetensors.hpp"
 
 namespace qexact::checkpoint {
 namespace {
 using namespace detail;
 
-// Copies through go out in pieces of this size, each released from memory once written.
-constexpr std::uint64_t kCopyPiece = std::uint64_t{64} << 20;
+// A reusable buffer for one tensor's input, grown to the largest so far and never zero-filled.
+class Buffer {
+ public:
+  std::span<std::uint8_t> get(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset();
+      data_ = std::make_unique_for_overwrite<std::uint8_t[]>(n);
+      capacity_ = n;
+    }
+    return {data_.get(), n};
+  }
+
+ private:
+  std::unique_ptr<std::uint8_t[]> data_;
+  std::size_t capacity_ = 0;
+};
 
 std::span<const std::uint8_t> bytes_of(const Tensor& t) {
   return {static_cast<const std::uint8_t*>(t.raw()), t.nbytes()};
@@ -60,7 +74,7 @@ void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::S
 
 FileResult quantize_file(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
                          const Options& o, const ProgressFn& progress) {
-  io::MappedFile file(src);
+  const io::InputFile file(src);
   const safetensors::Index index = safetensors::read_index(file, src.string());
   check_quantizable(c, index.metadata, src.string());
   std::vector<Source> sources;
@@ -88,46 +102,32 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
 
     io::StagedFile staged(out, layout.file_size);
     staged.write_at(0, layout.head);
-    const std::span<const std::uint8_t> data = file.bytes().subspan(std::min<std::uint64_t>(index.data_start, file.size()));
+    Buffer buffer;
     std::vector<TensorSummary> rows(sources.size());
     bool again = false;  // a tensor was refused for its values: this pass's layout is wrong
     std::uint64_t done = 0;
     for (std::size_t k = 0; k < order.size(); ++k) {
       const std::size_t i = order[k];
       const Source& s = sources[i];
-      const safetensors::TensorInfo& t = index.tensors[i];
-      const std::uint64_t at = index.data_start + t.begin;
-      if (k + 1 < order.size()) {
-        const safetensors::TensorInfo& next = index.tensors[order[k + 1]];
-        file.prefetch(index.data_start + next.begin, next.end - next.begin);
-      }
-      const std::span<const std::uint8_t> in = data.subspan(t.begin, s.nbytes);
+      const std::uint64_t at = index.data_start + index.tensors[i].begin;
       const std::size_t slot = slots.first[i];
-
       if (plan.tensors[i].action != Action::quantize) {
-        for (std::uint64_t piece = 0; piece < s.nbytes && !again; piece += kCopyPiece) {
-          const std::uint64_t n = std::min(kCopyPiece, s.nbytes - piece);
-          report(Stage::read, s.name, done + piece);
-          file.load(at + piece, n);
-          report(Stage::write, s.name, done + piece);
-          staged.write_at(layout.offsets[slot] + piece, in.subspan(piece, n));
-          file.release(at + piece, n);
-        }
+        report(Stage::write, s.name, done);
+        if (!again) staged.copy_at(layout.offsets[slot], file.fd(), at, s.nbytes, src.string());
         done += s.nbytes;
         continue;
       }
 
       report(Stage::read, s.name, done);
-      file.load(at, s.nbytes);
-      // A view must be aligned to its element; a file whose offsets are not gets a copy.
-      const DType dtype = *float_dtype(s.dtype);
-      Tensor aligned;
-      TensorView x = make_view(dtype, s.shape, in.data());
-      if (reinterpret_cast<std::uintptr_t>(in.data()) % dtype_size(dtype) != 0) {
-        aligned = Tensor(dtype, s.shape);
-        if (s.nbytes != 0) std::memcpy(aligned.raw(), in.data(), s.nbytes);
-        x = aligned.view();
+      const std::span<std::uint8_t> in = buffer.get(static_cast<std::size_t>(s.nbytes));
+      file.read_at(at, in);
+      // The next tensor comes in from the disk while this one is quantized.
+      if (k + 1 < order.size()) {
+        const safetensors::TensorInfo& next = index.tensors[order[k + 1]];
+        file.prefetch(index.data_start + next.begin, next.end - next.begin);
       }
+      const DType dtype = *float_dtype(s.dtype);
+      const TensorView x = make_view(dtype, s.shape, in.data());
       report(Stage::quantize, s.name, done);
       std::string reason;
       const std::optional<QuantResult> r = quantize_one(c, x, plan.tensors[i], o.run, reason);
@@ -143,7 +143,6 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
         write_exact(staged, layout.offsets[slot], slots.slots[slot], bytes_of(r->payload));
         write_exact(staged, layout.offsets[slot + 1], slots.slots[slot + 1], bytes_of(r->scale));
       }
-      file.release(at, s.nbytes);
       done += s.nbytes;
     }
     if (again) continue;  // the staged file is removed; the next plan skips what was refused

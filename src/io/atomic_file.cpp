@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <random>
 
 #include "qexact/error.hpp"
@@ -203,6 +204,33 @@ void StagedFile::write_at(std::uint64_t offset, std::span<const std::uint8_t> by
       io_fail("write", tmp_, errno);
     }
     done += static_cast<std::size_t>(n);
+  }
+}
+
+void StagedFile::copy_at(std::uint64_t offset, int in_fd, std::uint64_t in_offset, std::uint64_t n,
+                         const std::string& in_name) {
+  while (n > 0) {
+    auto in_off = static_cast<off_t>(in_offset);
+    auto out_off = static_cast<off_t>(offset);
+    const ssize_t got = ::copy_file_range(in_fd, &in_off, fd_, &out_off, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // not supported here, or the input ended: the buffered copy says which
+    offset += static_cast<std::uint64_t>(got);
+    in_offset += static_cast<std::uint64_t>(got);
+    n -= static_cast<std::uint64_t>(got);
+  }
+  constexpr std::uint64_t kPiece = std::uint64_t{16} << 20;
+  std::vector<std::uint8_t> buffer(static_cast<std::size_t>(std::min(n, kPiece)));
+  while (n > 0) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(n, buffer.size()));
+    const ssize_t got = ::pread(in_fd, buffer.data(), want, static_cast<off_t>(in_offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(ErrorKind::io, "cannot read " + in_name + ": " + std::strerror(errno));
+    if (got == 0) fail(ErrorKind::io, "cannot read " + in_name + ": it ended early (did it change while being read?)");
+    write_at(offset, std::span<const std::uint8_t>(buffer.data(), static_cast<std::size_t>(got)));
+    offset += static_cast<std::uint64_t>(got);
+    in_offset += static_cast<std::uint64_t>(got);
+    n -= static_cast<std::uint64_t>(got);
   }
 }
 

@@ -53,6 +53,9 @@ class StagedFile {
   StagedFile& operator=(const StagedFile&) = delete;
 
   void write_at(std::uint64_t offset, std::span<const std::uint8_t> bytes);
+  // n bytes of the file open as `in_fd` from `in_offset`, to `offset`: copied by the kernel
+  // (copy_file_range), through a bounded buffer where it cannot. `in_name` names it in errors.
+  void copy_at(std::uint64_t offset, int in_fd, std::uint64_t in_offset, std::uint64_t n, const std::string& in_name);
   void commit();
 
  private:

@@ -226,8 +226,8 @@ Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size
   return a;
 }
 
-Index read_index(io::MappedFile& file, const std::string& source) {
-  std::span<const std::uint8_t> prefix = file.read_prefix(kLengthBytes);
+Index read_index(const io::InputFile& file, const std::string& source) {
+  std::vector<std::uint8_t> prefix = file.read_prefix(kLengthBytes);
   if (prefix.size() == kLengthBytes) {
     std::uint64_t header_len = 0;
     for (std::size_t i = kLengthBytes; i-- > 0;) header_len = (header_len << 8) | prefix[i];

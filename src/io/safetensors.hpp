@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "io/mapped_file.hpp"
+#include "io/input_file.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::safetensors {
@@ -78,7 +78,7 @@ Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size
 
 // The index of a file read through `file`: the 8-byte length, then the header it announces,
 // and nothing more (no byte of the data buffer is read).
-Index read_index(io::MappedFile& file, const std::string& source);
+Index read_index(const io::InputFile& file, const std::string& source);
 
 // The file's bytes as an archive. `source` names the file in error messages.
 Archive decode(std::span<const std::uint8_t> file, const std::string& source);
