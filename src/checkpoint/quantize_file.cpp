@@ -4,6 +4,7 @@
 // tensor finishes, reading the input in file order. The bytes are those of
 // safetensors::encode() of the same tensors.
 #include <algorithm>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -138,10 +139,15 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
       } else if (!again) {
         TensorSummary& row = rows[i];
         row = TensorSummary{s.name, s.shape, dtype, 0, 0, s.nbytes, r->payload.nbytes() + r->scale.nbytes()};
-        measure(c, x, *r, o.run, row);
         report(Stage::write, s.name, done);
-        write_exact(staged, layout.offsets[slot], slots.slots[slot], bytes_of(r->payload));
-        write_exact(staged, layout.offsets[slot + 1], slots.slots[slot + 1], bytes_of(r->scale));
+        // The outputs are written while the statistics read them: no copy, no more memory. (A
+        // std::async future waits for its task when destroyed, so nothing outlives the buffers.)
+        std::future<void> written = std::async(std::launch::async, [&] {
+          write_exact(staged, layout.offsets[slot], slots.slots[slot], bytes_of(r->payload));
+          write_exact(staged, layout.offsets[slot + 1], slots.slots[slot + 1], bytes_of(r->scale));
+        });
+        measure(c, x, *r, o.run, row);
+        written.get();
       }
       done += s.nbytes;
     }
