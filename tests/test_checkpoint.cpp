@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <iomanip>
 #include <set>
@@ -18,7 +19,10 @@
 #include "cli_test_util.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
+#include "qexact/checkpoint.hpp"
 #include "qexact/contract.hpp"
+#include "qexact/formats/element.hpp"
+#include "qexact/quantize.hpp"
 
 namespace qexact {
 namespace {
@@ -237,7 +241,7 @@ TEST_F(CheckpointTest, SummaryCountsClampedElementsAndExactTensors) {
 TEST_F(CheckpointTest, StrictMakesASkipAnErrorAndWritesNothing) {
   expect_rejected({"quantize", "--preset", "mxfp8.torchao.floor", "--strict", "--exclude", "position_ids",
                    "model.safetensors", "--out", "out.safetensors"},
-                  "tensor 'odd' cannot be quantized (--strict)");
+                  "tensor 'odd' cannot be quantized (strict)");
   // Nothing to skip: --strict succeeds.
   EXPECT_EQ(run({"quantize", "--preset", "mxfp8.ascend", "--strict", "--exclude", "position_ids", "model.safetensors",
                  "--out", "out.safetensors"})
@@ -264,6 +268,173 @@ TEST_F(CheckpointTest, BadInputExitsTwoAndWritesNothing) {
                            "--include"}}) {
     SCOPED_TRACE(b.word);
     expect_rejected(b.args, b.word);
+  }
+}
+
+// The streamed output is laid out as the in-memory writer lays out the same tensors.
+TEST_F(CheckpointTest, OutputIsTheCanonicalEncoding) {
+  for (const char* preset : {"mxfp8.ascend", "mx.ocp.e2m1", "int8.token.blaze"}) {
+    SCOPED_TRACE(preset);
+    ASSERT_EQ(run({"quantize", "--preset", preset, "model.safetensors", "--out", "o.safetensors"}).status, 0);
+    const std::string file = get("o.safetensors");
+    const Bytes encoded = st::encode(st::read(work() / "o.safetensors"));
+    EXPECT_EQ(file, std::string(encoded.begin(), encoded.end()));
+  }
+}
+
+st::Archive with_tensors(std::vector<st::Entry> entries) {
+  st::Archive a;
+  a.entries = std::move(entries);
+  return a;
+}
+
+TEST_F(CheckpointTest, AQuantizedCheckpointIsRefused) {
+  ASSERT_EQ(run({"quantize", "--preset", "mxfp8.ascend", "model.safetensors", "--out", "q.safetensors"}).status, 0);
+  const std::string before = get("q.safetensors");
+  expect_rejected({"quantize", "--preset", "mxfp8.ascend", "q.safetensors", "--out", "qq.safetensors"},
+                  "q.safetensors is already quantized by qexact (its metadata has qexact.quantized, preset mxfp8.ascend)");
+  expect_rejected({"quantize", "--preset", "int8.token.blaze", "q.safetensors", "--out", "q.safetensors"},
+                  "already quantized");
+  EXPECT_EQ(get("q.safetensors"), before);
+}
+
+TEST_F(CheckpointTest, AnOutputNameCollisionIsFoundBeforeAnyWork) {
+  // 'a' holds a NaN, which int8 refuses only while quantizing it (under --strict, an error): the
+  // collision must be reported first, before any tensor is quantized.
+  std::vector<float> nan_row(64, 1.0f);
+  nan_row[3] = std::nanf("");
+  st::write(work() / "clash.safetensors",
+            with_tensors({st::make_entry("a", "F32", from_f32_vector(nan_row, {1, 64}, DType::f32).view()),
+                          st::make_entry("w", "F32", random_tensor(DType::f32, {2, 64}, 21).view()),
+                          st::make_entry("w.payload", "F32", random_tensor(DType::f32, {2, 64}, 22).view())}));
+  expect_rejected({"quantize", "--preset", "int8.token.blaze", "--strict", "clash.safetensors", "--out", "o.safetensors"},
+                  "output name collision: tensor 'w' would be written as 'w.payload', which is also a tensor of the input");
+  // Leaving either out resolves it.
+  EXPECT_EQ(run({"quantize", "--preset", "mxfp8.ascend", "--exclude", "w", "clash.safetensors", "--out", "o.safetensors"}).status, 0);
+}
+
+// A tensor refused for its values is known only once quantized: the file is laid out again
+// without it, and the result is what it would be had the tensor been excluded from the start.
+TEST_F(CheckpointTest, ATensorRefusedForItsValuesIsSkippedAndCopied) {
+  std::vector<float> bad(64, 0.5f);
+  bad[7] = std::numeric_limits<float>::infinity();
+  const Tensor good = random_tensor(DType::bf16, {3, 64}, 31);
+  st::write(work() / "inf.safetensors",
+            with_tensors({st::make_entry("a.bad", "F32", from_f32_vector(bad, {1, 64}, DType::f32).view()),
+                          st::make_entry("b.good", "BF16", good.view())}));
+  const RunResult r = run({"quantize", "--preset", "int8.token.blaze", "inf.safetensors", "--out", "o.safetensors"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("skipped a.bad: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("finite inputs only"), std::string::npos) << r.out;
+  const st::Archive in = st::read(work() / "inf.safetensors");
+  const st::Archive out = st::read(work() / "o.safetensors");
+  EXPECT_EQ(find_entry(out, "a.bad").bytes, find_entry(in, "a.bad").bytes);
+  const QuantResult q = quantize(make_preset("int8.token.blaze"), good.view());
+  EXPECT_EQ(find_entry(out, "b.good.payload").bytes, bytes_of(q.payload));
+  EXPECT_EQ(find_entry(out, "b.good.scale").bytes, bytes_of(q.scale));
+  EXPECT_TRUE(nlohmann::json::parse(out.metadata.at("qexact.skipped")).contains("a.bad"));
+  EXPECT_FALSE(nlohmann::json::parse(out.metadata.at("qexact.quantized")).contains("a.bad"));
+  const Bytes encoded = st::encode(out);
+  EXPECT_EQ(get("o.safetensors"), std::string(encoded.begin(), encoded.end()));
+  expect_rejected({"quantize", "--preset", "int8.token.blaze", "--strict", "inf.safetensors", "--out", "s.safetensors"},
+                  "tensor 'a.bad' cannot be quantized (strict)");
+}
+
+// A 3-byte BOOL tensor first puts the f32 tensor after it at an odd offset of the file.
+TEST_F(CheckpointTest, TensorsAtUnalignedOffsetsAreRead) {
+  const Tensor w = random_tensor(DType::f32, {4, 64}, 41);
+  st::write(work() / "odd.safetensors",
+            with_tensors({st::Entry{"a.flags", "BOOL", {3}, Bytes{1, 0, 1}}, st::make_entry("b.w", "F32", w.view())}));
+  ASSERT_EQ(run({"quantize", "--preset", "mxfp8.ascend", "--include", "b.*", "odd.safetensors", "--out", "o.safetensors"}).status, 0);
+  const st::Archive out = st::read(work() / "o.safetensors");
+  const QuantResult q = quantize(make_preset("mxfp8.ascend"), w.view());
+  EXPECT_EQ(find_entry(out, "b.w.payload").bytes, bytes_of(q.payload));
+  EXPECT_EQ(find_entry(out, "b.w.scale").bytes, bytes_of(q.scale));
+  EXPECT_EQ(find_entry(out, "a.flags").bytes, (Bytes{1, 0, 1}));
+}
+
+// The streamed reader checks the header alone first: a malformed one is the same named error.
+TEST_F(CheckpointTest, ABadHeaderIsAnErrorNamingIt) {
+  std::string file = get("model.safetensors");
+  file[8] = '[';  // the header is no longer a JSON object
+  put("bad.safetensors", file);
+  expect_rejected({"quantize", "--preset", "mxfp8.ascend", "bad.safetensors", "--out", "o.safetensors"},
+                  "the header is not valid JSON");
+}
+
+// The statistics, computed chunk by chunk, against the whole tensor at once: SQNR from one
+// dequantize of everything, and clamping judged per element against dequantized payloads of the
+// largest, next-largest and most negative codes (the definition, layout-blind).
+struct WholeTensorStats {
+  double sqnr_db;
+  std::int64_t clamped;
+};
+
+WholeTensorStats whole_tensor_stats(const Contract& c, const Tensor& x, const QuantResult& r) {
+  const auto filled = [&](double v) {
+    Tensor p(r.payload.dtype(), r.payload.shape());
+    for (std::int64_t i = 0; i < p.numel(); ++i) {
+      if (c.family != Family::mx) {
+        p.data<std::int8_t>()[i] = static_cast<std::int8_t>(v);
+        continue;
+      }
+      const ElemTraits& t = elem_traits(c.element);
+      const auto code = static_cast<std::uint8_t>((v < 0 ? 1u << (t.bits - 1) : 0u) |
+                                                  static_cast<unsigned>(std::fabs(v) == 1 ? t.max_code : t.max_code - 1));
+      p.data<std::uint8_t>()[i] = c.element == ElemFormat::e2m1 ? static_cast<std::uint8_t>(code | (code << 4)) : code;
+    }
+    return dequantize(c, p.view(), r.scale.view(), x.shape());
+  };
+  // MX: +1 / 0.5 / -1 stand for the largest, next-largest and most negative codes.
+  const bool mx = c.family == Family::mx;
+  const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
+  const Tensor hi = filled(mx ? 1 : 127), below = filled(mx ? 0.5 : 126), lo = filled(mx ? -1 : -c.range);
+  const std::vector<float> xs = to_f32_vector(x.view());
+  double signal = 0, noise = 0;
+  std::int64_t clamped = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double xi = xs[i], di = d.data<float>()[i], h = hi.data<float>()[i], l = lo.data<float>()[i];
+    signal += xi * xi;
+    noise += (xi - di) * (xi - di);
+    const double half = (h - below.data<float>()[i]) / 2;
+    if ((h > 0 && di == h && xi > h + half) || (l < 0 && di == l && xi < l - half)) ++clamped;
+  }
+  return {10.0 * std::log10(signal / noise), clamped};
+}
+
+TEST(CheckpointStats, ChunkedStatisticsEqualTheWholeTensors) {
+  // 300 rows: several chunks, the last one partial, rows not a multiple of the 128-row tiles.
+  std::vector<float> v = test::random_values(300 * 512, 51);
+  for (std::size_t i = 0; i < v.size(); i += 97) v[i] *= 60.0f;  // outliers that clamp
+  const Tensor x = from_f32_vector(v, {300, 512}, DType::bf16);
+  const Tensor block_x = random_tensor(DType::f32, {3, 70, 2, 64}, 52);
+  struct Case {
+    const char* preset;
+    std::vector<std::string> params;
+  };
+  for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.ascend", {"layout=padded", "tail=reject"}},
+                        Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}}, Case{"mx.ocp.e5m2", {"layout=pairs"}},
+                        Case{"mx.ocp.e3m2", {}}, Case{"int8.token.blaze", {}}, Case{"int8.token.blaze", {"range=128"}},
+                        Case{"q8_0.ggml", {}}, Case{"int8.block.ascend", {}}}) {
+    const Contract c = make_contract(k.preset, k.params);
+    const Tensor& in = c.family == Family::int8_block ? block_x : x;
+    SCOPED_TRACE(std::string(k.preset) + " " + (k.params.empty() ? "" : k.params[0]));
+    checkpoint::Options o;
+    o.run.threads = 2;
+    const checkpoint::TensorsResult got =
+        checkpoint::quantize_tensors(c, {{"w", in.dtype() == DType::bf16 ? "BF16" : "F32", in.view()}}, {}, o);
+    ASSERT_EQ(got.summary.quantized.size(), 1u);
+    const checkpoint::TensorSummary& row = got.summary.quantized[0];
+    const QuantResult r = quantize(c, in.view());
+    const WholeTensorStats want = whole_tensor_stats(c, in, r);
+    EXPECT_NEAR(row.sqnr_db, want.sqnr_db, 1e-9);  // the sums' order differs, nothing else
+    EXPECT_EQ(row.saturated_pct, 100.0 * static_cast<double>(want.clamped) / static_cast<double>(in.numel()));
+    if (c.family == Family::mx) {
+      EXPECT_GT(want.clamped, 0);
+    }
+    ASSERT_EQ(got.outputs.size(), 2u);
+    EXPECT_EQ(bytes_of(got.outputs[0].tensor), bytes_of(r.payload));
+    EXPECT_EQ(bytes_of(got.outputs[1].tensor), bytes_of(r.scale));
   }
 }
 

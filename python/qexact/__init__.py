@@ -26,13 +26,16 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from . import _arrays, _core, _torch_io
+from ._checkpoint import CheckpointSummary, TensorSummary, quantize_checkpoint, quantize_state_dict
 from ._compare import CompareReport, compare
 from ._contract import ContractInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CheckpointSummary",
     "CompareReport",
+    "TensorSummary",
     "cast",
     "compare",
     "decode",
@@ -47,6 +50,8 @@ __all__ = [
     "pooled_block_mean_sharded",
     "presets",
     "quantize",
+    "quantize_checkpoint",
+    "quantize_state_dict",
 ]
 
 Engine = Literal["fast", "reference"]

@@ -17,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "array_bridge.hpp"
+#include "checkpoint_ext.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
@@ -272,4 +273,5 @@ NB_MODULE(_core, m) {
   m.def("data_pointer", &data_pointer, "x"_a, "Address of the memory the extension reads for x.");
   m.def("relabel_as_bfloat16", &relabel_as_bfloat16, "x"_a,
         "A DLPack bfloat16 view of a uint16 array's memory (for tests).");
+  bind_checkpoint(m);
 }

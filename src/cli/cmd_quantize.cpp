@@ -44,7 +44,7 @@ int run_quantize(const QuantizeOptions& o) {
   if (is_checkpoint(o.input)) {
     if (!o.dtype.empty())
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
-    CheckpointOptions co{o.input, o.out, o.include, o.exclude, o.strict, o.engine.options()};
+    CheckpointOptions co{o.input, o.out, {o.include, o.exclude, o.strict, o.engine.options()}};
     return quantize_checkpoint(c, co, std::cout);
   }
   if (!o.include.empty() || !o.exclude.empty() || o.strict)
@@ -82,7 +82,7 @@ void add_quantize(CLI::App& app, Action& action) {
   auto opts = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
       "quantize", "Quantize a .npy tensor, or every matching tensor of a .safetensors checkpoint, under a named contract");
-  sub->footer("Checkpoint output (one .safetensors): " + std::string(kCheckpointNaming) +
+  sub->footer("Checkpoint output (one .safetensors): " + std::string(checkpoint::kNaming) +
               ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
               "qexact.quantized and qexact.skipped (JSON).");
   sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <random>
 
 #include "qexact/error.hpp"
@@ -171,4 +172,77 @@ void OutputDir::publish() {
   fs::remove(staging, ec);
 }
 
+StagedFile::StagedFile(fs::path path, std::uint64_t size) : path_(std::move(path)) {
+  const fs::path dir = directory_of(path_);
+  for (int attempt = 0; attempt < kNameAttempts && fd_ < 0; ++attempt) {
+    const fs::path tmp = candidate_name(dir, path_.filename().string());
+    fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0) tmp_ = tmp;
+    else if (errno != EEXIST) io_fail("create", tmp, errno);
+  }
+  if (fd_ < 0) fail(ErrorKind::io, "cannot create a temporary file in " + dir.string() + ": every candidate name is taken");
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    fd_ = -1;
+    io_fail("size", tmp_, err);
+  }
+}
+
+StagedFile::~StagedFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void StagedFile::write_at(std::uint64_t offset, std::span<const std::uint8_t> bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_fail("write", tmp_, errno);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void StagedFile::copy_at(std::uint64_t offset, int in_fd, std::uint64_t in_offset, std::uint64_t n,
+                         const std::string& in_name) {
+  while (n > 0) {
+    auto in_off = static_cast<off_t>(in_offset);
+    auto out_off = static_cast<off_t>(offset);
+    const ssize_t got = ::copy_file_range(in_fd, &in_off, fd_, &out_off, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // not supported here, or the input ended: the buffered copy says which
+    offset += static_cast<std::uint64_t>(got);
+    in_offset += static_cast<std::uint64_t>(got);
+    n -= static_cast<std::uint64_t>(got);
+  }
+  constexpr std::uint64_t kPiece = std::uint64_t{16} << 20;
+  std::vector<std::uint8_t> buffer(static_cast<std::size_t>(std::min(n, kPiece)));
+  while (n > 0) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(n, buffer.size()));
+    const ssize_t got = ::pread(in_fd, buffer.data(), want, static_cast<off_t>(in_offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(ErrorKind::io, "cannot read " + in_name + ": " + std::strerror(errno));
+    if (got == 0) fail(ErrorKind::io, "cannot read " + in_name + ": it ended early (did it change while being read?)");
+    write_at(offset, std::span<const std::uint8_t>(buffer.data(), static_cast<std::size_t>(got)));
+    offset += static_cast<std::uint64_t>(got);
+    in_offset += static_cast<std::uint64_t>(got);
+    n -= static_cast<std::uint64_t>(got);
+  }
+}
+
+void StagedFile::commit() {
+  if (::fsync(fd_) != 0) io_fail("sync", tmp_, errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) io_fail("close", tmp_, errno);
+  rename_or_fail(tmp_, path_);
+  tmp_.clear();
+  fsync_dir(directory_of(path_));
+}
+
 }  // namespace qexact::io
+

@@ -41,4 +41,26 @@ class OutputDir {
   bool published_ = false;
 };
 
+// A file too large to hold in memory, written piece by piece at known offsets into a fresh hidden
+// temporary beside `path` (sized up front), and published by commit() as write_file_atomic
+// publishes: fsync, rename over `path`, fsync of the directory. Destroyed without commit(), the
+// temporary is removed: `path` is never partial.
+class StagedFile {
+ public:
+  StagedFile(std::filesystem::path path, std::uint64_t size);
+  ~StagedFile();
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+
+  void write_at(std::uint64_t offset, std::span<const std::uint8_t> bytes);
+  // n bytes of the file open as `in_fd` from `in_offset`, to `offset`: copied by the kernel
+  // (copy_file_range), through a bounded buffer where it cannot. `in_name` names it in errors.
+  void copy_at(std::uint64_t offset, int in_fd, std::uint64_t in_offset, std::uint64_t n, const std::string& in_name);
+  void commit();
+
+ private:
+  std::filesystem::path path_, tmp_;
+  int fd_ = -1;
+};
+
 }  // namespace qexact::io

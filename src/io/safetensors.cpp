@@ -148,19 +148,22 @@ Entry make_entry(std::string name, std::string dtype, const TensorView& t) {
   return Entry{std::move(name), std::move(dtype), c.shape(), std::vector<std::uint8_t>(b, b + c.nbytes())};
 }
 
-Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
-  if (file.size() < kLengthBytes)
-    bad(source, "truncated file: " + std::to_string(file.size()) + " bytes, fewer than the 8-byte header length");
+Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size, const std::string& source) {
+  if (file_size < kLengthBytes || prefix.size() < kLengthBytes)
+    bad(source, "truncated file: " + std::to_string(file_size) + " bytes, fewer than the 8-byte header length");
   std::uint64_t header_len = 0;
-  for (std::size_t i = kLengthBytes; i-- > 0;) header_len = (header_len << 8) | file[i];
-  if (header_len > file.size() - kLengthBytes)
+  for (std::size_t i = kLengthBytes; i-- > 0;) header_len = (header_len << 8) | prefix[i];
+  if (header_len > file_size - kLengthBytes)
     bad(source, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
-                    std::to_string(file.size()) + " bytes)");
-  const std::string_view text(reinterpret_cast<const char*>(file.data() + kLengthBytes), header_len);
+                    std::to_string(file_size) + " bytes)");
+  if (prefix.size() - kLengthBytes < header_len)
+    fail(ErrorKind::io, source + ": the header could not be read whole");
+  const std::string_view text(reinterpret_cast<const char*>(prefix.data() + kLengthBytes), header_len);
   const json header = parse_header(text, source);
-  const std::span<const std::uint8_t> buffer = file.subspan(kLengthBytes + header_len);
+  const std::uint64_t data_size = file_size - kLengthBytes - header_len;
 
-  Archive a;
+  Index a;
+  a.data_start = kLengthBytes + header_len;
   std::vector<Span> spans;
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
@@ -190,9 +193,9 @@ Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
     const auto end = off[1].get<std::uint64_t>();
     if (begin > end)
       bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
-    if (end > buffer.size())
+    if (end > data_size)
       bad(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                      "] run past the end of the data (" + std::to_string(buffer.size()) + " bytes)");
+                      "] run past the end of the data (" + std::to_string(data_size) + " bytes)");
     const auto expected = io::shape_bytes(shape, info->itemsize);
     if (!expected) bad(source, what + ": shape " + shape_str(shape) + " is too large (its byte count overflows)");
     if (end - begin != *expected)
@@ -200,7 +203,8 @@ Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
                       std::to_string(end - begin) + " bytes where shape " + shape_str(shape) + " of " + dtype +
                       " needs " + std::to_string(*expected));
     spans.push_back({name, begin, end});
-    a.entries.push_back(Entry{name, dtype, shape, {}});
+    // json objects iterate in key order, so the tensors are sorted by name already.
+    a.tensors.push_back(TensorInfo{name, dtype, shape, begin, end});
   }
 
   // The tensors must tile the data buffer: no overlap, no gap, nothing after the last one.
@@ -216,50 +220,68 @@ Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
                       ") of the data belong to no tensor (before tensor '" + s.name + "')");
     covered = s.end;
   }
-  if (covered != buffer.size())
-    bad(source, "bytes [" + std::to_string(covered) + ", " + std::to_string(buffer.size()) +
+  if (covered != data_size)
+    bad(source, "bytes [" + std::to_string(covered) + ", " + std::to_string(data_size) +
                     ") at the end of the data belong to no tensor");
-
-  // json objects iterate in key order, so entries are sorted by name already.
-  std::map<std::string, const Span*> by_name;
-  for (const Span& s : spans) by_name.emplace(s.name, &s);
-  for (Entry& e : a.entries) {
-    const Span& s = *by_name.at(e.name);
-    e.bytes.assign(buffer.begin() + static_cast<std::ptrdiff_t>(s.begin), buffer.begin() + static_cast<std::ptrdiff_t>(s.end));
-  }
   return a;
 }
 
-std::vector<std::uint8_t> encode(const Archive& a) {
-  std::vector<const Entry*> sorted;
-  for (const Entry& e : a.entries) sorted.push_back(&e);
-  std::sort(sorted.begin(), sorted.end(), [](const Entry* x, const Entry* y) { return x->name < y->name; });
+Index read_index(const io::InputFile& file, const std::string& source) {
+  std::vector<std::uint8_t> prefix = file.read_prefix(kLengthBytes);
+  if (prefix.size() == kLengthBytes) {
+    std::uint64_t header_len = 0;
+    for (std::size_t i = kLengthBytes; i-- > 0;) header_len = (header_len << 8) | prefix[i];
+    // A length past the end of the file is decode_index's error; only a plausible one is read.
+    if (header_len <= file.size() - kLengthBytes) prefix = file.read_prefix(kLengthBytes + header_len);
+  }
+  return decode_index(prefix, file.size(), source);
+}
+
+Archive decode(std::span<const std::uint8_t> file, const std::string& source) {
+  const Index index = decode_index(file, file.size(), source);
+  Archive a;
+  a.metadata = index.metadata;
+  const std::span<const std::uint8_t> buffer = file.subspan(index.data_start);
+  for (const TensorInfo& t : index.tensors)
+    a.entries.push_back(Entry{t.name, t.dtype, t.shape,
+                              std::vector<std::uint8_t>(buffer.begin() + static_cast<std::ptrdiff_t>(t.begin),
+                                                        buffer.begin() + static_cast<std::ptrdiff_t>(t.end))});
+  return a;
+}
+
+Layout layout(const std::map<std::string, std::string>& metadata, const std::vector<Slot>& slots) {
+  std::vector<std::size_t> sorted(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) sorted[i] = i;
+  std::sort(sorted.begin(), sorted.end(), [&](std::size_t x, std::size_t y) { return slots[x].name < slots[y].name; });
 
   ordered_json header = ordered_json::object();
-  if (!a.metadata.empty()) {
+  if (!metadata.empty()) {
     ordered_json meta = ordered_json::object();
-    for (const auto& [k, v] : a.metadata) meta[k] = v;
+    for (const auto& [k, v] : metadata) meta[k] = v;
     header[kMetadataKey] = meta;
   }
+  Layout out;
+  out.offsets.resize(slots.size());
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < sorted.size(); ++i) {
-    const Entry& e = *sorted[i];
+    const Slot& e = slots[sorted[i]];
     if (e.name == kMetadataKey) fail(ErrorKind::bad_argument, "a tensor cannot be named '__metadata__'");
-    if (i > 0 && sorted[i - 1]->name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + e.name + "'");
+    if (i > 0 && slots[sorted[i - 1]].name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + e.name + "'");
     const DtypeInfo* info = find_dtype(e.dtype);
     if (!info) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': unknown safetensors dtype '" + e.dtype + "'");
     for (std::int64_t d : e.shape)
       if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': negative dimension in " + shape_str(e.shape));
     const auto expected = io::shape_bytes(e.shape, info->itemsize);
-    if (!expected || *expected != e.bytes.size())
-      fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.bytes.size()) +
+    if (!expected || *expected != e.nbytes)
+      fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.nbytes) +
                                         " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
     ordered_json t = ordered_json::object();
     t["dtype"] = e.dtype;
     t["shape"] = e.shape;
-    t["data_offsets"] = {offset, offset + e.bytes.size()};
+    t["data_offsets"] = {offset, offset + e.nbytes};
     header[e.name] = t;
-    offset += e.bytes.size();
+    out.offsets[sorted[i]] = offset;
+    offset += e.nbytes;
   }
   std::string text;
   try {
@@ -269,11 +291,24 @@ std::vector<std::uint8_t> encode(const Archive& a) {
   }
   text.resize((text.size() + kHeaderAlign - 1) / kHeaderAlign * kHeaderAlign, ' ');
 
-  std::vector<std::uint8_t> out;
-  out.reserve(kLengthBytes + text.size() + offset);
-  for (std::size_t i = 0; i < kLengthBytes; ++i) out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(text.size()) >> (8 * i)));
-  out.insert(out.end(), text.begin(), text.end());
-  for (const Entry* e : sorted) out.insert(out.end(), e->bytes.begin(), e->bytes.end());
+  out.head.reserve(kLengthBytes + text.size());
+  for (std::size_t i = 0; i < kLengthBytes; ++i)
+    out.head.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(text.size()) >> (8 * i)));
+  out.head.insert(out.head.end(), text.begin(), text.end());
+  for (std::uint64_t& o : out.offsets) o += out.head.size();
+  out.file_size = out.head.size() + offset;
+  return out;
+}
+
+std::vector<std::uint8_t> encode(const Archive& a) {
+  std::vector<Slot> slots;
+  slots.reserve(a.entries.size());
+  for (const Entry& e : a.entries) slots.push_back(Slot{e.name, e.dtype, e.shape, e.bytes.size()});
+  const Layout l = layout(a.metadata, slots);
+  std::vector<std::uint8_t> out(l.file_size);
+  std::copy(l.head.begin(), l.head.end(), out.begin());
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    std::copy(a.entries[i].bytes.begin(), a.entries[i].bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(l.offsets[i]));
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "io/input_file.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::safetensors {
@@ -55,8 +56,49 @@ Entry make_entry(std::string name, std::string dtype, const TensorView& t);
 // The safetensors dtype name of a qexact dtype (u16 and f64 have none here: bad_argument).
 const char* dtype_name_of(DType t);
 
+// A tensor as the header describes it: its bytes are [begin, end) of the data buffer.
+struct TensorInfo {
+  std::string name;
+  std::string dtype;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+};
+
+// A file's header alone, checked as decode() checks it (the tensors tile a data buffer of the
+// size the file has), so that a checkpoint can be read tensor by tensor after it.
+struct Index {
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorInfo> tensors;  // sorted by name
+  std::uint64_t data_start = 0;     // file offset of the data buffer: 8 + header length
+};
+
+// The index of a file of `file_size` bytes whose first bytes are `prefix` (at least the 8-byte
+// length and the header it announces, when the file has them): reads nothing past the header.
+Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size, const std::string& source);
+
+// The index of a file read through `file`: the 8-byte length, then the header it announces,
+// and nothing more (no byte of the data buffer is read).
+Index read_index(const io::InputFile& file, const std::string& source);
+
 // The file's bytes as an archive. `source` names the file in error messages.
 Archive decode(std::span<const std::uint8_t> file, const std::string& source);
+
+// What the writer needs to place a tensor before its bytes exist.
+struct Slot {
+  std::string name;
+  std::string dtype;
+  Shape shape;
+  std::uint64_t nbytes = 0;
+};
+
+// The layout encode() gives these tensors: the file's first bytes (length + padded header), and
+// each slot's offset in the file, in `slots`' order. Checks what encode() checks.
+struct Layout {
+  std::vector<std::uint8_t> head;
+  std::vector<std::uint64_t> offsets;  // file offsets, one per slot
+  std::uint64_t file_size = 0;
+};
+Layout layout(const std::map<std::string, std::string>& metadata, const std::vector<Slot>& slots);
 
 // A complete file: entries sorted by name (their order in `a` does not matter), data in that
 // order, the header a compact JSON object ("__metadata__" first, omitted when empty) padded with

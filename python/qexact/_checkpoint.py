@@ -1,0 +1,166 @@
+"""Checkpoints from Python: a .safetensors file, or a state_dict, quantized as the CLI's
+``qexact quantize --preset P model.safetensors --out q.safetensors`` does (one implementation,
+in C++: the same include/exclude rules, summary and metadata)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from . import _arrays, _core
+from ._contract import ContractInfo
+
+# dtype names (numpy's, ml_dtypes', torch's without "torch.") -> safetensors dtype names.
+_SAFETENSORS_DTYPES = {
+    "float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
+    "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64",
+    "uint8": "U8", "uint16": "U16", "uint32": "U32", "uint64": "U64",
+    "bool": "BOOL", "complex64": "C64",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e8m0fnu": "F8_E8M0",
+}
+_FLOATS = ("F32", "F16", "BF16")
+
+Engine = Literal["fast", "reference"]
+
+
+class TensorSummary(NamedTuple):
+    """One quantized tensor's line of the summary (as the CLI prints it)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # f32, f16 or bf16
+    sqnr_db: float
+    saturated_pct: float
+    bytes_in: int
+    bytes_out: int
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """What quantizing a checkpoint did.
+
+    quantized: one line per quantized tensor, by name. skipped: name -> why the contract could not
+    take it (passed through unchanged). copied: names no include/exclude rule selected. metadata:
+    the output's ``__metadata__`` (the input's plus ``qexact.*``). text: the CLI's table.
+    """
+
+    quantized: list[TensorSummary]
+    skipped: dict[str, str]
+    copied: list[str]
+    metadata: dict[str, str]
+    text: str
+
+    @staticmethod
+    def _of(t: tuple[Any, ...]) -> "CheckpointSummary":
+        rows, skipped, copied, metadata, text = t
+        return CheckpointSummary(
+            quantized=[TensorSummary(n, tuple(s), d, q, p, i, o) for n, s, d, q, p, i, o in rows],
+            skipped=dict(skipped), copied=list(copied), metadata=dict(metadata), text=text)
+
+
+def _globs(g: str | Sequence[str] | None, what: str) -> list[str]:
+    if g is None:
+        return []
+    if isinstance(g, str):
+        return [g]
+    out = list(g)
+    if not all(isinstance(x, str) for x in out):
+        raise TypeError(f"{what} must be a glob (str) or a sequence of globs")
+    return out
+
+
+def quantize_checkpoint(src: str | os.PathLike[str], out: str | os.PathLike[str], preset: str, *,
+                        params: Mapping[str, Any] | None = None, include: str | Sequence[str] | None = None,
+                        exclude: str | Sequence[str] | None = None, strict: bool = False,
+                        engine: Engine = "fast", threads: int = 0) -> CheckpointSummary:
+    """Quantize the .safetensors file ``src`` into ``out`` under ``preset`` (with parameter
+    overrides ``params``), exactly as ``qexact quantize --preset P src --out out`` does: the same
+    bytes, streamed tensor by tensor, ``out`` replaced atomically.
+
+    Tensors whose name matches an ``include`` glob (default: all) and no ``exclude`` glob are
+    quantized into ``<name>.payload`` and ``<name>.scale``; the others, and those the contract
+    cannot take, are copied unchanged (with ``strict=True`` the latter is a ValueError). A file
+    qexact already quantized, and a tensor ``w`` beside a tensor ``w.payload`` or ``w.scale``, are
+    refused (ValueError) before any work.
+    """
+    contract = ContractInfo.of(preset, dict(params or {}))
+    return CheckpointSummary._of(_core.quantize_checkpoint(
+        os.fspath(src), os.fspath(out), preset, list(contract.overrides), _globs(include, "include"),
+        _globs(exclude, "exclude"), bool(strict), engine, threads))
+
+
+def _dtype_key(x: Any) -> str:
+    dtype = x.dtype
+    if isinstance(dtype, np.dtype):
+        return dtype.name
+    return str(dtype).removeprefix("torch.")
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _torch_output(a: np.ndarray, st_dtype: str) -> Any:
+    """A torch tensor over ``a``'s memory typed as safetensors' ``st_dtype`` (as torch would
+    load the CLI's file)."""
+    import torch
+
+    t = torch.from_numpy(a.view(np.uint8) if st_dtype.startswith("F8_") else a)
+    target = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "F8_E8M0": torch.float8_e8m0fnu}.get(st_dtype)
+    return t.view(target) if target is not None else t
+
+
+def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: Mapping[str, Any] | None = None,
+                        include: str | Sequence[str] | None = None, exclude: str | Sequence[str] | None = None,
+                        strict: bool = False, metadata: Mapping[str, str] | None = None,
+                        engine: Engine = "fast", threads: int = 0) -> tuple[dict[str, Any], CheckpointSummary]:
+    """Quantize a state_dict (name -> numpy array or CPU torch tensor) as ``quantize_checkpoint``
+    quantizes a file holding it: the same selection, outputs, summary and metadata.
+
+    Returns ``(tensors, summary)``. ``tensors`` is the quantized state_dict, by name: every
+    ``<name>.payload`` and ``<name>.scale`` (the bytes the CLI's file holds for them), and every
+    other tensor as the very object given. Outputs of a torch tensor are torch tensors typed as
+    torch loads the CLI's file (``float8_e4m3fn``/``float8_e5m2`` payloads, ``float8_e8m0fnu``
+    MX scales, int8 payloads, float32/float16 int8 scales, uint8 for other MX payloads); outputs
+    of a numpy array are what ``qexact.quantize`` returns. ``metadata``: the ``__metadata__`` to
+    start from (``summary.metadata`` is the output's).
+    """
+    contract = ContractInfo.of(preset, dict(params or {}))
+    names, dtypes, shapes, arrays, bf16_bits, originals = [], [], [], [], [], {}
+    for name, value in state_dict.items():
+        if not isinstance(name, str):
+            raise TypeError(f"state_dict keys must be tensor names (str), got {type(name).__name__}")
+        if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+            raise TypeError(f"{name}: {type(value).__module__}.{type(value).__qualname__} is not an array or tensor")
+        st_dtype = _SAFETENSORS_DTYPES.get(_dtype_key(value))
+        if st_dtype is None:
+            raise TypeError(f"{name}: dtype {value.dtype} has no safetensors name")
+        if st_dtype in _FLOATS:
+            data = value.detach() if _is_torch(value) else value
+            data, bits = _arrays.as_input(data, name)
+        else:
+            data, bits = None, False
+        names.append(name)
+        dtypes.append(st_dtype)
+        shapes.append([int(d) for d in value.shape])
+        arrays.append(data)
+        bf16_bits.append(bits)
+        originals[name] = value
+    outputs, passed, summary = _core.quantize_tensors(
+        names, dtypes, shapes, arrays, bf16_bits, {str(k): str(v) for k, v in (metadata or {}).items()}, preset,
+        list(contract.overrides), _globs(include, "include"), _globs(exclude, "exclude"), bool(strict), engine,
+        threads)
+    payload_type = _arrays.PAYLOAD_TYPES.get(contract.params.get("element", "")) if contract.family == "mx" else None
+    tensors: dict[str, Any] = {name: originals[name] for name in passed}
+    for name, st_dtype, array in outputs:
+        source = originals[name.rsplit(".", 1)[0]]
+        if _is_torch(source):
+            tensors[name] = _torch_output(array, st_dtype)
+        elif name.endswith(".payload") and payload_type is not None:
+            tensors[name] = array.view(payload_type)
+        else:
+            tensors[name] = array
+    return dict(sorted(tensors.items())), CheckpointSummary._of(summary)

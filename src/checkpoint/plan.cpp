@@ -1,0 +1,169 @@
+#include "checkpoint/plan.hpp"
+
+#include <fnmatch.h>
+
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.hpp"
+
+// Kept equal to project(VERSION) in CMakeLists.txt unless CMake defines it.
+#ifndef QEXACT_VERSION
+#define QEXACT_VERSION "0.1.0"
+#endif
+
+namespace qexact::checkpoint {
+
+const char* const kNaming =
+    "<name>.payload: payload codes (F8_E4M3/F8_E5M2 for MX E4M3/E5M2, U8 for other MX elements with E2M1 packed "
+    "two per byte, I8 for int8); <name>.scale: scales (F8_E8M0 for MX, F32/F16 for int8); both as `qexact "
+    "quantize` writes them for the tensor alone; other tensors copied unchanged";
+
+namespace detail {
+namespace {
+
+bool matches_any(const std::vector<std::string>& globs, const std::string& name) {
+  for (const std::string& g : globs)
+    if (::fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
+bool selected(const Options& o, const std::string& name) {
+  return (o.include.empty() || matches_any(o.include, name)) && !matches_any(o.exclude, name);
+}
+
+}  // namespace
+
+void refuse_strict(const std::string& name, const std::string& reason) {
+  fail(ErrorKind::bad_argument, "tensor '" + name + "' cannot be quantized (strict): " + reason);
+}
+
+std::optional<DType> float_dtype(const std::string& st_dtype) {
+  if (st_dtype == "F32") return DType::f32;
+  if (st_dtype == "F16") return DType::f16;
+  if (st_dtype == "BF16") return DType::bf16;
+  return std::nullopt;
+}
+
+void Plan::skip(std::size_t i, const Source& s, std::string reason, bool strict) {
+  if (strict) refuse_strict(s.name, reason);
+  tensors[i] = Planned{Action::skip, std::move(reason), {}, {}};
+}
+
+void check_quantizable(const Contract& c, const std::map<std::string, std::string>& metadata,
+                       const std::string& source) {
+  if (c.family == Family::hif4)
+    fail(ErrorKind::bad_argument, "preset " + c.preset + " has no quantize (hif4 is fake-quant and pack only)");
+  if (c.family == Family::pool)
+    fail(ErrorKind::bad_argument, "preset " + c.preset + " is a pooled mean, not a quantizer");
+  validate(c);
+  for (const char* key : {"qexact.quantized", "qexact.preset"}) {
+    const auto it = metadata.find(key);
+    if (it == metadata.end()) continue;
+    const auto preset = metadata.find("qexact.preset");
+    fail(ErrorKind::bad_input,
+         source + " is already quantized by qexact (its metadata has " + key +
+             (preset != metadata.end() ? ", preset " + preset->second : std::string()) +
+             "): quantizing it again would keep its payloads and scales as they are and replace the metadata "
+             "that dequantizing them needs; quantize the original checkpoint instead");
+  }
+}
+
+Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Options& o,
+               const std::map<std::string, std::string>& late_skips) {
+  Plan plan;
+  plan.tensors.resize(sources.size());
+  if (c.family == Family::mx) {
+    plan.payload_dtype = c.element == ElemFormat::e4m3 ? "F8_E4M3" : c.element == ElemFormat::e5m2 ? "F8_E5M2" : "U8";
+    plan.scale_dtype = "F8_E8M0";
+    plan.scale_type = DType::u8;
+  } else {
+    plan.payload_dtype = "I8";
+    plan.scale_type = c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+    plan.scale_dtype = safetensors::dtype_name_of(plan.scale_type);
+  }
+  std::set<std::string> names;
+  for (const Source& s : sources) names.insert(s.name);
+
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const Source& s = sources[i];
+    if (!selected(o, s.name)) continue;  // copy
+    if (!float_dtype(s.dtype)) {
+      plan.skip(i, s, "dtype " + s.dtype + " is not a float input (F32, F16, BF16)", o.strict);
+      continue;
+    }
+    if (const auto late = late_skips.find(s.name); late != late_skips.end()) {
+      plan.skip(i, s, late->second, o.strict);
+      continue;
+    }
+    Planned p{Action::quantize, {}, {}, {}};
+    try {
+      p.payload_shape = payload_shape(c, s.shape);
+      p.scale_shape = scale_shape(c, s.shape);
+    } catch (const Error& err) {
+      if (err.kind() != ErrorKind::bad_argument && err.kind() != ErrorKind::bad_input) throw;
+      plan.skip(i, s, err.what(), o.strict);
+      continue;
+    }
+    // A reader takes <name>.payload for the payload of <name>: an input tensor of that name
+    // would be ambiguous (and the file could not hold both).
+    for (const char* suffix : {".payload", ".scale"})
+      if (names.count(s.name + suffix) != 0)
+        fail(ErrorKind::bad_input, "output name collision: tensor '" + s.name + "' would be written as '" + s.name +
+                                       suffix + "', which is also a tensor of the input; exclude one of them");
+    plan.tensors[i] = std::move(p);
+  }
+  return plan;
+}
+
+std::map<std::string, std::string> output_metadata(const Contract& c, const std::map<std::string, std::string>& input,
+                                                   const std::vector<Source>& sources, const Plan& plan) {
+  nlohmann::ordered_json quantized = nlohmann::ordered_json::object(), skipped = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const Planned& p = plan.tensors[i];
+    if (p.action == Action::quantize)
+      quantized[sources[i].name] = {{"dtype", dtype_name(*float_dtype(sources[i].dtype))}, {"shape", sources[i].shape}};
+    else if (p.action == Action::skip)
+      skipped[sources[i].name] = p.reason;
+  }
+  std::map<std::string, std::string> m = input;
+  m["qexact.version"] = QEXACT_VERSION;
+  m["qexact.preset"] = c.preset;
+  for (const auto& [key, value] : params(c)) m["qexact.param." + key] = value;
+  m["qexact.naming"] = kNaming;
+  m["qexact.quantized"] = quantized.dump();
+  m["qexact.skipped"] = skipped.dump();
+  return m;
+}
+
+std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, const Planned& p, const RunOptions& run,
+                                        std::string& reason) {
+  try {
+    QuantResult r = quantize(c, x, run);
+    if (r.payload.shape() != p.payload_shape || r.scale.shape() != p.scale_shape)
+      throw std::logic_error("the quantizer returned shapes " + shape_str(r.payload.shape()) + " and " +
+                             shape_str(r.scale.shape()) + ", the contract gives " + shape_str(p.payload_shape) +
+                             " and " + shape_str(p.scale_shape));
+    return r;
+  } catch (const Error& err) {
+    // What the contract refuses for this tensor (rank, length, values) skips it.
+    if (err.kind() != ErrorKind::bad_argument && err.kind() != ErrorKind::bad_input) throw;
+    reason = err.what();
+    return std::nullopt;
+  }
+}
+
+Summary make_summary(const std::vector<Source>& sources, const Plan& plan, std::vector<TensorSummary> rows) {
+  Summary s;
+  s.quantized = std::move(rows);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    if (plan.tensors[i].action == Action::skip) s.skipped.emplace_back(sources[i].name, plan.tensors[i].reason);
+    if (plan.tensors[i].action == Action::copy) s.copied.push_back(sources[i].name);
+  }
+  return s;
+}
+
+}  // namespace detail
+}  // namespace qexact::checkpoint

@@ -1,0 +1,68 @@
+// What happens to each tensor of a checkpoint, decided from names, dtypes and shapes alone —
+// before any tensor's data is read — and what the output's metadata says. One plan serves the
+// streamed file (quantize_file.cpp) and the tensors in memory (quantize_tensors.cpp).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qexact/checkpoint.hpp"
+
+namespace qexact::checkpoint::detail {
+
+struct Source {
+  std::string name;
+  std::string dtype;  // safetensors dtype name
+  Shape shape;
+  std::uint64_t nbytes = 0;
+};
+
+enum class Action { copy, quantize, skip };
+
+struct Planned {
+  Action action = Action::copy;
+  std::string reason;                // skip: why
+  Shape payload_shape, scale_shape;  // quantize
+};
+
+struct Plan {
+  std::vector<Planned> tensors;  // one per source, same order
+  std::string payload_dtype, scale_dtype;  // safetensors names of the outputs
+  DType scale_type = DType::u8;            // what quantize() returns as the scale
+
+  // A tensor found unquantizable while quantizing it: skipped, or an error under `strict`.
+  void skip(std::size_t i, const Source& s, std::string reason, bool strict);
+};
+
+// The error `strict` makes of a skipped tensor.
+[[noreturn]] void refuse_strict(const std::string& name, const std::string& reason);
+
+// The contract can quantize, and `metadata` is not that of a file qexact already quantized
+// (`source` names the input in the error).
+void check_quantizable(const Contract& c, const std::map<std::string, std::string>& metadata,
+                       const std::string& source);
+
+// `sources` sorted by name. `late_skips` (name -> reason) are tensors found unquantizable on an
+// earlier pass. Throws (before any work) under `strict` for the first tensor skipped, and for
+// an output name that an input tensor already has.
+Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Options& o,
+               const std::map<std::string, std::string>& late_skips);
+
+// The output's metadata: the input's plus the qexact.* keys of qexact/checkpoint.hpp.
+std::map<std::string, std::string> output_metadata(const Contract& c, const std::map<std::string, std::string>& input,
+                                                   const std::vector<Source>& sources, const Plan& plan);
+
+// quantize() of one tensor, or nothing (with `reason`) when the contract refuses it; a failing
+// file or system is not the tensor's fault and propagates.
+std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, const Planned& p, const RunOptions& run,
+                                        std::string& reason);
+
+// The summary of a finished plan; `rows` are the quantized tensors' lines, in source order.
+Summary make_summary(const std::vector<Source>& sources, const Plan& plan, std::vector<TensorSummary> rows);
+
+// The qexact dtype a float safetensors dtype holds (F32, F16, BF16), or nothing.
+std::optional<DType> float_dtype(const std::string& st_dtype);
+
+}  // namespace qexact::checkpoint::detail

@@ -1,0 +1,165 @@
+// A .safetensors file to a .safetensors file, streamed (qexact/checkpoint.hpp). The output's
+// layout — header, metadata, every tensor's offset — follows from the plan, which needs only
+// the input's header: it is written first, then each tensor's outputs at their offsets as the
+// tensor finishes, reading the input in file order. The bytes are those of
+// safetensors::encode() of the same tensors.
+#include <algorithm>
+#include <future>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "checkpoint/plan.hpp"
+#include "checkpoint/tensor_stats.hpp"
+#include "io/atomic_file.hpp"
+#include "io/input_file.hpp"
+#include "io/safetensors.hpp"
+
+namespace qexact::checkpoint {
+namespace {
+using namespace detail;
+
+// A reusable buffer for one tensor's input, grown to the largest so far and never zero-filled.
+class Buffer {
+ public:
+  std::span<std::uint8_t> get(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset();
+      data_ = std::make_unique_for_overwrite<std::uint8_t[]>(n);
+      capacity_ = n;
+    }
+    return {data_.get(), n};
+  }
+
+ private:
+  std::unique_ptr<std::uint8_t[]> data_;
+  std::size_t capacity_ = 0;
+};
+
+std::span<const std::uint8_t> bytes_of(const Tensor& t) {
+  return {static_cast<const std::uint8_t*>(t.raw()), t.nbytes()};
+}
+
+struct Slots {
+  std::vector<safetensors::Slot> slots;
+  std::vector<std::size_t> first;  // per source: index of its first slot (payload, then scale)
+};
+
+Slots output_slots(const std::vector<Source>& sources, const Plan& plan) {
+  Slots s;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const Source& src = sources[i];
+    const Planned& p = plan.tensors[i];
+    s.first.push_back(s.slots.size());
+    if (p.action != Action::quantize) {
+      s.slots.push_back({src.name, src.dtype, src.shape, src.nbytes});
+      continue;
+    }
+    const auto payload_bytes = static_cast<std::uint64_t>(shape_numel(p.payload_shape));
+    const auto scale_bytes = static_cast<std::uint64_t>(shape_numel(p.scale_shape)) * dtype_size(plan.scale_type);
+    s.slots.push_back({src.name + ".payload", plan.payload_dtype, p.payload_shape, payload_bytes});
+    s.slots.push_back({src.name + ".scale", plan.scale_dtype, p.scale_shape, scale_bytes});
+  }
+  return s;
+}
+
+void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::Slot& slot,
+                 std::span<const std::uint8_t> bytes) {
+  if (bytes.size() != slot.nbytes)
+    throw std::logic_error("tensor '" + slot.name + "': " + std::to_string(bytes.size()) + " bytes where the layout has " +
+                           std::to_string(slot.nbytes));
+  out.write_at(offset, bytes);
+}
+
+}  // namespace
+
+FileResult quantize_file(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
+                         const Options& o, const ProgressFn& progress) {
+  const io::InputFile file(src);
+  const safetensors::Index index = safetensors::read_index(file, src.string());
+  check_quantizable(c, index.metadata, src.string());
+  std::vector<Source> sources;
+  std::uint64_t total = 0;
+  for (const safetensors::TensorInfo& t : index.tensors) {
+    sources.push_back(Source{t.name, t.dtype, t.shape, t.end - t.begin});
+    total += t.end - t.begin;
+  }
+  // The input in file order: one sequential read.
+  std::vector<std::size_t> order(sources.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return index.tensors[a].begin < index.tensors[b].begin; });
+  const auto report = [&](Stage stage, const std::string& name, std::uint64_t done) {
+    if (progress) progress(Progress{stage, name, done, total});
+  };
+
+  std::map<std::string, std::string> late_skips;
+  for (;;) {
+    const Plan plan = make_plan(c, sources, o, late_skips);
+    FileResult result;
+    result.metadata = output_metadata(c, index.metadata, sources, plan);
+    const Slots slots = output_slots(sources, plan);
+    const safetensors::Layout layout = safetensors::layout(result.metadata, slots.slots);
+
+    io::StagedFile staged(out, layout.file_size);
+    staged.write_at(0, layout.head);
+    Buffer buffer;
+    std::vector<TensorSummary> rows(sources.size());
+    bool again = false;  // a tensor was refused for its values: this pass's layout is wrong
+    std::uint64_t done = 0;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const std::size_t i = order[k];
+      const Source& s = sources[i];
+      const std::uint64_t at = index.data_start + index.tensors[i].begin;
+      const std::size_t slot = slots.first[i];
+      if (plan.tensors[i].action != Action::quantize) {
+        report(Stage::write, s.name, done);
+        if (!again) staged.copy_at(layout.offsets[slot], file.fd(), at, s.nbytes, src.string());
+        done += s.nbytes;
+        continue;
+      }
+
+      report(Stage::read, s.name, done);
+      const std::span<std::uint8_t> in = buffer.get(static_cast<std::size_t>(s.nbytes));
+      file.read_at(at, in);
+      // The next tensor comes in from the disk while this one is quantized.
+      if (k + 1 < order.size()) {
+        const safetensors::TensorInfo& next = index.tensors[order[k + 1]];
+        file.prefetch(index.data_start + next.begin, next.end - next.begin);
+      }
+      const DType dtype = *float_dtype(s.dtype);
+      const TensorView x = make_view(dtype, s.shape, in.data());
+      report(Stage::quantize, s.name, done);
+      std::string reason;
+      const std::optional<QuantResult> r = quantize_one(c, x, plan.tensors[i], o.run, reason);
+      if (!r) {
+        if (o.strict) refuse_strict(s.name, reason);
+        late_skips.emplace(s.name, reason);
+        again = true;
+      } else if (!again) {
+        TensorSummary& row = rows[i];
+        row = TensorSummary{s.name, s.shape, dtype, 0, 0, s.nbytes, r->payload.nbytes() + r->scale.nbytes()};
+        report(Stage::write, s.name, done);
+        // The outputs are written while the statistics read them: no copy, no more memory. (A
+        // std::async future waits for its task when destroyed, so nothing outlives the buffers.)
+        std::future<void> written = std::async(std::launch::async, [&] {
+          write_exact(staged, layout.offsets[slot], slots.slots[slot], bytes_of(r->payload));
+          write_exact(staged, layout.offsets[slot + 1], slots.slots[slot + 1], bytes_of(r->scale));
+        });
+        measure(c, x, *r, o.run, row);
+        written.get();
+      }
+      done += s.nbytes;
+    }
+    if (again) continue;  // the staged file is removed; the next plan skips what was refused
+    report(Stage::write, "", done);
+    staged.commit();
+    std::vector<TensorSummary> quantized;
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      if (plan.tensors[i].action == Action::quantize) quantized.push_back(std::move(rows[i]));
+    result.summary = make_summary(sources, plan, std::move(quantized));
+    return result;
+  }
+}
+
+}  // namespace qexact::checkpoint

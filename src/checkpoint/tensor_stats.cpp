@@ -1,0 +1,224 @@
+// Chunks: every family but int8.block quantizes each row of the last dimension on its own, so
+// rows [u0, u1) of the (rows, K) flattening have their payload and scales at the offsets the
+// contract gives a tensor of u0 rows, laid out as for a tensor of u1 - u0 rows — provided u0
+// starts a 128-row tile for the padded and swizzled MX layouts. int8.block is cut along its
+// first dimension (B), which its blocks never cross. Each chunk is dequantized on its own
+// (one thread per chunk), and the chunks' sums are added in chunk order: the same numbers for
+// any thread count.
+#include "checkpoint/tensor_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <stdexcept>
+
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
+
+namespace qexact::checkpoint::detail {
+namespace {
+
+constexpr std::int64_t kChunkElements = 1 << 16;
+
+enum class Code { max, below_max, min };
+
+// An int8 payload of `shape` whose every element holds 127, 126 or -range: dequantized with the
+// real scales it gives, per element, what the element's group can hold, whatever the layout.
+Tensor code_payload(const Contract& c, const Shape& shape, Code which) {
+  const auto q = static_cast<std::int8_t>(which == Code::min ? -c.range : which == Code::max ? 127 : 126);
+  Tensor p(DType::i8, shape);
+  std::fill(p.data<std::int8_t>(), p.data<std::int8_t>() + p.numel(), q);
+  return p;
+}
+
+struct Sums {
+  double signal = 0, noise = 0;
+  std::int64_t clamped = 0;
+};
+
+// An element is clamped when it lies beyond its group's largest magnitude (max * scale) by more
+// than rounding to that value accounts for (half the last step, max - next smaller): an amax a
+// hair above max * scale, from a scale rounded down, rounds to max and is not counted. `lo` is
+// the most negative value per element, or null where it is -hi (every sign-magnitude MX format;
+// int8 with range 127).
+template <class Load>
+Sums sums_of(std::size_t n, Load x, const float* d, const float* h, const float* b, const float* lo) {
+  Sums s;
+  const auto clamped = [&](std::size_t i, double xi, double di) {
+    const double hi_i = h[i], li = lo ? lo[i] : -hi_i;
+    if (di != hi_i && di != li) return false;
+    const double half_step = (hi_i - static_cast<double>(b[i])) / 2;
+    return (hi_i > 0 && di == hi_i && xi > hi_i + half_step) || (li < 0 && di == li && xi < li - half_step);
+  };
+  // Four interleaved partial sums in registers: the additions of neighbours do not wait on each
+  // other, and the order (hence the result) is fixed.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const double x0 = x(i), x1 = x(i + 1), x2 = x(i + 2), x3 = x(i + 3);
+    const double d0 = d[i], d1 = d[i + 1], d2 = d[i + 2], d3 = d[i + 3];
+    s0 += x0 * x0;
+    s1 += x1 * x1;
+    s2 += x2 * x2;
+    s3 += x3 * x3;
+    n0 += (x0 - d0) * (x0 - d0);
+    n1 += (x1 - d1) * (x1 - d1);
+    n2 += (x2 - d2) * (x2 - d2);
+    n3 += (x3 - d3) * (x3 - d3);
+    s.clamped += clamped(i, x0, d0) + clamped(i + 1, x1, d1) + clamped(i + 2, x2, d2) + clamped(i + 3, x3, d3);
+  }
+  for (; i < n; ++i) {
+    const double xi = x(i), di = d[i];
+    s0 += xi * xi;
+    n0 += (xi - di) * (xi - di);
+    s.clamped += clamped(i, xi, di);
+  }
+  s.signal = (s0 + s1) + (s2 + s3);
+  s.noise = (n0 + n1) + (n2 + n3);
+  return s;
+}
+
+// The values of a contiguous float view, as double, to `f`.
+template <class F>
+Sums with_values(const TensorView& x, F f) {
+  switch (x.dtype) {
+    case DType::f32: {
+      const auto* v = static_cast<const float*>(x.data);
+      return f([v](std::size_t i) { return static_cast<double>(v[i]); });
+    }
+    case DType::bf16: {
+      const auto* v = static_cast<const std::uint16_t*>(x.data);
+      return f([v](std::size_t i) { return static_cast<double>(bf16_to_f32(v[i])); });
+    }
+    case DType::f16: {
+      const auto* v = static_cast<const std::uint16_t*>(x.data);
+      return f([v](std::size_t i) { return static_cast<double>(f16_to_f32(v[i])); });
+    }
+    default: break;
+  }
+  throw std::logic_error("measure takes f32, bf16 or f16 values");
+}
+
+// int8: the largest and most negative values per element come from dequantizing payloads of
+// 127, 126 and -range with the real scales. `x` contiguous.
+Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
+  const RunOptions one{Engine::fast, 1};
+  const auto dequantized = [&](const TensorView& p) { return dequantize(c, p, scale, x.shape, one); };
+  const Tensor dq = dequantized(payload);
+  const Tensor hi = dequantized(code_payload(c, payload.shape, Code::max).view());
+  const Tensor below = dequantized(code_payload(c, payload.shape, Code::below_max).view());
+  const bool symmetric = c.range == 127;
+  const Tensor lo = symmetric ? Tensor() : dequantized(code_payload(c, payload.shape, Code::min).view());
+  const auto n = static_cast<std::size_t>(x.numel());
+  const float* d = dq.data<float>();
+  const float* h = hi.data<float>();
+  const float* b = below.data<float>();
+  const float* l = symmetric ? nullptr : lo.data<float>();
+  return with_values(x, [&](auto load) { return sums_of(n, load, d, h, b, l); });
+}
+
+// MX: an element equals its group's largest magnitude exactly when its code is the format's
+// largest (the scale is a power of two, the format sign-magnitude), so only those are checked,
+// with hi = |d| and half the last step hi * (max - below) / (2 max) — exact in double wherever
+// the group's values are f32 normals. Only the payload itself is dequantized. `x` contiguous.
+Sums mx_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
+  const Tensor dq = dequantize(c, payload, scale, x.shape, RunOptions{Engine::fast, 1});
+  const float* d = dq.data<float>();
+  const ElemTraits& t = elem_traits(c.element);
+  const double max = t.max, step = max - static_cast<double>(elem_decode(c.element, static_cast<std::uint8_t>(t.max_code - 1)));
+  const auto magnitude_mask = static_cast<unsigned>((1u << (t.bits - 1)) - 1);
+  const auto* codes = static_cast<const std::uint8_t*>(payload.data);
+  const bool packed = c.element == ElemFormat::e2m1;
+  const auto k = static_cast<std::size_t>(x.shape.back());
+  const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
+  const auto n = static_cast<std::size_t>(x.numel());
+  return with_values(x, [&](auto load) {
+    Sums s;
+    double s0 = 0, s1 = 0, n0 = 0, n1 = 0;  // two interleaved partial sums: a fixed order
+    for (std::size_t row = 0, i = 0; i < n; ++row) {
+      const std::uint8_t* rc = codes + row * row_bytes;
+      for (std::size_t j = 0; j < k; ++j, ++i) {
+        const double xi = load(i), di = d[i];
+        const double e = xi - di;
+        if ((j & 1) == 0) {
+          s0 += xi * xi;
+          n0 += e * e;
+        } else {
+          s1 += xi * xi;
+          n1 += e * e;
+        }
+        const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
+        if ((code & magnitude_mask) != t.max_code) continue;
+        const double hi = std::fabs(di), half_step = hi * step / (2 * max);
+        if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++s.clamped;
+      }
+    }
+    s.signal = s0 + s1;
+    s.noise = n0 + n1;
+    return s;
+  });
+}
+
+const std::uint8_t* at(const Tensor& t, std::int64_t elements) {
+  return static_cast<const std::uint8_t*>(t.raw()) + static_cast<std::size_t>(elements) * dtype_size(t.dtype());
+}
+
+}  // namespace
+
+void measure(const Contract& c, const TensorView& x, const QuantResult& r, const RunOptions& run, TensorSummary& row) {
+  if (x.rank() == 0) throw std::logic_error("measure takes a tensor of rank >= 1");
+  const std::int64_t n = x.numel();
+  if (n == 0) {
+    row.sqnr_db = std::numeric_limits<double>::infinity();
+    row.saturated_pct = 0;
+    return;
+  }
+  // A tensor as `units` units of `unit` elements each: the shape of u units is unit_shape(u).
+  const bool by_batch = c.family == Family::int8_block;
+  const std::int64_t units = by_batch ? x.shape.front() : n / x.shape.back();
+  const std::int64_t unit = n / units;
+  const auto shape_of = [&](std::int64_t u) {
+    Shape s = by_batch ? x.shape : Shape{units, x.shape.back()};
+    s.front() = u;
+    return s;
+  };
+  const bool tiled = c.family == Family::mx && (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled);
+  const std::int64_t align = tiled ? 128 : 1;
+  const std::int64_t per_chunk = std::max<std::int64_t>(align, kChunkElements / unit / align * align);
+  const std::int64_t chunks = (units + per_chunk - 1) / per_chunk;
+  std::vector<Sums> sums(static_cast<std::size_t>(chunks));
+  const auto* xbytes = static_cast<const std::uint8_t*>(x.data);
+
+  // An exception may not leave an OpenMP region: the first one is carried out of it.
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic) num_threads(resolve_threads(run))
+  for (std::int64_t k = 0; k < chunks; ++k) try {
+    const std::int64_t u0 = k * per_chunk, u1 = std::min(units, u0 + per_chunk);
+    const Shape before = shape_of(u0), shape = shape_of(u1 - u0);
+    const Shape pshape = payload_shape(c, shape), sshape = scale_shape(c, shape);
+    const std::int64_t poff = shape_numel(payload_shape(c, before)), soff = shape_numel(scale_shape(c, before));
+    if (poff + shape_numel(pshape) > r.payload.numel() || soff + shape_numel(sshape) > r.scale.numel())
+      throw std::logic_error("a measuring chunk runs past the quantized tensor");
+    const auto chunk_sums = c.family == Family::mx ? mx_chunk_sums : int8_chunk_sums;
+    sums[static_cast<std::size_t>(k)] =
+        chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * unit) * dtype_size(x.dtype)),
+                   make_view(r.payload.dtype(), pshape, at(r.payload, poff)),
+                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)));
+  } catch (...) {
+#pragma omp critical(qexact_measure_error)
+    if (!error) error = std::current_exception();
+  }
+  if (error) std::rethrow_exception(error);
+  Sums total;
+  for (const Sums& s : sums) {
+    total.signal += s.signal;
+    total.noise += s.noise;
+    total.clamped += s.clamped;
+  }
+  row.sqnr_db = total.noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(total.signal / total.noise);
+  row.saturated_pct = 100.0 * static_cast<double>(total.clamped) / static_cast<double>(n);
+}
+
+}  // namespace qexact::checkpoint::detail
