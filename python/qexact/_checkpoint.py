@@ -10,7 +10,7 @@ from typing import Any, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from . import _arrays, _core
+from . import _arrays, _core, _torch_io
 from ._contract import ContractInfo
 
 # dtype names (numpy's, ml_dtypes', torch's without "torch.") -> safetensors dtype names.
@@ -99,18 +99,12 @@ def _dtype_key(x: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
 def _torch_output(a: np.ndarray, st_dtype: str) -> Any:
     """A torch tensor over ``a``'s memory typed as safetensors' ``st_dtype`` (as torch would
     load the CLI's file)."""
-    import torch
-
-    t = torch.from_numpy(a.view(np.uint8) if st_dtype.startswith("F8_") else a)
+    torch = _torch_io.torch_module()
     target = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "F8_E8M0": torch.float8_e8m0fnu}.get(st_dtype)
-    return t.view(target) if target is not None else t
+    return _torch_io.from_numpy(a.view(np.uint8) if target is not None else a, target)
 
 
 def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: Mapping[str, Any] | None = None,
@@ -139,7 +133,7 @@ def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: M
         if st_dtype is None:
             raise TypeError(f"{name}: dtype {value.dtype} has no safetensors name")
         if st_dtype in _FLOATS:
-            data = value.detach() if _is_torch(value) else value
+            data = value.detach() if _torch_io.is_tensor(value) else value
             data, bits = _arrays.as_input(data, name)
         else:
             data, bits = None, False
@@ -157,7 +151,7 @@ def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: M
     tensors: dict[str, Any] = {name: originals[name] for name in passed}
     for name, st_dtype, array in outputs:
         source = originals[name.rsplit(".", 1)[0]]
-        if _is_torch(source):
+        if _torch_io.is_tensor(source):
             tensors[name] = _torch_output(array, st_dtype)
         elif name.endswith(".payload") and payload_type is not None:
             tensors[name] = array.view(payload_type)
