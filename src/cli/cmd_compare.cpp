@@ -15,6 +15,7 @@
 #include "conformance/case_dir.hpp"
 #include "conformance/compare.hpp"
 #include "conformance/contract_output.hpp"
+#include "contracts/contract_json.hpp"
 #include "io/npy.hpp"
 
 namespace qexact::cli {
@@ -172,10 +173,7 @@ Json diagnosis_json(const std::string& signature, const Json& evidence, const st
 void print_json(const Contract& c, const std::vector<CaseResult>& results) {
   const CompareReport t = totals(results);
   Json j;
-  j["preset"] = c.preset;
-  Json params = Json::object();
-  for (const auto& [k, v] : qexact::params(c)) params[k] = v;
-  j["params"] = params;
+  contract_to_json(j, c);
   j["identical"] = t.identical();
   add_counts(j, t);
   Json cases = Json::array();
