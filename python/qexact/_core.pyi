@@ -1,4 +1,5 @@
-"""Type stub of qexact's C++ extension (python/src/qexact_ext.cpp). Use the qexact package."""
+"""Type stub of qexact's C++ extension (python/src/qexact_ext.cpp and compare_binding.cpp).
+Use the qexact package."""
 
 from typing import Any
 
