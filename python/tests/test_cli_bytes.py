@@ -157,6 +157,7 @@ def test_compare_reports_what_the_cli_reports(tmp_path, preset, device_params):
     assert (report.payload_bytes, report.payload_bytes_differing) == (cli["payload_bytes_total"],
                                                                       cli["payload_bytes_differing"])
     assert (report.scale_bytes, report.scale_bytes_differing) == (cli["scale_bytes_total"], cli["scale_bytes_differing"])
+    assert report.scales_differing == cli["scales_differing"]
     assert report.scale_delta_histogram == {int(d): n for d, n in cli["scale_delta_histogram"].items()}
     assert (report.elements_differing, report.rows_differing) == (cli["elements_differing"], cli["rows_differing"])
     assert report.diagnoses, "the altered contract gives no diagnosis"

@@ -128,6 +128,7 @@ CompareReport totals(const std::vector<CaseResult>& results) {
     t.payload_bytes_differing += c.payload_bytes_differing;
     t.scale_bytes_total += c.scale_bytes_total;
     t.scale_bytes_differing += c.scale_bytes_differing;
+    t.scales_differing += c.scales_differing;
     t.elements_total += c.elements_total;
     t.elements_differing += c.elements_differing;
     t.groups_total += c.groups_total;
@@ -146,6 +147,7 @@ void add_counts(Json& j, const CompareReport& r) {
   j["payload_bytes_differing"] = r.payload_bytes_differing;
   j["scale_bytes_total"] = r.scale_bytes_total;
   j["scale_bytes_differing"] = r.scale_bytes_differing;
+  j["scales_differing"] = r.scales_differing;
   j["scale_delta_unit"] = r.scale_delta_unit;
   j["max_scale_delta"] = r.max_scale_delta;
   Json h = Json::object();
