@@ -104,6 +104,7 @@ TEST_F(CompareCli, Fp32AmaxDeviceIsDiagnosedInJsonAndText) {
   EXPECT_EQ(j["payload_bytes_differing"], differing(ref.payload, dev.payload));
   EXPECT_EQ(j["scale_bytes_differing"], differing(ref.scale, dev.scale));
   EXPECT_EQ(j["scale_bytes_differing"], 6);
+  EXPECT_EQ(j["scales_differing"], 6);  // pairs layout: one byte per scale
   EXPECT_EQ(j["scale_delta_histogram"], Json({{"-1", 6}}));
   EXPECT_EQ(j["max_scale_delta"], 1);
   ASSERT_EQ(j["diagnoses"].size(), 1u);

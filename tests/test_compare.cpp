@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "conformance/compare.hpp"
 #include "conformance/contract_output.hpp"
+#include "conformance/scale_grid.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/pool.hpp"
@@ -272,6 +274,75 @@ TEST(Compare, ScaleBytesInAnotherLayout) {
     EXPECT_GT(r.scale_bytes_differing, 0);
     EXPECT_EQ(signatures(r), std::set<std::string>{"scale_layout"}) << k.device[0];
     EXPECT_TRUE(only(r).confirmed);
+  }
+}
+
+// Two contracts on one input: the same scale values in another layout are the same scales
+// (laid out in the expected contract's layout first); the counts equal those of the actual
+// contract's outputs compared by hand on the logical grid.
+TEST(CompareContracts, ScaleLayoutsCompareOnTheLogicalGrid) {
+  const Tensor x = f32_tensor({130, 160}, test::normal_values(130 * 160, 3.0f, 61));  // 2 row tiles, 5 groups
+  const Contract c = make_preset("mx.ocp");
+  for (const char* layout : {"rowmajor", "padded", "swizzled"}) {
+    const Contract same = make_contract("mx.ocp", {std::string("layout=") + layout, "tail=reject"});
+    const CompareReport r = compare_contracts(c, same, x.view(), RunOptions{Engine::fast, 2});
+    EXPECT_TRUE(r.identical()) << layout;
+    EXPECT_EQ(r.groups_total, 130 * 5) << layout;
+    EXPECT_TRUE(r.diagnoses.empty()) << layout;
+
+    const Contract rceil = make_contract("mx.ocp", {std::string("layout=") + layout, "tail=reject", "scale_rule=rceil"});
+    const CompareReport d = compare_contracts(c, rceil, x.view(), kRef);
+    const ContractOutput ref = run_contract(c, x.view(), kRef), theirs = run_contract(rceil, x.view(), kRef);
+    const std::vector<std::uint32_t> e = ScaleGrid(c, x.shape()).scale_bits(ref.scale);
+    const std::vector<std::uint32_t> a = ScaleGrid(rceil, x.shape()).scale_bits(theirs.scale);
+    std::int64_t n = 0;
+    for (std::size_t g = 0; g < e.size(); ++g) n += e[g] != a[g] ? 1 : 0;
+    ASSERT_GT(n, 0) << layout;
+    EXPECT_EQ(d.scales_differing, n) << layout;
+    EXPECT_EQ(d.scale_bytes_differing, n) << layout;  // the pad byte of each row's last pair is 0 on both sides
+    EXPECT_EQ(d.payload_bytes_differing, differing(ref.payload, theirs.payload)) << layout;
+    EXPECT_EQ(d.scale_delta_histogram, (std::map<std::int64_t, std::int64_t>{{1, n}})) << layout;
+    EXPECT_EQ(signatures(d), std::set<std::string>{"scale_rule"}) << layout;
+  }
+}
+
+TEST(CompareContracts, RefusesContractsWithAnotherPayloadOrGrid) {
+  const Tensor x = f32_tensor({4, 64}, test::normal_values(4 * 64, 1.0f, 67));
+  auto refused = [&](const Contract& a, const Contract& b, const std::string& needle) {
+    try {
+      (void)compare_contracts(a, b, x.view(), kRef);
+      ADD_FAILURE() << "compared " << a.preset << " with " << b.preset;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::bad_argument);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(make_preset("mx.ocp"), make_preset("int8.token.blaze"),
+          "cannot compare mx.ocp (family mx) with int8.token.blaze (family int8.token)");
+  refused(make_preset("mx.ocp"), make_preset("mx.ocp.e5m2"), "element=e4m3 vs element=e5m2");
+  refused(make_preset("mx.ocp"), make_contract("mx.ocp", {"block=16"}), "block=32 vs block=16");
+}
+
+// The inverse of scale_bits: per-group bits laid into a contract's scale tensor give back
+// the bytes the quantizer wrote, padding included, in every layout and scale dtype.
+TEST(ScaleGrid, ScaleTensorInvertsScaleBits) {
+  struct Spec {
+    const char* preset;
+    std::vector<std::string> overrides;
+  };
+  for (const Spec& k : {Spec{"mx.ocp", {"layout=pairs"}}, Spec{"mx.ocp", {"layout=rowmajor"}},
+                        Spec{"mx.ocp", {"layout=padded", "tail=reject"}}, Spec{"mx.ocp", {"layout=swizzled", "tail=reject"}},
+                        Spec{"int8.token.blaze", {"scale_store=f16"}}, Spec{"int8.block.ascend", {}}}) {
+    const std::string spec = std::string(k.preset) + (k.overrides.empty() ? "" : " " + k.overrides[0]);
+    const Contract c = make_contract(k.preset, k.overrides);
+    const Shape shape = c.family == Family::int8_block ? Shape{1, 100, 2, 16} : Shape{130, 160};
+    const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 2.0f, 71));
+    const ContractOutput o = run_contract(c, x.view(), kRef);
+    const ScaleGrid grid(c, x.shape());
+    const Tensor back = grid.scale_tensor(grid.scale_bits(o.scale), o.scale.dtype());
+    EXPECT_EQ(back.shape(), o.scale.shape()) << spec;
+    EXPECT_EQ(differing(back, o.scale), 0) << spec;
+    EXPECT_EQ(shape_numel(grid.shape()), grid.groups()) << spec;
   }
 }
 

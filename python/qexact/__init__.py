@@ -27,14 +27,15 @@ import numpy as np
 
 from . import _arrays, _core, _torch_io
 from ._checkpoint import CheckpointSummary, TensorSummary, quantize_checkpoint, quantize_state_dict
-from ._compare import CompareReport, compare
 from ._contract import ContractInfo
+from ._report import CompareReport, Diagnosis
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointSummary",
     "CompareReport",
+    "Diagnosis",
     "TensorSummary",
     "cast",
     "compare",
@@ -226,3 +227,37 @@ def decode(codes: Any, element: str) -> np.ndarray:
     values = _core.decode(_arrays.as_bytes(codes, "codes"), element)
     return _torch_io.from_numpy(values) if _torch_io.is_tensor(codes) else values
 
+
+def compare(x: Any, preset: str, actual: Any, *, actual_params: dict[str, Any] | None = None,
+            engine: Engine = "fast", threads: int = 0, **params: Any) -> CompareReport:
+    """Compare another output for ``x`` with the bytes of the contract ``preset`` (+ ``params``):
+    the C++ compare of ``qexact compare``, with its counts and diagnoses.
+
+    actual: either ``(payload, scale)`` arrays another system produced for ``x`` (numpy arrays
+    or CPU tensors; float8 / E8M0 / packed E2M1 as their bytes), or the name of another preset
+    (with ``actual_params`` overrides, run with ``engine`` and ``threads``) to compare two
+    contracts on the same input. The contract's own bytes come from the reference engine.
+
+    A payload or scale of another dtype, or a payload of another shape, is a ValueError naming
+    both; a scale of another shape is diagnosed (``granularity``, ``scale_layout``) when another
+    block, group or layout of the contract gives that shape. ``report.diagnoses`` names each
+    known signature the differences match (``amax_fp32_not_bf16``, ``rounding_mode``,
+    ``tail_rule``, ``flush_rule``, ``nonfinite_rule``, ...; see ``Diagnosis``), in the words of
+    ``qexact compare``; ``confirmed`` when re-running the contract with the suspected change
+    reproduced the other side's bytes.
+    """
+    expected = ContractInfo.of(preset, params)
+    data, bf16_bits = _arrays.as_input(x)
+    if isinstance(actual, str):
+        other = ContractInfo.of(actual, actual_params or {})
+        core = _core.compare_presets(data, bf16_bits, preset, list(expected.overrides), actual,
+                                     list(other.overrides), engine, threads)
+        return CompareReport.of(core, expected.describe(), other.describe())
+    if actual_params is not None:
+        raise TypeError("actual_params applies only when actual is a preset name")
+    if not isinstance(actual, (tuple, list)) or len(actual) != 2:
+        raise TypeError("actual must be a (payload, scale) pair of arrays or a preset name")
+    payload = _arrays.as_bytes(actual[0], "actual payload")
+    scale = _arrays.as_bytes(actual[1], "actual scale")
+    core = _core.compare_arrays(data, bf16_bits, preset, list(expected.overrides), payload, scale)
+    return CompareReport.of(core, expected.describe(), "the given arrays")

@@ -49,9 +49,6 @@ class ContractInfo:
             params=dict(_core.contract_params(preset, overrides)),
         )
 
-    def with_overrides(self, *extra: str) -> list[str]:
-        return [*self.overrides, *extra]
-
     def describe(self) -> str:
         """The preset with its overrides, as the CLI spells them: ``mxfp8.ascend (prequant_round=none)``."""
         return self.preset + (f" ({', '.join(self.overrides)})" if self.overrides else "")

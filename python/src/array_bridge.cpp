@@ -1,7 +1,10 @@
 #include "array_bridge.hpp"
 
 #include <memory>
+#include <string>
 #include <utility>
+
+#include "qexact/error.hpp"
 
 namespace qexact::python {
 namespace {
@@ -122,6 +125,13 @@ OutArray to_numpy(Tensor&& t) {
   nb::capsule owner(owned.get(), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
   owned.release();  // the capsule deletes it from now on
   return OutArray(data, shape.size(), shape.data(), owner, nullptr, dt);
+}
+
+RunOptions run_options(const std::string& engine, int threads) {
+  if (threads < 0)
+    fail(ErrorKind::bad_argument,
+         "threads must be >= 0 (0: QEXACT_THREADS, else one per core), got " + std::to_string(threads));
+  return RunOptions{parse_engine(engine), threads};
 }
 
 const std::vector<DType>& float_inputs() {

@@ -14,6 +14,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::python {
@@ -36,6 +37,9 @@ TensorView view_of(const InArray& a, bool bf16_bits, const char* what, const std
 
 // The numpy array owning `t`'s bytes (bf16 as uint16).
 OutArray to_numpy(Tensor&& t);
+
+// The engine and thread count of a call (threads >= 0; 0: QEXACT_THREADS, else one per core).
+RunOptions run_options(const std::string& engine, int threads);
 
 // The float inputs every quantizer takes: f32, f16, bf16.
 const std::vector<DType>& float_inputs();

@@ -18,6 +18,7 @@
 
 #include "array_bridge.hpp"
 #include "checkpoint_ext.hpp"
+#include "compare_binding.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
@@ -28,13 +29,6 @@ namespace qexact::python {
 namespace {
 
 using Overrides = std::vector<std::string>;
-
-RunOptions run_options(const std::string& engine, int threads) {
-  if (threads < 0)
-    fail(ErrorKind::bad_argument,
-         "threads must be >= 0 (0: QEXACT_THREADS, else one per core), got " + std::to_string(threads));
-  return RunOptions{parse_engine(engine), threads};
-}
 
 Shape shape_of(const std::vector<std::int64_t>& dims) {
   Shape s(dims.begin(), dims.end());
@@ -190,14 +184,6 @@ OutArray decode_array(const InArray& codes, const std::string& element) {
   return to_numpy(std::move(values));
 }
 
-OutArray float32_values(const InArray& x, bool bf16_bits) {
-  const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
-  std::vector<float> values = to_f32_vector(v);
-  Tensor t(DType::f32, v.shape);
-  std::copy(values.begin(), values.end(), t.data<float>());
-  return to_numpy(std::move(t));
-}
-
 std::string input_dtype(const InArray& x, bool bf16_bits) {
   return dtype_name(view_of(x, bf16_bits, "x", float_inputs()).dtype);
 }
@@ -267,11 +253,11 @@ NB_MODULE(_core, m) {
   m.def("cast", &cast_array, "x"_a, "bf16_bits"_a, "element"_a, "rounding"_a, "overflow"_a,
         "Element codes of x, unscaled (the reference codec).");
   m.def("decode", &decode_array, "codes"_a, "element"_a, "fp32 values of element codes.");
-  m.def("float32_values", &float32_values, "x"_a, "bf16_bits"_a, "x's values as fp32 (exact), in C order.");
   m.def("input_dtype", &input_dtype, "x"_a, "bf16_bits"_a, "qexact's name of x's dtype: f32, f16 or bf16.");
   m.def("array_shape", &array_shape, "x"_a, "The shape of any array the extension can read.");
   m.def("data_pointer", &data_pointer, "x"_a, "Address of the memory the extension reads for x.");
   m.def("relabel_as_bfloat16", &relabel_as_bfloat16, "x"_a,
         "A DLPack bfloat16 view of a uint16 array's memory (for tests).");
   bind_checkpoint(m);
+  bind_compare(m);
 }

@@ -128,3 +128,38 @@ def test_errors_carry_the_cli_message(tmp_path, case):
     with pytest.raises(ValueError) as raised:
         qexact.quantize(x, preset, **params)
     assert str(raised.value) == done.stderr[len(prefix):].rstrip("\n")
+
+
+@pytest.mark.parametrize("preset,device_params", [
+    ("mxfp8.ascend", {"prequant_round": "none"}),
+    ("mxfp8.ascend", {"nonfinite": "nan", "byte0": "quantize"}),
+    ("mx.ocp", {"scale_rule": "rceil"}),
+    ("int8.token.blaze", {"int_rounding": "half_away"}),
+])
+def test_compare_reports_what_the_cli_reports(tmp_path, preset, device_params):
+    """qexact.compare is the CLI's compare: the same counts and the same diagnoses, word for word."""
+    import json
+    x = make_input(preset, shape=(8, 96))
+    x[1, :32] *= np.float32(2.0**-125)
+    x[2, 5] = np.inf if "nonfinite" in device_params else x[2, 5]
+    x[3, 7] = np.float32(255.99)
+    x[4, :3] = [127.0, 0.5, 2.5]  # int8.token.blaze: scale 1, two exact ties
+    payload, scale = qexact.quantize(x, preset, **device_params)
+    report = qexact.compare(x, preset, (payload, scale))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "payload.npy", payload.view(np.uint8) if payload.dtype.itemsize == 1 and
+            payload.dtype != np.int8 else payload)
+    np.save(tmp_path / "scale.npy", scale)
+    done = run_cli("compare", "--preset", preset, "--input", str(tmp_path / "x.npy"), "--payload",
+                   str(tmp_path / "payload.npy"), "--scale", str(tmp_path / "scale.npy"), "--json")
+    assert done.returncode == 1, done.stderr
+    cli = json.loads(done.stdout)
+    assert (report.payload_bytes, report.payload_bytes_differing) == (cli["payload_bytes_total"],
+                                                                      cli["payload_bytes_differing"])
+    assert (report.scale_bytes, report.scale_bytes_differing) == (cli["scale_bytes_total"], cli["scale_bytes_differing"])
+    assert report.scales_differing == cli["scales_differing"]
+    assert report.scale_delta_histogram == {int(d): n for d, n in cli["scale_delta_histogram"].items()}
+    assert (report.elements_differing, report.rows_differing) == (cli["elements_differing"], cli["rows_differing"])
+    assert report.diagnoses, "the altered contract gives no diagnosis"
+    assert [(d.signature, dict(d.evidence), d.explanation, d.confirmed) for d in report.diagnoses] == [
+        (d["signature"], d["evidence"], d["explanation"], d["confirmed"]) for d in cli["diagnoses"]]

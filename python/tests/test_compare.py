@@ -1,5 +1,6 @@
 """qexact.compare on synthetic "device" outputs made by altered contracts, whose differences are
-known in advance: counts, deltas, locations and the diagnosis each signature must produce."""
+known in advance: counts, deltas, locations and the diagnosis (the C++ compare's signature, the
+same that `qexact compare` prints) each cause must produce."""
 
 from __future__ import annotations
 
@@ -33,11 +34,10 @@ def test_scales_one_binade_below_when_amax_is_taken_on_fp32():
     assert report.first_scale_difference == (0, 0)
     assert report.scale_bytes == 64 and report.scale_bytes_differing == len(crafted)  # pairs layout, no padding
     assert 0 < report.elements_differing <= 32 * len(crafted)
-    assert report.diagnoses[0].startswith(f"every differing scale ({len(crafted)}) is exactly one power of two below")
-    assert "fp32 input, not on its bf16 rounding" in report.diagnoses[0]
-    assert report.diagnoses[-1] == (f"all {report.elements_differing} differing payload elements lie in groups whose "
-                                    f"scale differs: they follow from the scale")
-    assert len(report.diagnoses) == 2
+    (d,) = report.diagnoses
+    assert (d.signature, d.confirmed) == ("amax_fp32_not_bf16", True)
+    assert d.explanation.startswith(f"all {len(crafted)} differing scale bytes are exactly one binade low")
+    assert d.evidence["payload_elements_following_scale"] == report.elements_differing  # they follow the scale
 
 
 def test_scales_one_binade_above_when_the_device_rounds_up():
@@ -46,8 +46,9 @@ def test_scales_one_binade_above_when_the_device_rounds_up():
     x[2, 40] = np.float32(500.0)  # floor gives byte 127; rceil of 500/448 gives 2^1 -> byte 128
     report = qexact.compare(x, "mx.ocp", qexact.quantize(x, "mx.ocp", scale_rule="rceil"))
     assert report.scale_delta_histogram and set(report.scale_delta_histogram) == {1}
-    assert report.diagnoses[0].startswith("every differing scale")
-    assert "one power of two above" in report.diagnoses[0]
+    (d,) = report.diagnoses
+    assert (d.signature, d.confirmed) == ("scale_rule", True)
+    assert "scale_rule=rceil" in d.explanation and d.evidence["scale_groups_explained"] == report.scales_differing
 
 
 @pytest.mark.parametrize("input_dtype", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
@@ -67,9 +68,11 @@ def test_payload_differences_only_at_exact_ties(input_dtype):
     differing = {c for r, c in np.argwhere(device[0].view(np.uint8) != qexact.quantize(x, "mxfp8.ascend")[0].view(np.uint8))
                  if r == 0}
     assert differing >= expect_differ  # the crafted ties (the random rest may hold more)
-    assert report.diagnoses == [f"every differing payload element ({report.elements_differing}) is an exact tie, a "
-                                f"midpoint between two neighbours that round-to-even and round-half-away settle "
-                                f"differently: the tie-breaking rule differs (contract: rounding=rne)"]
+    (d,) = report.diagnoses
+    assert (d.signature, d.confirmed) == ("rounding_mode", True)
+    assert d.evidence == {"payload_errors": report.elements_differing, "exact_ties": report.elements_differing,
+                          "off_tie": 0}
+    assert "rounding=half_away gives: the device rounds half_away, not rne" in d.explanation
 
 
 def test_int8_ties():
@@ -80,8 +83,10 @@ def test_int8_ties():
     report = qexact.compare(x, "int8.token.blaze", qexact.quantize(x, "int8.token.blaze", int_rounding="half_away"))
     assert (report.elements_differing, report.scales_differing) == (3, 0)
     assert report.first_element_difference == (0, 1)
-    assert report.diagnoses[0].startswith("every differing payload element (3) is an exact tie")
-    assert report.diagnoses[0].endswith("(contract: int_rounding=rne)")
+    (d,) = report.diagnoses
+    assert (d.signature, d.confirmed) == ("rounding_mode", True)
+    assert d.evidence == {"payload_errors": 3, "exact_ties": 3, "off_tie": 0}
+    assert "int_rounding=half_away gives: the device rounds half_away, not rne" in d.explanation
 
 
 def test_a_non_tie_difference_rules_out_the_rounding_diagnosis():
@@ -92,7 +97,7 @@ def test_a_non_tie_difference_rules_out_the_rounding_diagnosis():
     payload = qexact.quantize(x, "mxfp8.ascend", rounding="half_away")[0].view(np.uint8).copy()
     payload[1, 7] ^= 0x01  # not a tie
     report = qexact.compare(x, "mxfp8.ascend", (payload, scale))
-    assert not any("tie" in d for d in report.diagnoses)
+    assert report.elements_differing > 0 and "rounding_mode" not in report.signatures
 
 
 def test_differences_in_the_partial_tail_block():
@@ -105,9 +110,10 @@ def test_differences_in_the_partial_tail_block():
     payload[:, 32:] = tail_payload[:, 32:]
     report = qexact.compare(x, "mx.ocp", (payload, expected[1]))
     assert report.elements_differing > 0 and report.scales_differing == 0
-    assert report.diagnoses == [f"all {report.elements_differing} differences ({report.elements_differing} payload "
-                                f"elements, 0 scales) lie in the last, partial block of their row (columns 32 to 47 of "
-                                f"48): the tail is handled differently (e.g. padded, or divided by the full block)"]
+    (d,) = report.diagnoses
+    assert d.signature == "tail_rule" and not d.confirmed
+    assert d.evidence == {"scale_groups_differing": 0, "payload_errors": report.elements_differing, "tail_groups": 8}
+    assert d.explanation.startswith("every difference is in the partial last block of its row")
 
 
 def test_int8_block_tail_and_no_tail_claim_for_whole_blocks():
@@ -119,15 +125,16 @@ def test_int8_block_tail_and_no_tail_claim_for_whole_blocks():
     payload, scale = payload.copy(), scale.copy()
     payload[:, 64:], scale[..., 1] = alt_payload[:, 64:], alt_scale[..., 1]
     report = qexact.compare(x, "int8.block.ascend", (payload, scale))
-    assert report.scale_delta_unit == "ulps of float32"
-    assert any("last, partial block of their row (tokens 64 to 99 of 100)" in d and d.startswith("all ")
-               for d in report.diagnoses)
+    assert report.scale_delta_unit == "ulps of f32" and report.scales_differing == 2
+    assert report.signatures == ["tail_rule"]
+    assert report.diagnoses[0].evidence["tail_groups"] == 2  # (b, head) pairs, one partial token block each
 
     whole = make_input("mx.ocp", shape=(4, 64))
     expected = qexact.quantize(whole, "mx.ocp")
     changed = expected[0].view(np.uint8).copy()
     changed[:, 60] ^= 0x01
-    assert not any("tail" in d for d in qexact.compare(whole, "mx.ocp", (changed, expected[1])).diagnoses)
+    report = qexact.compare(whole, "mx.ocp", (changed, expected[1]))
+    assert report.elements_differing == 4 and "tail_rule" not in report.signatures
 
 
 def test_contracts_differing_in_byte0_and_nonfinite_rules():
@@ -140,12 +147,13 @@ def test_contracts_differing_in_byte0_and_nonfinite_rules():
     report = qexact.compare(x, "mxfp8.ascend", "mxfp8.torchao.floor")
     assert report.actual == "mxfp8.torchao.floor"
     assert report.scales_differing == 0 and report.scale_bytes == 8  # pairs vs rowmajor: the logical grid
-    tiny = [d for d in report.diagnoses if "expected scale byte is 0" in d]
-    nonfinite = [d for d in report.diagnoses if "NaN or inf" in d]
-    assert len(tiny) == 1 and len(nonfinite) == 1
-    assert nonfinite[0].startswith(f"32 of {report.elements_differing} differences (32 payload elements, 0 scales)")
-    assert report.first_element_difference[0] == 1
-    assert "diagnoses:" in str(report)
+    assert report.elements_differing == 64
+    assert report.signatures == ["nonfinite_rule", "flush_rule"]
+    assert all(d.confirmed and d.evidence == {"payload_errors_in_group_class": 32} for d in report.diagnoses)
+    assert "nonfinite=nan gives, not zero" in report.diagnoses[0].explanation
+    assert "byte0=quantize gives, not flush" in report.diagnoses[1].explanation
+    assert report.first_element_difference == (1, 0)
+    assert "diagnoses:" in str(report) and "flush_rule (confirmed by a re-run)" in str(report)
 
 
 @pytest.mark.parametrize("layout", ["padded", "swizzled"])
@@ -160,6 +168,7 @@ def test_scale_layouts_compare_on_the_logical_grid(layout):
                                                                    "scale_rule": "rceil"})
     assert report.scales_differing > 0
     assert set(report.scale_delta_histogram) == {1}
+    assert report.signatures == ["scale_rule"] and report.diagnoses[0].confirmed
 
 
 def test_float_scale_deltas_in_ulps():
@@ -170,7 +179,7 @@ def test_float_scale_deltas_in_ulps():
     scale[3] = np.nextafter(np.nextafter(scale[3], np.float32(0)), np.float32(0))
     report = qexact.compare(x, "int8.token.blaze", (payload, scale))
     assert report.scale_delta_histogram == {-2: 1, 1: 1} and report.max_scale_delta == 2
-    assert report.scale_delta_unit == "ulps of float32" and report.first_scale_difference == (1,)
+    assert report.scale_delta_unit == "ulps of f32" and report.first_scale_difference == (1,)
     assert report.payload_bytes_differing == 0 and report.scale_bytes_differing >= 2
 
 
@@ -190,10 +199,15 @@ def test_compare_rejects_what_it_cannot_compare():
     with pytest.raises(ValueError, match="element=e4m3 vs element=e5m2"):
         qexact.compare(x, "mx.ocp", "mx.ocp.e5m2")
     payload, scale = qexact.quantize(x, "mx.ocp")
-    with pytest.raises(ValueError, match=r"actual payload has shape \(6, 95\), the contract gives \(6, 96\)"):
+    # The C++ compare's own words (those of `qexact compare`), the other side called the device.
+    with pytest.raises(ValueError, match=r"the device's payload has shape \(6, 95\), the contract gives \(6, 96\)"):
         qexact.compare(x, "mx.ocp", (payload[:, :95], scale))
-    with pytest.raises(TypeError, match="actual scale holds float32 values, the contract gives uint8"):
+    with pytest.raises(ValueError, match="the device's scale holds f32 values, the contract gives u8"):
         qexact.compare(x, "mx.ocp", (payload, scale.astype(np.float32)))
+    with pytest.raises(ValueError, match=r"scale has shape \(6, 1\), the contract gives \(6, 3\), and no other block"):
+        qexact.compare(x, "mx.ocp", (payload, scale[:, :1]))
+    with pytest.raises(ValueError, match="the device's payload holds f64 values, the contract gives u8"):
+        qexact.compare(x, "mx.ocp", (payload.astype(np.float64), scale))
     with pytest.raises(TypeError, match="pair of arrays or a preset name"):
         qexact.compare(x, "mx.ocp", payload)
     with pytest.raises(TypeError, match="actual_params applies only"):

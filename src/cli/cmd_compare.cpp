@@ -15,6 +15,7 @@
 #include "conformance/case_dir.hpp"
 #include "conformance/compare.hpp"
 #include "conformance/contract_output.hpp"
+#include "contracts/contract_json.hpp"
 #include "io/npy.hpp"
 
 namespace qexact::cli {
@@ -127,6 +128,7 @@ CompareReport totals(const std::vector<CaseResult>& results) {
     t.payload_bytes_differing += c.payload_bytes_differing;
     t.scale_bytes_total += c.scale_bytes_total;
     t.scale_bytes_differing += c.scale_bytes_differing;
+    t.scales_differing += c.scales_differing;
     t.elements_total += c.elements_total;
     t.elements_differing += c.elements_differing;
     t.groups_total += c.groups_total;
@@ -145,6 +147,7 @@ void add_counts(Json& j, const CompareReport& r) {
   j["payload_bytes_differing"] = r.payload_bytes_differing;
   j["scale_bytes_total"] = r.scale_bytes_total;
   j["scale_bytes_differing"] = r.scale_bytes_differing;
+  j["scales_differing"] = r.scales_differing;
   j["scale_delta_unit"] = r.scale_delta_unit;
   j["max_scale_delta"] = r.max_scale_delta;
   Json h = Json::object();
@@ -172,10 +175,7 @@ Json diagnosis_json(const std::string& signature, const Json& evidence, const st
 void print_json(const Contract& c, const std::vector<CaseResult>& results) {
   const CompareReport t = totals(results);
   Json j;
-  j["preset"] = c.preset;
-  Json params = Json::object();
-  for (const auto& [k, v] : qexact::params(c)) params[k] = v;
-  j["params"] = params;
+  contract_to_json(j, c);
   j["identical"] = t.identical();
   add_counts(j, t);
   Json cases = Json::array();

@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "conformance/infer.hpp"
+#include "contracts/contract_json.hpp"
 
 namespace qexact::cli {
 namespace {
@@ -24,9 +25,7 @@ nlohmann::ordered_json to_json(const conformance::InferResult& r) {
   j["exact"] = r.exact;
   j["preset"] = r.preset.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.preset);
   j["family"] = family_name(r.contract.family);
-  nlohmann::ordered_json params = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : qexact::params(r.contract)) params[k] = v;
-  j["params"] = params;
+  j["params"] = contract_params_json(r.contract);
   nlohmann::ordered_json overrides = nlohmann::ordered_json::object();
   for (const auto& [k, v] : r.overrides) overrides[k] = v;
   j["overrides"] = overrides;

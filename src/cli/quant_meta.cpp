@@ -1,6 +1,7 @@
 #include "cli/quant_meta.hpp"
 
 #include "cli/commands.hpp"
+#include "contracts/contract_json.hpp"
 
 namespace qexact::cli {
 namespace {
@@ -62,10 +63,7 @@ class MetaReader {
 std::string meta_to_json(const QuantMeta& m) {
   Json j;
   j["qexact_version"] = kVersion;
-  j["preset"] = m.contract.preset;
-  Json params = Json::object();
-  for (const auto& [key, value] : qexact::params(m.contract)) params[key] = value;
-  j["params"] = params;
+  contract_to_json(j, m.contract);
   j["path"] = m.path;
   j["engine"] = engine_name(m.engine);
   j["input"] = tensor_json(m.input, nullptr);
@@ -77,15 +75,7 @@ std::string meta_to_json(const QuantMeta& m) {
 QuantMeta meta_from_json(const Json& j, const std::string& source) {
   const MetaReader r(source);
   QuantMeta m;
-  const std::string preset = r.string(j, "preset", "the document");
-  const Json& params = r.member(j, "params", "the document");
-  if (!params.is_object()) r.malformed("\"params\" is not an object");
-  std::vector<std::string> overrides;
-  for (const auto& [key, value] : params.items()) {
-    if (!value.is_string()) r.malformed("parameter \"" + key + "\" is not a string");
-    overrides.push_back(key + "=" + value.get<std::string>());
-  }
-  m.contract = make_contract(preset, overrides);
+  m.contract = contract_from_json(j, source, "the document");
   m.path = r.string(j, "path", "the document");
   m.input = r.tensor(j, "input");
   m.payload = r.tensor(j, "payload");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contracts/contract_json.hpp"
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
 #include "qexact/error.hpp"
@@ -43,10 +44,7 @@ void check_case_name(const std::string& name) {
 Json manifest_json(const Contract& c, const std::vector<ExportCase>& cases) {
   Json j;
   j["format"] = kCaseFormat;
-  j["preset"] = c.preset;
-  Json params = Json::object();
-  for (const auto& [key, value] : qexact::params(c)) params[key] = value;
-  j["params"] = params;
+  contract_to_json(j, c);
   j["outputs"] = device_output_files(c);
   Json list = Json::array();
   for (const ExportCase& e : cases) {
@@ -177,15 +175,7 @@ CaseDir read_case_dir(const fs::path& dir) {
 
   CaseDir d;
   d.root = dir;
-  const std::string preset = r.string(j, "preset", "the manifest");
-  const Json& params = r.member(j, "params", "the manifest");
-  if (!params.is_object()) r.malformed("\"params\" is not an object");
-  std::vector<std::string> overrides;
-  for (const auto& [key, value] : params.items()) {
-    if (!value.is_string()) r.malformed("parameter \"" + key + "\" is not a string");
-    overrides.push_back(key + "=" + value.get<std::string>());
-  }
-  d.contract = make_contract(preset, overrides);
+  d.contract = contract_from_json(j, path.string(), "the manifest");
 
   const Json& cases = r.member(j, "cases", "the manifest");
   if (!cases.is_array()) r.malformed("\"cases\" is not an array");

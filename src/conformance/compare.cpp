@@ -90,6 +90,7 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
         const auto i = static_cast<std::size_t>(g);
         if (rs[i] == ds[i]) continue;
         const std::int64_t delta = ordered_scale(ds[i], sd) - ordered_scale(rs[i], sd);
+        ++rep.scales_differing;
         ++rep.scale_delta_histogram[delta];
         rep.max_scale_delta = std::max<std::int64_t>(rep.max_scale_delta, delta < 0 ? -delta : delta);
         if (rep.first_scale_difference < 0) rep.first_scale_difference = g;
@@ -102,12 +103,41 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
       // Another shape: no byte can be said to match in place.
       rep.scale_bytes_total = static_cast<std::int64_t>(std::max(ref.scale.nbytes(), device.scale.nbytes()));
       rep.scale_bytes_differing = rep.scale_bytes_total;
+      rep.scales_differing = grid.groups();
     }
   }
   rep.groups_differing = std::count(group_differs.begin(), group_differs.end(), true);
   rep.rows_differing = std::count(row_differs.begin(), row_differs.end(), true);
   if (!rep.identical()) rep.diagnoses = diagnose(c, x, ref, device);
   return rep;
+}
+
+CompareReport compare_contracts(const Contract& expected, const Contract& actual, const TensorView& x,
+                                const RunOptions& run) {
+  validate(expected);
+  validate(actual);
+  const std::string e_name = expected.preset.empty() ? family_name(expected.family) : expected.preset;
+  const std::string a_name = actual.preset.empty() ? family_name(actual.family) : actual.preset;
+  if (expected.family != actual.family)
+    fail(ErrorKind::bad_argument, "cannot compare " + e_name + " (family " + family_name(expected.family) + ") with " +
+                                      a_name + " (family " + family_name(actual.family) + ")");
+  const auto e_params = params(expected), a_params = params(actual);
+  auto value = [](const std::vector<std::pair<std::string, std::string>>& ps, const char* key) {
+    for (const auto& [k, v] : ps)
+      if (k == key) return v;
+    return std::string();
+  };
+  for (const char* key : {"element", "block", "token_block", "group", "scale_store"})
+    if (value(e_params, key) != value(a_params, key))
+      fail(ErrorKind::bad_argument, "cannot compare " + e_name + " with " + a_name + ": " + key + "=" +
+                                        value(e_params, key) + " vs " + key + "=" + value(a_params, key) +
+                                        " give different payloads or scale grids");
+  ContractOutput out = run_contract(actual, x, run);
+  if (output_kind(expected) == OutputKind::payload_scale && expected.layout != actual.layout) {
+    const ScaleGrid mine(expected, x.shape), theirs(actual, x.shape);
+    out.scale = mine.scale_tensor(theirs.scale_bits(out.scale), out.scale.dtype());
+  }
+  return compare_device(expected, x, out);
 }
 
 CompareReport compare_refusal(const Contract& c, const TensorView& x) {
@@ -122,6 +152,7 @@ CompareReport compare_refusal(const Contract& c, const TensorView& x) {
     rep.scale_delta_unit = ref.scale.dtype() == DType::u8 ? "E8M0 steps" : std::string("ulps of ") + dtype_name(ref.scale.dtype());
   rep.elements_total = rep.elements_differing = grid.elements();
   rep.groups_total = rep.groups_differing = grid.groups();
+  if (output_kind(c) == OutputKind::payload_scale) rep.scales_differing = grid.groups();
   rep.rows_total = rep.rows_differing = grid.rows();
   if (grid.elements() > 0) rep.first_payload_difference = 0;
   if (grid.has_tail()) {

@@ -31,7 +31,8 @@ struct CompareReport {
   std::int64_t max_scale_delta = 0;
   std::map<std::int64_t, std::int64_t> scale_delta_histogram;  // device - reference -> groups
   std::int64_t elements_total = 0, elements_differing = 0;
-  std::int64_t groups_total = 0, groups_differing = 0;
+  std::int64_t scales_differing = 0;  // groups whose scale differs (every group when the scale has another shape)
+  std::int64_t groups_total = 0, groups_differing = 0;  // groups with a differing scale or element
   std::int64_t rows_total = 0, rows_differing = 0;
   std::int64_t first_payload_difference = -1;  // flat element index (C order), -1: none
   std::int64_t first_scale_difference = -1;    // flat group index on the logical grid, -1: none
@@ -46,6 +47,14 @@ struct CompareReport {
 // shape is diagnosed when another granularity or layout of the contract gives that shape,
 // else bad_input naming both shapes.
 CompareReport compare_device(const Contract& c, const TensorView& x, const DeviceOutput& device);
+
+// Two contracts on the same input: `actual`'s outputs (run with `run`) compared with
+// `expected`'s reference as compare_device compares a device's. The contracts must give the
+// same payload and scale grid (same family, element, block, group, token block and scale
+// store), else bad_argument naming the parameter; MX scales in another layout are laid out
+// in expected's (compared on the logical grid: the same values in two layouts are identical).
+CompareReport compare_contracts(const Contract& expected, const Contract& actual, const TensorView& x,
+                                const RunOptions& run);
 
 // The device refused x (it wrote no outputs) where c quantizes it: every byte of c's outputs
 // differs. When x has a partial last block, the refusal is diagnosed as the tail rule (a

@@ -99,6 +99,36 @@ std::vector<std::uint32_t> ScaleGrid::scale_bits(const Tensor& scale) const {
   return out;
 }
 
+Tensor ScaleGrid::scale_tensor(const std::vector<std::uint32_t>& bits, DType scale_dtype) const {
+  Tensor t(scale_dtype, scale_shape(c_, x_));  // zero-filled
+  for (std::int64_t g = 0; g < groups_; ++g) {
+    const std::uint32_t b = bits[static_cast<std::size_t>(g)];
+    if (c_.family == Family::mx)
+      t.data<std::uint8_t>()[ref::mx_scale_offset(c_, g / per_row_, g % per_row_, per_row_)] = static_cast<std::uint8_t>(b);
+    else if (scale_dtype == DType::f32)
+      t.data<std::uint32_t>()[g] = b;
+    else
+      t.data<std::uint16_t>()[g] = static_cast<std::uint16_t>(b);
+  }
+  return t;
+}
+
+Shape ScaleGrid::shape() const {
+  Shape s = x_;
+  switch (c_.family) {
+    case Family::mx:
+    case Family::int8_group:
+    case Family::hif4:
+      if (s.empty()) return s;
+      s.back() = c_.family == Family::hif4 ? row_len_ / 64 : per_row_;
+      return s;
+    case Family::int8_block:
+    case Family::int8_token: return scale_shape(c_, x_);
+    case Family::pool: return x_.empty() ? Shape{} : Shape{x_[0], per_row_};
+  }
+  return s;
+}
+
 std::vector<std::uint8_t> ScaleGrid::codes(const Tensor& payload) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(elements_), 0);
   const auto* p = static_cast<const std::uint8_t*>(payload.raw());

@@ -30,6 +30,14 @@ class ScaleGrid {
   // Per group: the scale's bits (E8M0 byte; f32 or f16 bit pattern) from a tensor in the
   // contract's scale shape and layout.
   std::vector<std::uint32_t> scale_bits(const Tensor& scale) const;
+  // The inverse: per-group bits (scale_bits of any contract with this grid) as a tensor in
+  // this contract's scale shape, dtype and layout; layout padding is 0, as the quantizers
+  // write it. The quantizing families only.
+  Tensor scale_tensor(const std::vector<std::uint32_t>& bits, DType scale_dtype) const;
+  // The logical grid's shape, whose C order numbers the groups: MX and int8.group
+  // x[:-1] + (groups per row,), int8.block and int8.token the scale shape, pool.mean (B, cells),
+  // HiF4 x[:-1] + (K / 64,).
+  Shape shape() const;
   // Per element: the payload code (MX: E2M1 unpacked; int8: the byte as unsigned).
   std::vector<std::uint8_t> codes(const Tensor& payload) const;
 
