@@ -63,6 +63,8 @@ std::string meta_to_json(const QuantMeta& m) {
   Json j;
   j["qexact_version"] = kVersion;
   j["preset"] = m.contract.preset;
+  j["preset_description"] = preset_description(m.contract.preset);  // what the bytes reproduce
+  j["preset_verified"] = preset_verified(m.contract.preset);
   Json params = Json::object();
   for (const auto& [key, value] : qexact::params(m.contract)) params[key] = value;
   j["params"] = params;

@@ -208,6 +208,8 @@ int quantize_checkpoint(const Contract& c, const CheckpointOptions& o, std::ostr
 
   result.metadata["qexact.version"] = kVersion;
   result.metadata["qexact.preset"] = c.preset;
+  result.metadata["qexact.preset_description"] = preset_description(c.preset);  // what the bytes reproduce
+  result.metadata["qexact.preset_verified"] = preset_verified(c.preset);
   for (const auto& [key, value] : params(c)) result.metadata["qexact.param." + key] = value;
   result.metadata["qexact.naming"] = kCheckpointNaming;
   result.metadata["qexact.quantized"] = quantized.dump();
