@@ -132,18 +132,20 @@ def test_int8_block_tail_and_no_tail_claim_for_whole_blocks():
 
 def test_contracts_differing_in_byte0_and_nonfinite_rules():
     """The README's example: mxfp8.ascend flushes groups with scale byte 0 and zeroes non-finite
-    groups; torchao's FLOOR quantizes the former against 2^-127 and fills the latter with NaN."""
+    groups; torchao 0.18's FLOOR quantizes the former against 2^-126 and gives an inf group byte
+    247 (inf's exponent field), saturating the inf and keeping the sign of negative zeros."""
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal((4, 64)).astype(ml_dtypes.bfloat16)
     x[1, :32] *= ml_dtypes.bfloat16(2.0**-125)
     x[2, 5] = np.inf
     report = qexact.compare(x, "mxfp8.ascend", "mxfp8.torchao.floor")
     assert report.actual == "mxfp8.torchao.floor"
-    assert report.scales_differing == 0 and report.scale_bytes == 8  # pairs vs rowmajor: the logical grid
+    assert report.scales_differing == 1 and report.scale_bytes == 8  # pairs vs rowmajor: the logical grid
+    assert report.scale_delta_histogram == {-8: 1}  # 255 -> 247
     tiny = [d for d in report.diagnoses if "expected scale byte is 0" in d]
     nonfinite = [d for d in report.diagnoses if "NaN or inf" in d]
     assert len(tiny) == 1 and len(nonfinite) == 1
-    assert nonfinite[0].startswith(f"32 of {report.elements_differing} differences (32 payload elements, 0 scales)")
+    assert nonfinite[0].startswith(f"16 of {report.elements_differing + 1} differences (15 payload elements, 1 scales)")
     assert report.first_element_difference[0] == 1
     assert "diagnoses:" in str(report)
 
