@@ -33,16 +33,16 @@ enum class ScaleRule : std::uint8_t {
 };
 enum class Byte0Rule : std::uint8_t {
   flush,       // a group whose scale byte is 0 has all-zero payload (Ascend)
-  quantize,    // elements are quantized against 2^-127 like any other scale (OCP, torchao)
-  min_normal,  // elements are quantized against 2^-126 while the byte says 0 (torchao <= 2025
-               // clamped its fp32 scale to the smallest normal)
+  quantize,    // elements are quantized against 2^-127 like any other scale (OCP)
+  min_normal,  // elements are quantized against 2^-126 while the byte says 0 (torchao 0.18 FLOOR,
+               // CEIL, EVEN clamp their fp32 scale to the smallest normal)
   unscaled,    // elements are multiplied by 1.0 (TransformerEngine's exp2f_rcp(0) == 1): tiny
                // groups come out as signed zeros
 };
 enum class NonFiniteRule : std::uint8_t {
   zero,     // Ascend: scale byte 255, every payload byte 0x00
-  nan,         // OCP, torchao: scale byte 255, every element the canonical NaN 0x7F (x * NaN on
-               // the device gives +NaN whatever x's sign); 0 for formats without NaN
+  nan,         // OCP: scale byte 255, every element the canonical NaN 0x7F (x * NaN on a device
+               // gives +NaN whatever x's sign); 0 for formats without NaN
   nan_signed,  // as nan, but each element keeps its own sign (0xFF for negative elements)
   te,          // TransformerEngine (ptx.cuh exp2f_rcp): NaN takes no part in amax (fmaxf), an inf
                // amax gives byte 0xFE whose multiplier is +0.0: inf * 0 -> NaN (0x7F), peers -> +/-0;

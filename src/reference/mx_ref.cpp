@@ -49,7 +49,7 @@ std::uint8_t scale_byte(const Contract& c, float amax) {
 
 }  // namespace
 
-// The fp32 value elements are divided by. torchao <= 2025 clamped its fp32 scale to the
+// The fp32 value elements are divided by. torchao 0.18 FLOOR/CEIL/EVEN clamp their fp32 scale to the
 // smallest normal, TransformerEngine multiplies byte-0 groups by 1.0, and TransformerEngine's
 // multiplier for byte 0xFE is 2^(254 - 254) written as bits: +0.0 (a divisor of +inf).
 float mx_divisor(const Contract& c, std::uint8_t byte) {
