@@ -153,6 +153,8 @@ TEST_F(CheckpointTest, EveryTensorEqualsQuantizingItAsNpy) {
     EXPECT_EQ(find_entry(out, "layer.0.weight.scale").dtype, c.scale_dtype);
     EXPECT_EQ(out.metadata.at("format"), "pt");
     EXPECT_EQ(out.metadata.at("qexact.preset"), c.preset);
+    EXPECT_EQ(out.metadata.at("qexact.preset_description"), preset_description(c.preset));
+    EXPECT_EQ(out.metadata.at("qexact.preset_verified"), preset_verified(c.preset));
     for (const auto& [key, value] : params(make_preset(c.preset))) EXPECT_EQ(out.metadata.at("qexact.param." + key), value);
     EXPECT_NE(out.metadata.at("qexact.naming").find("<name>.payload"), std::string::npos);
     // The I64 tensor was matched (no --include) and is skipped, not lost.

@@ -27,7 +27,7 @@ using test::RunResult;
 
 // ---- presets --------------------------------------------------------------------------------
 
-TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionAndParameters) {
+TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionVerificationAndParameters) {
   const RunResult r = run({"presets"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
@@ -38,7 +38,8 @@ TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionAndParameters) {
     for (const auto& [key, value] : params(make_preset(name))) params_line += " " + key + "=" + value;
     bool found = false;
     for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
-      if (lines[i] != name + "  " + preset_description(name)) continue;
+      if (lines[i] != name + "  " + preset_description(name) + "  [verified against: " + preset_verified(name) + "]")
+        continue;
       found = true;
       EXPECT_EQ(lines[i + 1], "   " + params_line);
     }
@@ -82,6 +83,8 @@ TEST_P(CliQuantize, OutputsEqualTheLibrarysBytes) {
 
   const auto meta = nlohmann::json::parse(get("nested/q/meta.json"));
   EXPECT_EQ(meta.at("preset"), q.preset);
+  EXPECT_EQ(meta.at("preset_description"), preset_description(q.preset));
+  EXPECT_EQ(meta.at("preset_verified"), preset_verified(q.preset));
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [key, value] : qexact::params(c)) params[key] = value;
   EXPECT_EQ(meta.at("params"), params);

@@ -32,6 +32,11 @@ std::vector<Contract> mx_contracts() {
       {"byte0=min_normal"},            {"byte0=unscaled"},          {"byte0=flush"},
       {"nonfinite=nan_signed"},        {"nonfinite=zero"},          {"nonfinite=te"},
       {"nonfinite=te_saturate"},       {"prequant_round=bf16"},     {"block=16"},
+      {"nonfinite=torchao"},           {"nonfinite=torchao", "scale_rule=even"},
+      {"nonfinite=torchao_rceil"},     {"nonfinite=torchao_rceil_compiled"},
+      {"nonfinite=torchao", "element=e2m3"}, {"nonfinite=torchao", "element=e3m2", "signed_zero=underflow"},
+      {"nonfinite=torchao_rceil", "element=e2m1"}, {"nonfinite=torchao_rceil_compiled", "element=e5m2"},
+      {"signed_zero=underflow"},       {"signed_zero=underflow", "element=e2m1", "byte0=unscaled"},
       {"layout=pairs"},                {"log2_fp32=true"},          {"element=e5m2", "overflow=inf"},
       {"element=e2m1", "block=16"},    {"element=e3m2", "rounding=half_away_fp32"},
       {"rounding=trunc"},              {"rounding=trunc", "overflow=nan"},
@@ -39,6 +44,8 @@ std::vector<Contract> mx_contracts() {
   };
   for (const auto& v : variants) out.push_back(make_contract("mx.ocp", v));
   out.push_back(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}));
+  for (const char* e : {"element=e5m2", "element=e2m3", "element=e3m2", "element=e2m1"})
+    for (const char* preset : {"mxfp8.torchao.floor", "mxfp8.torchao.rceil"}) out.push_back(make_contract(preset, {e}));
   out.push_back(make_contract("mxfp8.ascend", {"rounding=trunc"}));
   return out;
 }

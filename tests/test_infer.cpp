@@ -73,6 +73,11 @@ TEST(Infer, RecoversEachAlteredParameter) {
       {"mxfp8.ascend", "mxfp8.ascend", {"byte0=quantize"}, {{"byte0", "quantize"}}},
       {"mxfp8.ascend", "mxfp8.ascend", {"nonfinite=nan"}, {{"nonfinite", "nan"}}},
       {"mx.ocp", "mx.ocp", {"scale_rule=rceil"}, {{"scale_rule", "rceil"}}},
+      // torchao 0.18's non-finite rules and microxcaling's signed zero, from an OCP export
+      {"mx.ocp", "mx.ocp", {"nonfinite=torchao"}, {{"nonfinite", "torchao"}}},
+      {"mx.ocp", "mx.ocp", {"signed_zero=underflow"}, {{"signed_zero", "underflow"}}},
+      {"mxfp8.torchao.rceil", "mxfp8.torchao.rceil", {"nonfinite=torchao_rceil_compiled"},
+       {{"nonfinite", "torchao_rceil_compiled"}}},
       {"mx.ocp", "mx.ocp", {"log2_fp32=true"}, {{"log2_fp32", "true"}}},
       {"int8.token.blaze", "int8.token.blaze", {"quotient=reciprocal", "scale_mode=before"},
        {{"quotient", "reciprocal"}, {"scale_mode", "before"}}},

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <limits>
 
 #include "mx_test_util.hpp"
@@ -31,21 +33,76 @@ TEST(MxTorchao, FloorAndRceilDifferAtAmax480) {
   EXPECT_EQ(code(rceil, 4), 0x77);  // 240 = 1.875 * 2^7
 }
 
-TEST(MxTorchao, ByteZeroQuantizesAgainst2PowMinus127) {
-  // amax 2^-125 -> floor byte 0; 2^-125 * 2^127 = 4 = 0x48. The 2025 releases used 2^-126.
-  const auto g = group_of(32, 0.0f, {{0, std::ldexp(1.0f, -125)}});
+// The bytes below are torchao 0.18.0's (to_mx on CPU, torch 2.15), read off the running peer;
+// the peer suite (python/peer_tests) checks the same rules on every element format and mode.
+TEST(MxTorchao, ByteZeroFloorDividesBy2PowMinus126AndRceilMultipliesByOne) {
+  // amax 2^-125 -> byte 0. FLOOR clamps its fp32 scale to 2^-126: 2^-125 / 2^-126 = 2 = 0x40
+  // (2^-127 would give 4 = 0x48: byte0=quantize, the OCP reading). RCEIL multiplies by 1.0: 0.
+  const auto g = group_of(32, 0.0f, {{0, std::ldexp(1.0f, -125)}, {1, -std::ldexp(1.0f, -125)}});
   const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor"), g);
   EXPECT_EQ(byte0(r), 0);
-  EXPECT_EQ(code(r, 0), 0x48);
-  const QuantResult old = quantize_f32(make_contract("mxfp8.torchao.floor", {"byte0=min_normal"}), g);
-  EXPECT_EQ(code(old, 0), 0x40);  // 2
-  const QuantResult ascend_like = quantize_f32(make_contract("mxfp8.torchao.floor", {"byte0=flush"}), g);
-  EXPECT_EQ(code(ascend_like, 0), 0x00);
+  EXPECT_EQ(code(r, 0), 0x40);
+  EXPECT_EQ(code(r, 1), 0xC0);
+  EXPECT_EQ(code(quantize_f32(make_contract("mxfp8.torchao.floor", {"byte0=quantize"}), g), 0), 0x48);
+  EXPECT_EQ(code(quantize_f32(make_contract("mxfp8.torchao.floor", {"byte0=flush"}), g), 0), 0x00);
+  const QuantResult rc = quantize_f32(make_contract("mxfp8.torchao.rceil"), g);
+  EXPECT_EQ(byte0(rc), 0);
+  EXPECT_EQ(code(rc, 0), 0x00);
+  EXPECT_EQ(code(rc, 1), 0x80);
 }
 
-TEST(MxTorchao, NonFiniteGroupIsByte255AndCanonicalNaN) {
+TEST(MxTorchao, FloorInfAmaxReadsTheExponentFieldAndSaturates) {
+  // inf's exponent field 255 gives byte 255 - emax: 247 for E4M3, 240 for E5M2, 253 for E2M1.
+  const auto g = group_of(32, -1.0f, {{9, kInf}, {10, -kInf}});
+  for (const char* mode : {"scale_rule=floor", "scale_rule=ceil", "scale_rule=even"}) {
+    const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor", {mode}), g);
+    EXPECT_EQ(byte0(r), 247) << mode;
+    EXPECT_EQ(code(r, 9), 0x7E);   // inf / 2^120 saturates to 448
+    EXPECT_EQ(code(r, 10), 0xFE);
+    EXPECT_EQ(code(r, 0), 0x80);   // -1 / 2^120 -> -0
+  }
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mxfp8.torchao.floor", {"element=e5m2"}), g)), 240);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mxfp8.torchao.floor", {"element=e2m1"}), g)), 253);
+}
+
+TEST(MxTorchao, FloorNaNGroupDividesByInfinity) {
+  // Byte 255 is the scale +inf: finite -> signed zero, NaN -> NaN, inf / inf -> x86's NaN (negative).
+  const auto g = group_of(32, -1.0f, {{0, kInf}, {1, kNaN}, {2, 1.0f}});
+  const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor"), g);
+  EXPECT_EQ(byte0(r), 255);
+  EXPECT_EQ(code(r, 0), 0xFF);
+  EXPECT_EQ(code(r, 1), 0x7F);
+  EXPECT_EQ(code(r, 2), 0x00);
+  EXPECT_EQ(code(r, 3), 0x80);
+  // Formats without NaN: torchao's bit conversion of the NaN (E2M3 0x0C, E2M1 0x3).
+  const QuantResult e = quantize_f32(make_contract("mxfp8.torchao.floor", {"element=e2m3"}), g);
+  EXPECT_EQ(code(e, 0), 0x2C);
+  EXPECT_EQ(code(e, 1), 0x0C);
+  EXPECT_EQ(code(e, 3), 0x20);
+  const QuantResult f = quantize_f32(make_contract("mxfp8.torchao.floor", {"element=e2m1"}), g);
+  EXPECT_EQ(code(f, 0), 0x3B);  // element 0 low nibble 0xB (-NaN), element 1 high nibble 0x3
+}
+
+TEST(MxTorchao, RceilInfIs254AndNaNMultipliesEveryElement) {
+  const auto inf = group_of(32, -1.0f, {{9, kInf}});
+  const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.rceil"), inf);
+  EXPECT_EQ(byte0(r), 254);
+  EXPECT_EQ(code(r, 9), 0x7E);  // inf * 2^-127 saturates
+  EXPECT_EQ(code(r, 0), 0x80);  // -1 * 2^-127 -> -0
+  const auto nan = group_of(32, -1.0f, {{9, kNaN}, {10, -kNaN}});
+  const QuantResult e = quantize_f32(make_contract("mxfp8.torchao.rceil"), nan);
+  EXPECT_EQ(byte0(e), 255);
+  EXPECT_EQ(code(e, 0), 0x7F);   // -1 * (+NaN) = +NaN
+  EXPECT_EQ(code(e, 10), 0x7F);  // -NaN * (+NaN): x86 returns the amax's NaN
+  const QuantResult c = quantize_f32(make_contract("mxfp8.torchao.rceil.compiled"), nan);
+  EXPECT_EQ(byte0(c), 255);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(code(c, i), 0xFF) << i;
+  EXPECT_EQ(code(quantize_f32(make_contract("mxfp8.torchao.rceil.compiled"), inf), 9), 0x7E);  // as eager
+}
+
+TEST(MxTorchao, OcpNaNRulesStayAvailable) {
   for (float bad : {kNaN, kInf, -kInf}) {
-    const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor"), group_of(32, -1.0f, {{9, bad}}));
+    const QuantResult r = quantize_f32(make_contract("mxfp8.torchao.floor", {"nonfinite=nan"}), group_of(32, -1.0f, {{9, bad}}));
     EXPECT_EQ(byte0(r), 255);
     for (int i = 0; i < 32; ++i) EXPECT_EQ(code(r, i), 0x7F) << i;
     const QuantResult s = quantize_f32(make_contract("mxfp8.torchao.floor", {"nonfinite=nan_signed"}),
@@ -159,6 +216,46 @@ TEST(MxOcp, NonFiniteGroupIsNaNAndZeroGroupIsByte0) {
   const QuantResult z = quantize_f32(make_contract("mx.ocp"), group_of(32, 0.0f));
   EXPECT_EQ(byte0(z), 0);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(code(z, i), 0);
+}
+
+TEST(MxMicroxcaling, NegativeUnderflowKeepsItsSignMinusZeroInputDoesNot) {
+  // sign(x) * floor(|v| + 0.5): -2^-30 rounds to -0 (0x80); torch.sign(-0.0) is +0, so -0.0 gives 0x00.
+  const auto g = group_of(32, 0.25f, {{0, 1.0f}, {1, -0x1p-30f}, {2, -0.0f}});
+  const QuantResult r = quantize_f32(make_contract("mx.microxcaling"), g);
+  EXPECT_EQ(code(r, 1), 0x80);
+  EXPECT_EQ(code(r, 2), 0x00);
+  const QuantResult both = quantize_f32(make_contract("mx.microxcaling", {"signed_zero=false"}), g);
+  EXPECT_EQ(code(both, 1), 0x00);
+  EXPECT_EQ(code(both, 2), 0x00);
+  const QuantResult keep = quantize_f32(make_contract("mx.microxcaling", {"signed_zero=true"}), g);
+  EXPECT_EQ(code(keep, 1), 0x80);
+  EXPECT_EQ(code(keep, 2), 0x80);
+}
+
+// docs/decisions.md states, per preset, whether "negative underflow -> -0" and "-0.0 input -> -0"
+// hold; this pins that table for every MX preset (a new preset must be added here).
+TEST(MxPresets, SignedZeroOfEveryPreset) {
+  struct Want { bool underflow_negative, minus_zero_negative; };
+  const std::map<std::string, Want> table = {
+      {"mxfp8.ascend", {true, true}},        {"mxfp8.torchao.floor", {true, true}},
+      {"mxfp8.torchao.rceil", {true, true}}, {"mxfp8.torchao.rceil.compiled", {true, true}},
+      {"mxfp8.te", {true, true}},            {"mx.ocp", {true, true}},
+      {"mx.ocp.e4m3", {true, true}},         {"mx.ocp.e5m2", {true, true}},
+      {"mx.ocp.e2m3", {true, true}},         {"mx.ocp.e3m2", {true, true}},
+      {"mx.ocp.e2m1", {true, true}},         {"mx.microxcaling", {true, false}}};
+  for (const std::string& name : preset_names()) {
+    const Contract c = make_contract(name);
+    if (c.family != Family::mx) continue;
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(table.count(name));
+    const ElemTraits& t = elem_traits(c.element);
+    // Elements 2 (-2^-60, far below every format's smallest subnormal at amax 1) and 4 (-0.0).
+    const QuantResult r = quantize_f32(c, group_of(32, 0.25f, {{0, 1.0f}, {2, -0x1p-60f}, {4, -0.0f}}));
+    auto elem = [&](int i) { return t.bits == 4 ? code(r, i / 2) & 0x0F : code(r, i); };
+    const int neg_zero = 1 << (t.bits - 1);
+    EXPECT_EQ(elem(2), table.at(name).underflow_negative ? neg_zero : 0);
+    EXPECT_EQ(elem(4), table.at(name).minus_zero_negative ? neg_zero : 0);
+  }
 }
 
 TEST(MxMicroxcaling, Fp32Log2GivesTheExponentAbove) {

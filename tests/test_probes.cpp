@@ -11,6 +11,7 @@
 
 #include "conformance/emulate.hpp"
 #include "conformance/probes.hpp"
+#include "fast_test_util.hpp"
 #include "io/npy.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e8m0.hpp"
@@ -101,6 +102,30 @@ TEST(Probes, DiscriminatesCountsOnlyBytesThatChange) {
   EXPECT_EQ(p.count(c, one.view(), Observed{}), 1);
   // Values the family cannot take are left out: one valid variant cannot disagree.
   EXPECT_EQ(discriminates("rounding", {"rne", "no_such_rounding"}).count(c, one.view(), Observed{}), 0);
+}
+
+// Every value of nonfinite and signed_zero (torchao's and microxcaling's included) gives bytes
+// of its own on its probe, for an element with NaN: infer can name each of them.
+TEST(Probes, NonFiniteAndSignedZeroProbesTellEveryValueApart) {
+  const Contract c = make_preset("mxfp8.torchao.floor");
+  for (const char* key : {"nonfinite", "signed_zero"}) {
+    const std::vector<Case> probes = discriminating_probes(c);
+    const auto k = std::find_if(probes.begin(), probes.end(),
+                                [&](const Case& p) { return p.name == std::string("probe_") + key; });
+    ASSERT_NE(k, probes.end()) << key;
+    std::vector<std::pair<std::string, QuantResult>> outs;
+    for (const std::string& v : param_choices(key)) {
+      Contract variant = c;
+      set_param(variant, key, v);
+      outs.emplace_back(v, quantize(variant, k->input.view()));
+    }
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      for (std::size_t j = i + 1; j < outs.size(); ++j)
+        EXPECT_GT(test::differing_bytes(outs[i].second.payload, outs[j].second.payload) +
+                      test::differing_bytes(outs[i].second.scale, outs[j].second.scale),
+                  0)
+            << key << ": " << outs[i].first << " vs " << outs[j].first;
+  }
 }
 
 TEST(Probes, FastEngineMatchesTheReferenceOnEveryProbe) {

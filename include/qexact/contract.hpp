@@ -33,21 +33,37 @@ enum class ScaleRule : std::uint8_t {
 };
 enum class Byte0Rule : std::uint8_t {
   flush,       // a group whose scale byte is 0 has all-zero payload (Ascend)
-  quantize,    // elements are quantized against 2^-127 like any other scale (OCP, torchao)
-  min_normal,  // elements are quantized against 2^-126 while the byte says 0 (torchao <= 2025
-               // clamped its fp32 scale to the smallest normal)
+  quantize,    // elements are quantized against 2^-127 like any other scale (OCP)
+  min_normal,  // elements are quantized against 2^-126 while the byte says 0 (torchao 0.18 FLOOR,
+               // CEIL, EVEN clamp their fp32 scale to the smallest normal)
   unscaled,    // elements are multiplied by 1.0 (TransformerEngine's exp2f_rcp(0) == 1): tiny
                // groups come out as signed zeros
 };
 enum class NonFiniteRule : std::uint8_t {
   zero,     // Ascend: scale byte 255, every payload byte 0x00
-  nan,         // OCP, torchao: scale byte 255, every element the canonical NaN 0x7F (x * NaN on
-               // the device gives +NaN whatever x's sign); 0 for formats without NaN
+  nan,         // OCP: scale byte 255, every element the canonical NaN 0x7F (x * NaN on a device
+               // gives +NaN whatever x's sign); 0 for formats without NaN
   nan_signed,  // as nan, but each element keeps its own sign (0xFF for negative elements)
   te,          // TransformerEngine (ptx.cuh exp2f_rcp): NaN takes no part in amax (fmaxf), an inf
                // amax gives byte 0xFE whose multiplier is +0.0: inf * 0 -> NaN (0x7F), peers -> +/-0;
                // a NaN element -> 0x7F
   te_saturate, // older TransformerEngine (exp2f): byte 0xFE multiplies by 2^-127: inf -> +/-max
+  torchao,     // torchao 0.18 to_mx FLOOR/CEIL/EVEN: an inf amax is an exponent field of 255, its byte
+               // 255 - emax (inf elements saturate, finite ones quantize against it); a NaN amax gives
+               // byte 255 and elements x / +inf: finite -> signed zero, NaN -> its own NaN, inf ->
+               // the x86 default NaN (negative)
+  torchao_rceil,           // torchao 0.18 to_mx RCEIL, eager: an inf amax gives byte 254 multiplying
+                           // by 2^-127 (inf -> +/-max); a NaN amax gives byte 255 and x * NaN: every
+                           // element (NaN ones too) the amax's positive canonical NaN
+  torchao_rceil_compiled,  // as torchao_rceil, but a NaN group is the NaN 0xFFFFFFFF everywhere
+                           // (torch.compile'd to_mx RCEIL on CPU, torch 2.15)
+};
+// Whether an element that rounds to zero keeps its sign.
+enum class SignedZero : std::uint8_t {
+  keep,       // "true": negative values and -0.0 give the negative zero code
+  drop,       // "false": every zero is +0
+  underflow,  // a negative value that rounds to zero keeps its sign; a -0.0 input gives +0
+              // (microxcaling: sign(x) * floor(|v| + 0.5), with torch.sign(-0.0) == +0)
 };
 enum class ScaleLayout : std::uint8_t {
   pairs,     // [rows, ceil(G/2), 2], padding byte 0 (Ascend)
@@ -96,7 +112,7 @@ struct Contract {
   Overflow overflow = Overflow::saturate;
   NonFiniteRule nonfinite = NonFiniteRule::zero;
   Byte0Rule byte0 = Byte0Rule::flush;
-  bool signed_zero = true;         // an element that rounds to zero keeps its sign
+  SignedZero signed_zero = SignedZero::keep;
   Prequant prequant = Prequant::none;
   ScaleLayout layout = ScaleLayout::rowmajor;
   TailRule tail = TailRule::partial;
@@ -125,6 +141,10 @@ struct Contract {
 // Named presets.
 std::vector<std::string> preset_names();
 std::string preset_description(const std::string& name);
+// How a preset's bytes are verified: "peer" (against the running peer in the peer suite, in CI),
+// "seed" (the seeds' contracts and their check values), "source" (modelled from reading the
+// system's source only: no running peer here).
+std::string preset_verified(const std::string& name);
 Contract make_preset(const std::string& name);  // throws bad_argument on an unknown name
 
 // Parameters by name. `params` lists the family's parameters with their current values in a

@@ -139,7 +139,8 @@ def test_int8_block_tail_and_no_tail_claim_for_whole_blocks():
 
 def test_contracts_differing_in_byte0_and_nonfinite_rules():
     """The README's example: mxfp8.ascend flushes groups with scale byte 0 and zeroes non-finite
-    groups; torchao's FLOOR quantizes the former against 2^-127 and fills the latter with NaN."""
+    groups; torchao 0.18's FLOOR quantizes the former against 2^-126 and gives an inf group byte
+    247 (inf's exponent field), saturating the inf and keeping the sign of negative zeros."""
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal((4, 64)).astype(ml_dtypes.bfloat16)
     x[1, :32] *= ml_dtypes.bfloat16(2.0**-125)

@@ -131,6 +131,8 @@ std::map<std::string, std::string> output_metadata(const Contract& c, const std:
   std::map<std::string, std::string> m = input;
   m["qexact.version"] = QEXACT_VERSION;
   m["qexact.preset"] = c.preset;
+  m["qexact.preset_description"] = preset_description(c.preset);  // what the bytes reproduce
+  m["qexact.preset_verified"] = preset_verified(c.preset);
   for (const auto& [key, value] : params(c)) m["qexact.param." + key] = value;
   m["qexact.naming"] = kNaming;
   m["qexact.quantized"] = quantized.dump();

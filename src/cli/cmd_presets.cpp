@@ -9,7 +9,8 @@ namespace {
 
 int run_presets() {
   for (const std::string& name : preset_names()) {
-    std::cout << name << "  " << preset_description(name) << "\n   ";
+    std::cout << name << "  " << preset_description(name) << "  [verified against: " << preset_verified(name)
+              << "]\n   ";
     for (const auto& [key, value] : params(make_preset(name))) std::cout << ' ' << key << '=' << value;
     std::cout << '\n';
   }

@@ -64,6 +64,8 @@ std::string meta_to_json(const QuantMeta& m) {
   Json j;
   j["qexact_version"] = kVersion;
   contract_to_json(j, m.contract);
+  j["preset_description"] = preset_description(m.contract.preset);  // what the bytes reproduce
+  j["preset_verified"] = preset_verified(m.contract.preset);
   j["path"] = m.path;
   j["engine"] = engine_name(m.engine);
   j["input"] = tensor_json(m.input, nullptr);

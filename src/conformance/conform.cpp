@@ -354,7 +354,7 @@ std::string row(const std::string& preset, const std::string& cases, const std::
                 const std::string& rejected, const std::string& payload, const std::string& scale,
                 const std::string& sqnr_cases, const std::string& sqnr_acts, const std::string& paths) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-22s %5s %9s %9s %24s %18s %10s %9s  %s\n", preset.c_str(), cases.c_str(),
+  std::snprintf(buf, sizeof buf, "%-28s %5s %9s %9s %24s %18s %10s %9s  %s\n", preset.c_str(), cases.c_str(),
                 targets.c_str(), rejected.c_str(), payload.c_str(), scale.c_str(), sqnr_cases.c_str(),
                 sqnr_acts.c_str(), paths.c_str());
   return buf;

@@ -273,7 +273,7 @@ class Stager {
       if (c_.scale_rule == ScaleRule::floor) suspects.push_back({"scale_rule", {{"log2_fp32", c_.log2_fp32 ? "false" : "true"}}});
       if (c_.scale_rule == ScaleRule::rceil)
         suspects.push_back({"reciprocal_divisor", {{"ratio", c_.ratio == RatioOp::divide ? "reciprocal" : "divide"}}});
-      for (const char* rule : {"zero", "nan", "nan_signed", "te", "te_saturate"})
+      for (const std::string& rule : param_choices("nonfinite"))
         if (param_of(c_, "nonfinite") != rule) suspects.push_back({"nonfinite_rule", {{"nonfinite", rule}}});
     } else {
       suspects.push_back({"scale_rule", {{"scale_mode", c_.scale_mode == ScaleMode::before ? "after" : "before"}}});
@@ -433,20 +433,18 @@ class Stager {
       ElemClass k;
       const char* signature;
       const char* param;
-      std::vector<const char*> values;
+      std::vector<std::string> values;
       const char* words;
     };
     const std::vector<GroupRule> group_rules{
-        {ElemClass::nonfinite, "nonfinite_rule", "nonfinite", {"zero", "nan", "nan_signed", "te", "te_saturate"},
-         "groups holding NaN or inf"},
-        {ElemClass::flush, "flush_rule", "byte0", {"flush", "quantize", "min_normal", "unscaled"},
-         "groups whose scale byte is 0"}};
+        {ElemClass::nonfinite, "nonfinite_rule", "nonfinite", param_choices("nonfinite"), "groups holding NaN or inf"},
+        {ElemClass::flush, "flush_rule", "byte0", param_choices("byte0"), "groups whose scale byte is 0"}};
     for (const GroupRule& r : group_rules) {
       const std::int64_t n = count(r.k);
       if (n == 0) continue;
       bool done = false;
       if (c_.family == Family::mx)
-        for (const char* value : r.values) {
+        for (const std::string& value : r.values) {
           if (param_of(c_, r.param) == value) continue;
           const std::optional<Contract> v = variant(c_, {{r.param, value}});
           if (!v || !explains(*v, in_group_class(r.k))) continue;

@@ -27,7 +27,13 @@ constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::nan, "nan"},
                                                   {NonFiniteRule::nan_signed, "nan_signed"},
                                                   {NonFiniteRule::te, "te"},
-                                                  {NonFiniteRule::te_saturate, "te_saturate"}};
+                                                  {NonFiniteRule::te_saturate, "te_saturate"},
+                                                  {NonFiniteRule::torchao, "torchao"},
+                                                  {NonFiniteRule::torchao_rceil, "torchao_rceil"},
+                                                  {NonFiniteRule::torchao_rceil_compiled, "torchao_rceil_compiled"}};
+// "true" and "false" keep their boolean spellings (and parse_bool's 1/yes, 0/no below).
+constexpr EnumName<SignedZero> kSignedZero[] = {
+    {SignedZero::drop, "false"}, {SignedZero::keep, "true"}, {SignedZero::underflow, "underflow"}};
 constexpr EnumName<ScaleLayout> kLayouts[] = {{ScaleLayout::pairs, "pairs"},
                                               {ScaleLayout::rowmajor, "rowmajor"},
                                               {ScaleLayout::padded, "padded"},
@@ -122,8 +128,13 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.overflow = parse_overflow(s); }},
       QX_ENUM_PARAM("nonfinite", nonfinite, kNonFinite, F::mx),
       QX_ENUM_PARAM("byte0", byte0, kByte0, F::mx),
-      {"signed_zero", {F::mx}, [](const Contract& c) { return std::string(c.signed_zero ? "true" : "false"); },
-       [](Contract& c, const std::string& s) { c.signed_zero = parse_bool("signed_zero", s); }},
+      {"signed_zero", {F::mx}, [](const Contract& c) { return std::string(name_of(kSignedZero, c.signed_zero)); },
+       [](Contract& c, const std::string& s) {
+         if (s == "1" || s == "yes" || s == "0" || s == "no")  // parse_bool's other spellings
+           c.signed_zero = parse_bool("signed_zero", s) ? SignedZero::keep : SignedZero::drop;
+         else
+           c.signed_zero = parse_enum(kSignedZero, "signed_zero", s);
+       }},
       QX_ENUM_PARAM("prequant_round", prequant, kPrequant, F::mx),
       QX_ENUM_PARAM("layout", layout, kLayouts, F::mx),
       QX_ENUM_PARAM("tail", tail, kTails, F::mx),
@@ -161,6 +172,7 @@ bool applies(const ParamDef& d, Family f) {
 struct PresetDef {
   const char* name;
   const char* description;
+  const char* verified;  // "peer", "seed" or "source" (preset_verified)
   std::function<void(Contract&)> setup;
 };
 
@@ -181,9 +193,19 @@ void ocp(Contract& c) {
   c.tail = TailRule::partial;
 }
 
+// torchao to_mx RCEIL, eager or compiled: they differ in NaN groups only.
+void torchao_rceil(Contract& c) {
+  c = mx_base(ElemFormat::e4m3);
+  c.scale_rule = ScaleRule::rceil;
+  c.ratio = RatioOp::reciprocal;
+  c.byte0 = Byte0Rule::unscaled;  // byte 0 multiplies by 1.0
+  c.layout = ScaleLayout::rowmajor;
+  c.tail = TailRule::reject;
+}
+
 const std::vector<PresetDef>& preset_defs() {
   static const std::vector<PresetDef> defs = {
-      {"mxfp8.ascend", "Ascend MXFP8: bf16 in, E8M0 = clamp(expf(amax)-8, 0, 254), E4M3 RNE saturating, byte 0 flushes",
+      {"mxfp8.ascend", "Ascend MXFP8: bf16 in, E8M0 = clamp(expf(amax)-8, 0, 254), E4M3 RNE saturating, byte 0 flushes", "seed",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
          c.scale_rule = ScaleRule::floor;
@@ -193,26 +215,29 @@ const std::vector<PresetDef>& preset_defs() {
          c.layout = ScaleLayout::pairs;
          c.tail = TailRule::partial;
        }},
-      {"mxfp8.torchao.floor", "torchao to_mx FLOOR: E8M0 from the exponent of amax, x * 2^(127-byte) RNE clamped to +/-448",
+      {"mxfp8.torchao.floor", "torchao 0.18.0 to_mx FLOOR, eager and torch.compile'd (CPU): byte from the exponent field of amax, x / max(2^(byte-127), 2^-126) RNE clamped to +/-448", "peer",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
          c.scale_rule = ScaleRule::floor;
-         c.nonfinite = NonFiniteRule::nan;
-         c.byte0 = Byte0Rule::quantize;
+         c.nonfinite = NonFiniteRule::torchao;
+         c.byte0 = Byte0Rule::min_normal;  // the fp32 scale is clamped to 2^-126
          c.layout = ScaleLayout::rowmajor;
          c.tail = TailRule::reject;
        }},
-      {"mxfp8.torchao.rceil", "torchao to_mx RCEIL: fp32 amax * (1/448) rounded up to a power of two",
+      {"mxfp8.torchao.rceil", "torchao 0.18.0 to_mx RCEIL, eager (CPU): fp32 amax * (1/448) rounded up to a power of two, byte 0 multiplies by 1.0", "peer",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
-         c.scale_rule = ScaleRule::rceil;
-         c.ratio = RatioOp::reciprocal;
-         c.nonfinite = NonFiniteRule::nan;
-         c.byte0 = Byte0Rule::quantize;
-         c.layout = ScaleLayout::rowmajor;
-         c.tail = TailRule::reject;
+         torchao_rceil(c);
+         c.nonfinite = NonFiniteRule::torchao_rceil;
        }},
-      {"mxfp8.te", "TransformerEngine MXFP8: cvt.rp.satfinite.ue8m0 of amax * (1/448), cvt.rn.satfinite E4M3",
+      {"mxfp8.torchao.rceil.compiled",
+       "torchao 0.18.0 to_mx RCEIL under torch.compile (CPU, torch 2.15): as mxfp8.torchao.rceil, a NaN group is 0xFF throughout",
+       "peer",
+       [](Contract& c) {
+         torchao_rceil(c);
+         c.nonfinite = NonFiniteRule::torchao_rceil_compiled;
+       }},
+      {"mxfp8.te", "TransformerEngine MXFP8: cvt.rp.satfinite.ue8m0 of amax * (1/448), cvt.rn.satfinite E4M3", "source",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
          c.scale_rule = ScaleRule::rceil;
@@ -222,25 +247,25 @@ const std::vector<PresetDef>& preset_defs() {
          c.layout = ScaleLayout::padded;
          c.tail = TailRule::reject;
        }},
-      {"mx.ocp", "OCP MX v1.0 with E4M3 elements: floor scale, RNE saturating, NaN group on non-finite",
+      {"mx.ocp", "OCP MX v1.0 with E4M3 elements: floor scale, RNE saturating, NaN group on non-finite", "source",
        [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
-      {"mx.ocp.e4m3", "OCP MX v1.0, MXFP8 E4M3", [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
-      {"mx.ocp.e5m2", "OCP MX v1.0, MXFP8 E5M2", [](Contract& c) { c = mx_base(ElemFormat::e5m2); ocp(c); }},
-      {"mx.ocp.e2m3", "OCP MX v1.0, MXFP6 E2M3 (one code per byte)",
+      {"mx.ocp.e4m3", "OCP MX v1.0, MXFP8 E4M3", "source", [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
+      {"mx.ocp.e5m2", "OCP MX v1.0, MXFP8 E5M2", "source", [](Contract& c) { c = mx_base(ElemFormat::e5m2); ocp(c); }},
+      {"mx.ocp.e2m3", "OCP MX v1.0, MXFP6 E2M3 (one code per byte)", "source",
        [](Contract& c) { c = mx_base(ElemFormat::e2m3); ocp(c); }},
-      {"mx.ocp.e3m2", "OCP MX v1.0, MXFP6 E3M2 (one code per byte)",
+      {"mx.ocp.e3m2", "OCP MX v1.0, MXFP6 E3M2 (one code per byte)", "source",
        [](Contract& c) { c = mx_base(ElemFormat::e3m2); ocp(c); }},
-      {"mx.ocp.e2m1", "OCP MX v1.0, MXFP4 E2M1 (two codes per byte, element 2k low nibble)",
+      {"mx.ocp.e2m1", "OCP MX v1.0, MXFP4 E2M1 (two codes per byte, element 2k low nibble)", "source",
        [](Contract& c) { c = mx_base(ElemFormat::e2m1); ocp(c); }},
-      {"mx.microxcaling", "microsoft/microxcaling _quantize_mx: floor(log2f(amax)) in fp32, round half away in fp32",
+      {"mx.microxcaling", "microsoft/microxcaling _quantize_mx (PyTorch path): floor(log2f(amax)) in fp32, sign(x) * floor(|v| + 0.5) in fp32", "source",
        [](Contract& c) {
          c = mx_base(ElemFormat::e4m3);
          ocp(c);
          c.log2_fp32 = true;
          c.rounding = Rounding::half_away_fp32;
-         c.signed_zero = false;  // sign(x) * floor(|x| + 0.5): torch.sign(-0.0) is 0
+         c.signed_zero = SignedZero::underflow;  // sign(x) * floor(|v| + 0.5): torch.sign(-0.0) is +0
        }},
-      {"int8.block.ascend", "int8 per (b, head, 64 tokens): scale = amax/127 stored fp32, RNE(x / stored scale)",
+      {"int8.block.ascend", "int8 per (b, head, 64 tokens): scale = amax/127 stored fp32, RNE(x / stored scale)", "seed",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::int8_block;
@@ -250,7 +275,7 @@ const std::vector<PresetDef>& preset_defs() {
          c.int_rounding = IntRounding::rne;
          c.range = 127;
        }},
-      {"int8.block.sage.cuda", "SageAttention CUDA QuantInt8Kernel: max(amax, 1e-7)/127, x * (127/amax'), RNE, [-128, 127]",
+      {"int8.block.sage.cuda", "SageAttention CUDA QuantInt8Kernel: max(amax, 1e-7)/127, x * (127/amax'), RNE, [-128, 127]", "source",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::int8_block;
@@ -261,7 +286,7 @@ const std::vector<PresetDef>& preset_defs() {
          c.int_rounding = IntRounding::rne;
          c.range = 128;
        }},
-      {"int8.block.sage.triton", "SageAttention Triton quant_per_block: amax/127, x/scale + 0.5*sign truncated",
+      {"int8.block.sage.triton", "SageAttention Triton quant_per_block: amax/127, x/scale + 0.5*sign truncated", "source",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::int8_block;
@@ -271,7 +296,7 @@ const std::vector<PresetDef>& preset_defs() {
          c.int_rounding = IntRounding::half_away_fp32;
          c.range = 128;
        }},
-      {"int8.token.blaze", "per-token int8 over the complete row: ClampAfterDiv, caller's scale_min, RNE",
+      {"int8.token.blaze", "per-token int8 over the complete row: ClampAfterDiv, caller's scale_min, RNE", "seed",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::int8_token;
@@ -281,7 +306,7 @@ const std::vector<PresetDef>& preset_defs() {
          c.int_rounding = IntRounding::rne;
          c.range = 127;
        }},
-      {"int8.token.vllm", "vLLM dynamic per-token int8: absmax/127, x * (127/absmax), RNE, [-128, 127]",
+      {"int8.token.vllm", "vLLM dynamic per-token int8: absmax/127, x * (127/absmax), RNE, [-128, 127]", "source",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::int8_token;
@@ -290,7 +315,7 @@ const std::vector<PresetDef>& preset_defs() {
          c.int_rounding = IntRounding::rne;
          c.range = 128;
        }},
-      {"q8_0.ggml", "ggml Q8_0 reference: blocks of 32, d = amax/127 stored fp16, roundf(x * (1/d))",
+      {"q8_0.ggml", "ggml Q8_0 reference (quantize_row_q8_0_ref, = gguf-py 0.19.0 gguf.quants): blocks of 32, d = amax/127 stored fp16, roundf(x * (1/d))", "peer",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::int8_group;
@@ -301,12 +326,12 @@ const std::vector<PresetDef>& preset_defs() {
          c.range = 127;
          c.scale_store = ScaleStore::f16;
        }},
-      {"hif4", "HiFloat4: 64-element blocks, E6M2 + two micro-exponent levels, S1P2 elements (fake-quant, pack)",
+      {"hif4", "HiFloat4: 64-element blocks, E6M2 + two micro-exponent levels, S1P2 elements (fake-quant, pack)", "seed",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::hif4;
        }},
-      {"pool.mean", "pooled block mean over the sequence axis of (B, S, F...): exact, each cell / its true length",
+      {"pool.mean", "pooled block mean over the sequence axis of (B, S, F...): exact, each cell / its true length", "seed",
        [](Contract& c) {
          c = Contract{};
          c.family = Family::pool;
@@ -348,6 +373,12 @@ std::string preset_description(const std::string& name) {
   const PresetDef* d = find_preset(name);
   if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
   return d->description;
+}
+
+std::string preset_verified(const std::string& name) {
+  const PresetDef* d = find_preset(name);
+  if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
+  return d->verified;
 }
 
 Contract make_preset(const std::string& name) {
@@ -402,7 +433,8 @@ std::vector<std::string> param_choices(const std::string& key) {
     return out;
   }
   if (key == "overflow") return {"saturate", "nan", "inf"};
-  if (key == "log2_fp32" || key == "signed_zero") return {"false", "true"};
+  if (key == "log2_fp32") return {"false", "true"};
+  if (key == "signed_zero") return names(kSignedZero);
   if (key == "scale_rule") return names(kScaleRules);
   if (key == "ratio") return names(kRatio);
   if (key == "nonfinite") return names(kNonFinite);

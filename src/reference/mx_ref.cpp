@@ -1,9 +1,11 @@
 // Reference MX quantizer (contracts §1-2, docs/presets.md): one group at a time, in the order the
 // contract states its steps: amax, scale byte, scale value, element codes.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "formats/torchao_nan.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e8m0.hpp"
 #include "reference/reference.hpp"
@@ -47,7 +49,7 @@ std::uint8_t scale_byte(const Contract& c, float amax) {
 
 }  // namespace
 
-// The fp32 value elements are divided by. torchao <= 2025 clamped its fp32 scale to the
+// The fp32 value elements are divided by. torchao 0.18 FLOOR/CEIL/EVEN clamp their fp32 scale to the
 // smallest normal, TransformerEngine multiplies byte-0 groups by 1.0, and TransformerEngine's
 // multiplier for byte 0xFE is 2^(254 - 254) written as bits: +0.0 (a divisor of +inf).
 float mx_divisor(const Contract& c, std::uint8_t byte) {
@@ -63,8 +65,35 @@ std::uint8_t encode(const Contract& c, float v) {
   const ElemTraits& t = elem_traits(c.element);
   std::uint8_t q = elem_encode(c.element, v, c.rounding, c.overflow);
   const std::uint8_t sign_bit = static_cast<std::uint8_t>(1u << (t.bits - 1));
-  if (!c.signed_zero && q == sign_bit) q = 0;
+  // v == 0 here is a zero input (a zero divided by the scale): `underflow` drops its sign only.
+  const bool unsigned_zero =
+      c.signed_zero == SignedZero::drop || (c.signed_zero == SignedZero::underflow && v == 0.0f);
+  if (unsigned_zero && q == sign_bit) q = 0;
   return q;
+}
+
+std::uint32_t bits_of(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// torchao's code for element x of a group holding NaN (scale byte 255). FLOOR/CEIL/EVEN divide
+// by the scale +inf: finite -> signed zero, NaN -> itself (quieted), inf -> inf / inf, the x86
+// default NaN. Eager RCEIL multiplies by the amax's NaN, and x86 returns that (positive,
+// canonical) NaN even for a NaN element; compiled RCEIL gives the NaN 0xFFFFFFFF everywhere.
+std::uint8_t torchao_nan_group_code(const Contract& c, float x) {
+  const std::uint32_t quiet = bits_of(x) | 0x00400000u;
+  switch (c.nonfinite) {
+    case NonFiniteRule::torchao:
+      if (std::isnan(x)) return torchao_nan_code(c.element, quiet);
+      if (std::isinf(x)) return torchao_nan_code(c.element, kX86DefaultNaN);
+      return encode(c, x / std::numeric_limits<float>::infinity());
+    case NonFiniteRule::torchao_rceil:
+      return torchao_nan_code(c.element, 0x7FC00000u);
+    default:
+      return torchao_nan_code(c.element, 0xFFFFFFFFu);
+  }
 }
 
 // The NaN code for element x: signed like x, or the canonical positive NaN.
@@ -98,16 +127,31 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n, const
         // NaN takes no part in the amax reduction (fmaxf); an inf amax saturates the scale.
         if (s.has_inf) amax = std::numeric_limits<float>::infinity();
         break;
+      case NonFiniteRule::torchao:
+      case NonFiniteRule::torchao_rceil:
+      case NonFiniteRule::torchao_rceil_compiled:
+        if (s.has_nan) {
+          out.scale_byte = given ? *given : 255;
+          for (std::int64_t i = 0; i < n; ++i) out.codes[i] = torchao_nan_group_code(c, x[i]);
+          return out;
+        }
+        amax = std::numeric_limits<float>::infinity();
+        break;
     }
   }
 
-  // An infinite amax (te) saturates the scale: cvt.rp.satfinite gives the largest finite byte.
-  out.scale_byte = given ? *given : std::isinf(amax) ? 254 : scale_byte(c, amax);
+  // An infinite amax saturates the scale: cvt.rp.satfinite (TE, torchao RCEIL) gives the largest
+  // finite byte; torchao's other rules read the exponent field 255 of inf's bits: 255 - emax.
+  std::uint8_t inf_byte = 254;
+  if (c.nonfinite == NonFiniteRule::torchao && c.scale_rule != ScaleRule::rceil)
+    inf_byte = static_cast<std::uint8_t>(std::min(255 - elem_traits(c.element).emax, 254));
+  out.scale_byte = given ? *given : std::isinf(amax) ? inf_byte : scale_byte(c, amax);
   if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;  // literal +0 payload
 
   const float scale = mx_divisor(c, out.scale_byte);
   for (std::int64_t i = 0; i < n; ++i) {
-    // Only the te rules reach here with non-finite elements: the device's NaN is canonical.
+    // Only the te rules (and torchao's inf groups, whose inf / 2^k saturates) reach here with
+    // non-finite elements: the device's NaN is canonical.
     const float v = x[i] / scale;
     out.codes[i] = std::isnan(v) ? nan_code(c, v, false) : encode(c, v);
   }

@@ -36,6 +36,7 @@ MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payloa
   static const std::array<std::uint32_t, 256> log2_up_from = build_log2_up_from();
   const ElemTraits& t = elem_traits(c.element);
   MxPlan p;
+  p.element = c.element;
   p.elem_bits = t.bits;
   p.mbits = t.mbits;
   p.bias = t.bias;

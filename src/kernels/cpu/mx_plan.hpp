@@ -10,6 +10,7 @@ namespace qexact::kernels {
 
 struct MxPlan {
   // Element format.
+  ElemFormat element = ElemFormat::e4m3;
   int elem_bits = 8, mbits = 3, bias = 7, emax = 8, max_code = 0x7E;
   bool has_nan = true, has_inf = false, fp4 = false;
   // Scale rule.
@@ -23,7 +24,7 @@ struct MxPlan {
   Overflow overflow = Overflow::saturate;
   NonFiniteRule nonfinite = NonFiniteRule::zero;
   Byte0Rule byte0 = Byte0Rule::flush;
-  bool signed_zero = true;
+  SignedZero signed_zero = SignedZero::keep;
   bool prequant_bf16 = false;
   int block = 32;
   ScaleLayout layout = ScaleLayout::rowmajor;

@@ -105,7 +105,9 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
   VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
   sign = hn::IfThenZeroElse(is_nan, sign);
-  if (!kRneSaturate && !p.signed_zero) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
+  if (!kRneSaturate && p.signed_zero == SignedZero::drop) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
+  if (!kRneSaturate && p.signed_zero == SignedZero::underflow)  // a zero value (a -0.0 input) only
+    sign = hn::IfThenZeroElse(hn::And(hn::Eq(code, hn::Zero(di)), hn::Eq(abs, hn::Zero(di))), sign);
   return hn::Or(code, sign);
 }
 
@@ -140,6 +142,10 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
   if (gs.signed_nan) {  // every element NaN, each with its own sign
     for (int i = 0; i < block; ++i)
       codes[i] = static_cast<std::uint8_t>((float_bits(src[i]) >> 31 ? 0x80 : 0x00) | 0x7F);
+    return gs.byte;
+  }
+  if (gs.torchao_nan) {
+    for (int i = 0; i < block; ++i) codes[i] = torchao_group_code(p, float_bits(src[i]));
     return gs.byte;
   }
   const hn::Rebind<std::uint8_t, DI> d8;
@@ -187,6 +193,14 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
       const VI sign = hn::ShiftLeft<7>(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits[j]))));
       hn::StoreU(hn::DemoteTo(hn::Rebind<std::uint8_t, DI>(), hn::Or(sign, hn::Set(di, 0x7F))),
                  hn::Rebind<std::uint8_t, DI>(), out + begin + j * kN);
+    }
+    return gs.byte;
+  }
+  if (gs.torchao_nan) {
+    HWY_ALIGN std::int32_t lanes[kN];
+    for (int j = 0; j < nv; ++j) {
+      hn::Store(bits[j], di, lanes);
+      for (int i = 0; i < kN; ++i) out[begin + j * kN + i] = torchao_group_code(p, static_cast<std::uint32_t>(lanes[i]));
     }
     return gs.byte;
   }
@@ -242,7 +256,8 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
 
 template <DType kDtype>
 void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
-  const bool rne_saturate = p.rounding == Rounding::rne && p.overflow == Overflow::saturate && p.signed_zero;
+  const bool rne_saturate =
+      p.rounding == Rounding::rne && p.overflow == Overflow::saturate && p.signed_zero == SignedZero::keep;
   if (rne_saturate) QuantizeGroupsOf<kDtype, true>(p, first, last);
   else QuantizeGroupsOf<kDtype, false>(p, first, last);
 }

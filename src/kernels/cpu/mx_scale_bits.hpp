@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "formats/torchao_nan.hpp"
 #include "kernels/cpu/mx_plan.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
@@ -27,6 +28,7 @@ struct GroupScale {
   bool fill = false;            // every code is fill_code
   std::uint8_t fill_code = 0;
   bool signed_nan = false;      // every code is the NaN code with the element's sign
+  bool torchao_nan = false;     // a torchao NaN group: each code from torchao_group_code
 };
 
 inline int clamp_byte(int b) { return std::clamp(b, 0, 254); }
@@ -79,6 +81,21 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
         if (p.has_nan) g.signed_nan = true;
         else g.fill = true;
         return g;
+      case NonFiniteRule::torchao:
+      case NonFiniteRule::torchao_rceil:
+      case NonFiniteRule::torchao_rceil_compiled:
+        if (amax > 0x7F800000u) {
+          g.byte = 255;
+          g.torchao_nan = true;
+          return g;
+        }
+        // An inf amax: RCEIL saturates to byte 254 (x * 2^-127); the bit-reading rules take
+        // inf's exponent field 255, byte 255 - emax. inf elements then saturate.
+        g.byte = static_cast<std::uint8_t>(p.nonfinite == NonFiniteRule::torchao && p.rule != ScaleRule::rceil
+                                               ? std::min(255 - p.emax, 254)
+                                               : 254);
+        g.multiplier = reciprocal_of_byte(g.byte);
+        return g;
       case NonFiniteRule::te:
       case NonFiniteRule::te_saturate:
         if (finite_or_inf == 0x7F800000u) {
@@ -102,6 +119,26 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
     case Byte0Rule::unscaled: g.multiplier = 1.0f; break;
   }
   return g;
+}
+
+// Code of element `bits` in a torchao NaN group (GroupScale::torchao_nan): FLOOR/CEIL/EVEN
+// compute x / +inf (finite -> zero, NaN -> itself quieted, inf -> x86's default NaN), eager
+// RCEIL x * NaN (the amax's positive canonical NaN for every element, NaN ones included),
+// compiled RCEIL the NaN 0xFFFFFFFF.
+inline std::uint8_t torchao_group_code(const MxPlan& p, std::uint32_t bits) {
+  const std::uint32_t mag = bits & 0x7FFFFFFFu;
+  const bool is_nan = mag > 0x7F800000u;
+  switch (p.nonfinite) {
+    case NonFiniteRule::torchao:
+      if (is_nan) return torchao_nan_code(p.element, bits | 0x00400000u);
+      if (mag == 0x7F800000u) return torchao_nan_code(p.element, kX86DefaultNaN);
+      // A zero: its sign survives only where the contract keeps the sign of a zero value.
+      return p.signed_zero == SignedZero::keep && (bits >> 31) ? static_cast<std::uint8_t>(1u << (p.elem_bits - 1)) : 0;
+    case NonFiniteRule::torchao_rceil:
+      return torchao_nan_code(p.element, 0x7FC00000u);
+    default:
+      return torchao_nan_code(p.element, 0xFFFFFFFFu);
+  }
 }
 
 }  // namespace qexact::kernels

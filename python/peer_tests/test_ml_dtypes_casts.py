@@ -16,9 +16,15 @@ Where the two differ, and why (each asserted exactly below):
   ``overflow="saturate"`` it differs exactly on |x| >= 61440 and ±inf: qexact gives ±57344
   (0x7B | sign). NaN: both give a NaN keeping the input's sign, ml_dtypes 0x7E | sign, qexact
   0x7F | sign.
-* float4_e2m1fn (max 6). Both saturate (|x| >= 7, ±inf -> ±6) and are identical on every
-  finite and infinite pattern. NaN, which the format cannot hold: qexact gives 0x0, ml_dtypes
-  0x8 (-0) for a NaN whose sign bit is clear and 0x0 for one whose sign bit is set.
+* float4_e2m1fn (max 6), float6_e2m3fn (max 7.5), float6_e3m2fn (max 28). Both saturate (±inf
+  -> ±max) and are identical on every finite and infinite pattern. NaN, which these formats
+  cannot hold: qexact gives 0, ml_dtypes the negative zero (0x8 / 0x20) for a NaN whose sign
+  bit is clear and 0 for one whose sign bit is set.
+* float8_e8m0fnu (the MX scale): every one of the 256 codes decodes (through
+  ``qexact.dequantize`` of a payload of ones) to ml_dtypes' value, 255 to NaN. ml_dtypes' own
+  fp32 -> e8m0 cast (round to nearest power of two) is no qexact scale rule and is not compared.
+
+Part of the peer suite (scripts/test-peers.sh): ml_dtypes is a pinned peer.
 """
 
 from __future__ import annotations
@@ -62,6 +68,10 @@ FORMATS = [
            ((0x7F, 0x7E), (0xFF, 0xFE))),
     # e2m1: smallest subnormal 2^-1, max 6, 2 * max = 12 < 2^4.
     Format("e2m1", ml_dtypes.float4_e2m1fn, -3, 4, 2, "saturate", None, 0, 0, ((0x0, 0x8), (0x0, 0x0))),
+    # e2m3: smallest subnormal 2^-3, max 7.5, 2 * max = 15 < 2^4.
+    Format("e2m3", ml_dtypes.float6_e2m3fn, -5, 4, 2, "saturate", None, 0, 0, ((0x0, 0x20), (0x0, 0x0))),
+    # e3m2: smallest subnormal 2^-4, max 28, 2 * max = 56 < 2^6.
+    Format("e3m2", ml_dtypes.float6_e3m2fn, -6, 6, 4, "saturate", None, 0, 0, ((0x0, 0x20), (0x0, 0x0))),
 ]
 IDS = [f.element for f in FORMATS]
 
@@ -138,3 +148,16 @@ def test_samples_below_and_above_the_range(f: Format):
             assert np.array_equal(ours, theirs)
     ours, _ = both(below, f, f.matching_overflow)
     assert np.all(ours == 0)
+
+
+def test_e8m0_scale_decodes_as_ml_dtypes():
+    """Every E8M0 byte, as the scale of a group of E4M3 ones (code 0x38), against ml_dtypes."""
+    scale = np.arange(256, dtype=np.uint8).reshape(256, 1)
+    payload = np.full((256, 32), 0x38, dtype=np.uint8)
+    theirs = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    theirs = np.repeat(theirs[:, None], 32, axis=1)
+    for engine in ("reference", "fast"):
+        ours = qexact.dequantize(payload, scale, "mx.ocp", shape=(256, 32), engine=engine)
+        differing = int(np.count_nonzero(ours.view(np.uint32) != theirs.view(np.uint32)))
+        print(f"e8m0 ({engine}): {differing} differing of {ours.size} values")
+        assert differing == 0
