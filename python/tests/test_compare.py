@@ -147,12 +147,17 @@ def test_contracts_differing_in_byte0_and_nonfinite_rules():
     x[2, 5] = np.inf
     report = qexact.compare(x, "mxfp8.ascend", "mxfp8.torchao.floor")
     assert report.actual == "mxfp8.torchao.floor"
-    assert report.scales_differing == 0 and report.scale_bytes == 8  # pairs vs rowmajor: the logical grid
-    assert report.elements_differing == 64
-    assert report.signatures == ["nonfinite_rule", "flush_rule"]
-    assert all(d.confirmed and d.evidence == {"payload_errors_in_group_class": 32} for d in report.diagnoses)
-    assert "nonfinite=nan gives, not zero" in report.diagnoses[0].explanation
-    assert "byte0=quantize gives, not flush" in report.diagnoses[1].explanation
+    assert report.scales_differing == 1 and report.scale_bytes == 8  # pairs vs rowmajor: the logical grid
+    assert report.scale_delta_histogram == {-8: 1}  # 255 -> 247: inf's exponent field
+    assert report.signatures == ["nonfinite_rule", "nonfinite_rule", "flush_rule"]
+    assert all(d.confirmed for d in report.diagnoses)
+    assert "follow nonfinite=torchao, not zero" in report.diagnoses[0].explanation
+    in_inf_group = report.elements_differing - 32  # the group of inf: those not zero in both
+    assert 0 < in_inf_group < 32
+    assert report.diagnoses[1].evidence == {"payload_errors_in_group_class": in_inf_group}
+    assert "nonfinite=torchao gives, not zero" in report.diagnoses[1].explanation
+    assert report.diagnoses[2].evidence == {"payload_errors_in_group_class": 32}
+    assert "byte0=min_normal gives, not flush" in report.diagnoses[2].explanation
     assert report.first_element_difference == (1, 0)
     assert "diagnoses:" in str(report) and "flush_rule (confirmed by a re-run)" in str(report)
 

@@ -443,11 +443,19 @@ class Stager {
       const std::int64_t n = count(r.k);
       if (n == 0) continue;
       bool done = false;
-      if (c_.family == Family::mx)
+      // Several rules can give the same payload once the device's scales are used; the one that
+      // also gives the device's scales is the explanation, so it is tried first.
+      for (const bool want_scales : {true, false}) {
+        if (done || c_.family != Family::mx) break;
         for (const std::string& value : r.values) {
           if (param_of(c_, r.param) == value) continue;
           const std::optional<Contract> v = variant(c_, {{r.param, value}});
-          if (!v || !explains(*v, in_group_class(r.k))) continue;
+          if (!v) continue;
+          if (want_scales) {
+            const auto scales = variant_scales(*v);
+            if (!scales || *scales != ds_) continue;
+          }
+          if (!explains(*v, in_group_class(r.k))) continue;
           out.push_back(make(r.signature, {{"payload_errors_in_group_class", n}},
                              "all " + std::to_string(n) + " payload differences in " + r.words + " are what " +
                                  r.param + "=" + value + " gives, not " + param_of(c_, r.param) +
@@ -456,6 +464,7 @@ class Stager {
           done = true;
           break;
         }
+      }
       if (!done && n == static_cast<std::int64_t>(errors.size()))
         out.push_back(make(r.signature, {{"payload_errors_in_group_class", n}},
                            "all " + std::to_string(n) + " payload differences are in " + r.words +
