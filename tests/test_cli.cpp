@@ -48,6 +48,24 @@ TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionVerificationAndParamete
   EXPECT_EQ(lines.size(), 2 * preset_names().size());
 }
 
+TEST_F(CliTest, PresetsAsMarkdownIsOneTableRowPerPreset) {
+  const RunResult r = run({"presets", "--markdown"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  const std::vector<std::string> names = preset_names();
+  ASSERT_EQ(lines.size(), 2 + names.size()) << r.out;
+  EXPECT_EQ(lines[0], "| preset | family | reproduces | verified against | parameters |");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    std::string description;  // a '|' in a cell is escaped, or it would end the cell
+    for (char ch : preset_description(name)) description += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    std::string params_cell;
+    for (const auto& [key, value] : params(make_preset(name))) params_cell += (params_cell.empty() ? "" : " ") + key + "=" + value;
+    EXPECT_EQ(lines[2 + i], "| `" + name + "` | " + family_name(make_preset(name).family) + " | " +
+                                description + " | " + preset_verified(name) + " | `" + params_cell + "` |");
+  }
+}
+
 // ---- quantize / dequantize round trips -------------------------------------------------------
 
 struct QuantCase {
