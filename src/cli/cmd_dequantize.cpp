@@ -6,7 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/quant_meta.hpp"
 #include "io/atomic_file.hpp"
-#include "io/read_file.hpp"
+#include "io/dir_files.hpp"
 #include "io/npy.hpp"
 #include "qexact/quantize.hpp"
 
@@ -20,14 +20,11 @@ struct DequantizeOptions {
 };
 
 // The file is read once: its bytes are checked against meta.json's record, then decoded.
-Tensor read_recorded(const std::filesystem::path& path, const TensorMeta& recorded) {
-  const std::vector<std::uint8_t> bytes = io::read_file(path);
+Tensor read_recorded(const io::DirFiles& dir, const char* name, const TensorMeta& recorded) {
+  const std::filesystem::path path = dir.path(name);
+  const std::vector<std::uint8_t> bytes = dir.read(name);
   check_recorded_file(path.string(), bytes, recorded);
-  Tensor t = npy::decode(bytes, path.string());
-  if (recorded.dtype == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
-  if (t.dtype() != recorded.dtype)
-    fail(ErrorKind::bad_file, path.string() + ": holds " + dtype_name(t.dtype()) + " values, expected " +
-                                  dtype_name(recorded.dtype));
+  Tensor t = expect_dtype(npy::decode(bytes, path.string()), recorded.dtype, path.string());
   if (t.shape() != recorded.shape)
     fail(ErrorKind::bad_file, path.string() + ": shape " + shape_str(t.shape()) + " differs from " +
                                   shape_str(recorded.shape) + " recorded in " + kMetaFile);
@@ -37,9 +34,12 @@ Tensor read_recorded(const std::filesystem::path& path, const TensorMeta& record
 int run_dequantize(const DequantizeOptions& o) {
   const std::filesystem::path dir = o.dir;
   io::check_output_file(o.out, {dir / kMetaFile, dir / kPayloadFile, dir / kScaleFile});
-  const QuantMeta meta = meta_from_json(read_json(dir / kMetaFile), (dir / kMetaFile).string());
-  const Tensor payload = read_recorded(dir / kPayloadFile, meta.payload);
-  const Tensor scale = read_recorded(dir / kScaleFile, meta.scale);
+  // One directory handle for the three files: a directory replaced meanwhile is read whole or not at all.
+  const io::DirFiles files(dir);
+  const QuantMeta meta = meta_from_json(parse_json(files.read(kMetaFile), files.path(kMetaFile)),
+                                        files.path(kMetaFile).string());
+  const Tensor payload = read_recorded(files, kPayloadFile, meta.payload);
+  const Tensor scale = read_recorded(files, kScaleFile, meta.scale);
   if (!meta.payload.file)
     std::cerr << "qexact: note: " << (dir / kMetaFile).string()
               << " records no sizes or checksums (written by an older qexact): payload and scale are not checked "

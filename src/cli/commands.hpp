@@ -4,7 +4,9 @@
 // failure is a qexact::Error that main() prints as one line, with exit status 2.
 #pragma once
 #include <filesystem>
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -65,7 +67,10 @@ Tensor read_float_input(const std::filesystem::path& path, const std::string& dt
 // A .npy file of `dir` whose dtype must be `expected` (as recorded in meta.json).
 Tensor read_npy_expecting(const std::filesystem::path& path, DType expected);
 
-// JSON file contents; a missing file is ErrorKind::io, malformed JSON ErrorKind::bad_file.
-nlohmann::ordered_json read_json(const std::filesystem::path& path);
+// A tensor read from `source` whose dtype must be `expected` (bf16 from '<u2'); bad_file otherwise.
+Tensor expect_dtype(Tensor t, DType expected, const std::string& source);
+
+// JSON from the bytes of file `path` (named in the error); malformed JSON is ErrorKind::bad_file.
+nlohmann::ordered_json parse_json(std::span<const std::uint8_t> bytes, const std::filesystem::path& path);
 
 }  // namespace qexact::cli
