@@ -211,6 +211,17 @@ TEST(BadInput, AMissingPlanFileOnEveryRank) {
   EXPECT_EQ(count_of(r.err, "qexact: error: cannot open missing.json"), 2) << r.err;
 }
 
+TEST(BadInput, NegativeFailRankOrThreadsIsAnErrorNamingTheRange) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 128);
+  const MpiOutcome r = mpirun(2, "collective plan.json --fail-rank -5", dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: --fail-rank: Value -5 not in range -1 to"), 2) << r.err;
+  const MpiOutcome t = mpirun(2, "collective plan.json --threads -2", dir);
+  EXPECT_EQ(t.status, 2) << t.err;
+  EXPECT_EQ(count_of(t.err, "qexact: error: --threads: Value -2 not in range 0 to 4096"), 2) << t.err;
+}
+
 // ---- the sweep file ----
 
 TEST(Sweep, WritesTheSweepFormat) {
