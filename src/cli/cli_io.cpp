@@ -34,11 +34,8 @@ Tensor read_float_input(const std::filesystem::path& path, const std::string& dt
   return t;
 }
 
-Tensor read_npy_expecting(const std::filesystem::path& path, DType expected) {
-  return expect_dtype(npy::read(path), expected, path.string());
-}
-
-Tensor expect_dtype(Tensor t, DType expected, const std::string& source) {
+Tensor decode_npy_expecting(std::span<const std::uint8_t> bytes, DType expected, const std::string& source) {
+  Tensor t = npy::decode(bytes, source);
   if (expected == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
   if (t.dtype() != expected)
     fail(ErrorKind::bad_file, source + ": holds " + dtype_name(t.dtype()) + " values, expected " + dtype_name(expected));

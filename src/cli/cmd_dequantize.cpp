@@ -24,7 +24,7 @@ Tensor read_recorded(const io::DirFiles& dir, const char* name, const TensorMeta
   const std::filesystem::path path = dir.path(name);
   const std::vector<std::uint8_t> bytes = dir.read(name);
   check_recorded_file(path.string(), bytes, recorded);
-  Tensor t = expect_dtype(npy::decode(bytes, path.string()), recorded.dtype, path.string());
+  Tensor t = decode_npy_expecting(bytes, recorded.dtype, path.string());
   if (t.shape() != recorded.shape)
     fail(ErrorKind::bad_file, path.string() + ": shape " + shape_str(t.shape()) + " differs from " +
                                   shape_str(recorded.shape) + " recorded in " + kMetaFile);

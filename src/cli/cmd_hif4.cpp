@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_files.hpp"
 #include "io/npy.hpp"
 #include "qexact/quantize.hpp"
 
@@ -41,8 +42,11 @@ int run_pack(const PackOptions& o) {
 int run_unpack(const UnpackOptions& o) {
   const std::filesystem::path dir = o.dir;
   io::check_output_file(o.out, {dir / kHif4ScaleFile, dir / kHif4ValueFile});
-  const Tensor scale = read_npy_expecting(dir / kHif4ScaleFile, DType::u8);
-  const Tensor value = read_npy_expecting(dir / kHif4ValueFile, DType::u8);
+  // One directory handle for both files: a directory replaced meanwhile is never read half old, half new.
+  const io::DirFiles files(dir);
+  auto read_u8 = [&](const char* name) { return decode_npy_expecting(files.read(name), DType::u8, files.path(name).string()); };
+  const Tensor scale = read_u8(kHif4ScaleFile);
+  const Tensor value = read_u8(kHif4ValueFile);
   const Tensor x = hif4_unpack(scale.view(), value.view(), o.engine.options());
   io::write_file_atomic(o.out, npy::encode(x.view()));
   return 0;
