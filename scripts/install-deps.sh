@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages qexact builds with, only those that are missing.
 set -euo pipefail
-packages=(cmake g++ make libgtest-dev libcli11-dev nlohmann-json3-dev libhwy-dev libbenchmark-dev clang libclang-rt-14-dev openmpi-bin libopenmpi-dev)
+packages=(cmake g++ make libgtest-dev libcli11-dev nlohmann-json3-dev libhwy-dev libbenchmark-dev clang libclang-rt-14-dev openmpi-bin libopenmpi-dev strace)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

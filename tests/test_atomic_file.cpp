@@ -1,6 +1,8 @@
 // Atomic publication of output files (io/atomic_file.hpp): contents exact, nothing visible
-// before publish, no temporaries left behind, existing neighbours untouched.
+// before publish, no temporaries left behind, directories replaced whole and only with force, links,
+// special files and inputs never replaced, stale temporaries of dead processes cleaned.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "io/atomic_file.hpp"
+#include "io/temp_name.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::io {
@@ -89,7 +92,7 @@ TEST_F(AtomicFileTest, FailureIsAnIoErrorAndLeavesNoTemporary) {
 }
 
 TEST_F(AtomicFileTest, OutputDirWritesNothingBeforePublish) {
-  OutputDir out(root_ / "new" / "nested");
+  OutputDir out(root_ / "new" / "nested", {"one.npy", "two.json"});
   out.add("one.npy", bytes("1"));
   out.add("two.json", std::string("{}"));
   EXPECT_TRUE(tree(root_).empty());
@@ -100,32 +103,61 @@ TEST_F(AtomicFileTest, OutputDirWritesNothingBeforePublish) {
 }
 
 TEST_F(AtomicFileTest, OutputDirWithTrailingSlash) {
-  OutputDir out((root_ / "d").string() + "/");
+  OutputDir out((root_ / "d").string() + "/", {"f"});
   out.add("f", bytes("x"));
   out.publish();
   EXPECT_EQ(tree(root_), (std::set<std::string>{"d", "d/f"}));
 }
 
-TEST_F(AtomicFileTest, OutputDirIntoAnExistingDirectoryKeepsItsOtherFiles) {
+TEST_F(AtomicFileTest, OutputDirRefusesAnExistingDirectoryWithoutForce) {
+  fs::create_directories(root_ / "d");
+  put(root_ / "d" / "one.npy", "old");
+  try {
+    OutputDir out(root_ / "d", {"one.npy"});
+    ADD_FAILURE() << "an existing directory was accepted without force";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(root_ / "d" / "one.npy"), "old");
+}
+
+TEST_F(AtomicFileTest, OutputDirWithForceReplacesTheWholeDirectory) {
+  fs::create_directories(root_ / "d");
+  put(root_ / "d" / "one.npy", "old one");
+  put(root_ / "d" / "two.npy", "old two");
+  OutputDir out(root_ / "d", {"one.npy", "two.npy"}, /*force=*/true);
+  out.add("one.npy", bytes("new one"));
+  out.add("two.npy", bytes("new two"));
+  out.publish();
+  EXPECT_EQ(tree(root_), (std::set<std::string>{"d", "d/one.npy", "d/two.npy"}));
+  EXPECT_EQ(slurp(root_ / "d" / "one.npy"), "new one");
+  EXPECT_EQ(slurp(root_ / "d" / "two.npy"), "new two");
+}
+
+TEST_F(AtomicFileTest, OutputDirWithForceNeverDeletesForeignFiles) {
   fs::create_directories(root_ / "d");
   put(root_ / "d" / "keep.txt", "mine");
-  put(root_ / "d" / "one.npy", "stale");
-  OutputDir out(root_ / "d");
-  out.add("one.npy", bytes("fresh"));
-  out.add("two.npy", bytes("2"));
-  out.publish();
-  EXPECT_EQ(tree(root_), (std::set<std::string>{"d", "d/keep.txt", "d/one.npy", "d/two.npy"}));
-  EXPECT_EQ(slurp(root_ / "d" / "one.npy"), "fresh");
-  EXPECT_EQ(slurp(root_ / "d" / "keep.txt"), "mine");
+  EXPECT_THROW(OutputDir(root_ / "d", {"one.npy"}, /*force=*/true), Error);
+  EXPECT_EQ(tree(root_), (std::set<std::string>{"d", "d/keep.txt"}));
+}
+
+TEST_F(AtomicFileTest, OutputDirHoldingAnInputIsRefused) {
+  fs::create_directories(root_ / "d");
+  put(root_ / "d" / "one.npy", "input");
+  try {
+    OutputDir out(root_ / "d", {"one.npy"}, /*force=*/true, {root_ / "d" / "one.npy"});
+    ADD_FAILURE() << "an output directory holding an input was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(root_ / "d" / "one.npy"), "input");
 }
 
 TEST_F(AtomicFileTest, OutputDirOntoARegularFileFailsAndWritesNothing) {
   put(root_ / "f", "a file");
-  OutputDir out(root_ / "f");
-  out.add("one.npy", bytes("1"));
   try {
-    out.publish();
-    ADD_FAILURE() << "publish succeeded";
+    OutputDir out(root_ / "f", {"one.npy"}, /*force=*/true);
+    ADD_FAILURE() << "a regular file was accepted as an output directory";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::io);
     EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
@@ -134,26 +166,62 @@ TEST_F(AtomicFileTest, OutputDirOntoARegularFileFailsAndWritesNothing) {
   EXPECT_EQ(slurp(root_ / "f"), "a file");
 }
 
-TEST_F(AtomicFileTest, OutputDirFailureMidwayRemovesTheStagingDirectory) {
-  // A name that is a directory inside the target cannot be replaced by a file: the rename of
-  // the second file fails after the first was published; no staging directory survives.
-  fs::create_directories(root_ / "d" / "two.npy" / "sub");
-  OutputDir out(root_ / "d");
-  out.add("one.npy", bytes("1"));
-  out.add("two.npy", bytes("2"));
+TEST_F(AtomicFileTest, OutputDirAppearingBeforePublishIsNotMergedInto) {
+  // Another writer creates the target between the check and the publication: without force the
+  // publication fails and neither the other writer's files nor a staging directory are mixed in.
+  OutputDir out(root_ / "d", {"one.npy"});
+  out.add("one.npy", bytes("mine"));
+  fs::create_directories(root_ / "d");
+  put(root_ / "d" / "one.npy", "theirs");
   EXPECT_THROW(out.publish(), Error);
-  EXPECT_EQ(tree(root_), (std::set<std::string>{"d", "d/one.npy", "d/two.npy", "d/two.npy/sub"}));
+  EXPECT_EQ(tree(root_), (std::set<std::string>{"d", "d/one.npy"}));
+  EXPECT_EQ(slurp(root_ / "d" / "one.npy"), "theirs");
 }
 
-TEST_F(AtomicFileTest, OutputDirRejectsPathsDuplicatesAndASecondPublish) {
-  OutputDir out(root_ / "d");
-  EXPECT_THROW(out.add("sub/one.npy", bytes("1")), Error);
+TEST_F(AtomicFileTest, OutputDirRejectsUndeclaredNamesDuplicatesMissingFilesAndASecondPublish) {
+  EXPECT_THROW(OutputDir(root_ / "d", {"sub/one.npy"}), Error);
+  OutputDir out(root_ / "d", {"one.npy", "two.npy"});
+  EXPECT_THROW(out.add("three.npy", bytes("3")), Error);
   EXPECT_THROW(out.add("", bytes("1")), Error);
   out.add("one.npy", bytes("1"));
   EXPECT_THROW(out.add("one.npy", bytes("2")), Error);
-  out.publish();
-  EXPECT_THROW(out.publish(), Error);
-  EXPECT_EQ(slurp(root_ / "d" / "one.npy"), "1");
+  EXPECT_THROW(out.publish(), Error);  // two.npy is missing
+  EXPECT_FALSE(fs::exists(root_ / "d"));
+}
+
+TEST_F(AtomicFileTest, WriteRefusesSymlinksAndSpecialFiles) {
+  put(root_ / "target", "kept");
+  fs::create_symlink("target", root_ / "link");
+  EXPECT_THROW(write_file_atomic(root_ / "link", bytes("new")), Error);
+  EXPECT_TRUE(fs::is_symlink(root_ / "link"));
+  EXPECT_EQ(slurp(root_ / "target"), "kept");
+  EXPECT_THROW(write_file_atomic("/dev/null", bytes("new")), Error);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_THROW(check_output_file(root_ / "target", {root_ / "target"}), Error);
+  fs::create_hard_link(root_ / "target", root_ / "hard");
+  EXPECT_THROW(check_output_file(root_ / "hard", {root_ / "target"}), Error);
+}
+
+TEST_F(AtomicFileTest, StaleTemporariesOfDeadProcessesAreRemovedOthersKept) {
+  // A child that exits at once gives a pid that is certainly gone (until reused).
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  const std::string mine = temp_candidate(root_, "out.npy").filename().string();
+  std::string dead = mine;
+  const std::string me = "." + std::to_string(::getpid()) + ".";
+  dead.replace(dead.find(me), me.size(), "." + std::to_string(child) + ".");
+  put(root_ / mine, "live");
+  put(root_ / dead, "stale");
+  fs::create_directories(root_ / (dead + "1"));  // a stale staging directory (different counter)
+  put(root_ / (dead + "1") / "payload.npy", "stale");
+  put(root_ / ".out.npy.tmp.123", "not qexact's naming");
+  put(root_ / "out.npy", "output");
+  ASSERT_TRUE(is_qexact_temp_name(dead));
+  EXPECT_FALSE(is_qexact_temp_name(".out.npy.tmp.123"));
+  write_file_atomic(root_ / "other.npy", bytes("x"));
+  EXPECT_EQ(tree(root_), (std::set<std::string>{mine, ".out.npy.tmp.123", "out.npy", "other.npy"}));
 }
 
 }  // namespace

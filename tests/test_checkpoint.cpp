@@ -109,7 +109,8 @@ class CheckpointTest : public test::CliTest {
       EXPECT_FALSE(has_entry(out, e.name));
       const Tensor x = st::to_tensor(e);
       const std::string npy_name = e.name + ".npy", dir = e.name + ".q";
-      std::vector<std::string> args = {"quantize", "--preset", preset, npy_name, "--out", dir};
+      // --force: the directory of an earlier preset's round is replaced.
+      std::vector<std::string> args = {"quantize", "--preset", preset, npy_name, "--out", dir, "--force"};
       Tensor stored = x;
       if (x.dtype() == DType::bf16) {
         stored = Tensor(DType::u16, x.shape());

@@ -133,18 +133,20 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantCase{"mxfp8_te_padded", "mxfp8.te", {}, DType::f32, {5, 64}}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST_F(CliTest, QuantizeIntoAnExistingDirectoryReplacesItsFiles) {
+TEST_F(CliTest, QuantizeIntoAnExistingDirectoryNeedsForceAndReplacesItWhole) {
   const Tensor x = from_f32_vector(random_values(2 * 32, 77), {2, 32}, DType::f32);
   put_npy("in.npy", x);
   fs::create_directories(work() / "q");
   put("q/payload.npy", "stale");
   put("q/notes.txt", "mine");
-  const RunResult r = run({"quantize", "--preset", "mx.ocp", "in.npy", "--out", "q"});
+  expect_rejected({"quantize", "--preset", "mx.ocp", "in.npy", "--out", "q"}, "--force");
+  // --force never deletes a file qexact did not write.
+  expect_rejected({"quantize", "--preset", "mx.ocp", "in.npy", "--out", "q", "--force"}, "notes.txt");
+  fs::remove(work() / "q" / "notes.txt");
+  const RunResult r = run({"quantize", "--preset", "mx.ocp", "in.npy", "--out", "q", "--force"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(work_tree(),
-            (std::set<std::string>{"in.npy", "q", "q/payload.npy", "q/scale.npy", "q/meta.json", "q/notes.txt"}));
+  EXPECT_EQ(work_tree(), (std::set<std::string>{"in.npy", "q", "q/payload.npy", "q/scale.npy", "q/meta.json"}));
   EXPECT_EQ(get("q/payload.npy"), encoded(quantize(make_contract("mx.ocp"), x.view()).payload));
-  EXPECT_EQ(get("q/notes.txt"), "mine");
 }
 
 // ---- HiFloat4 --------------------------------------------------------------------------------
@@ -203,9 +205,10 @@ TEST_F(CliTest, QuantizeAndDequantizeGiveTheSameFilesOnBothEngines) {
     put_npy("in.npy", x);
     const std::vector<std::string> dtype =
         q.dtype == DType::bf16 ? std::vector<std::string>{"--dtype", "bf16"} : std::vector<std::string>{};
-    std::vector<std::string> fast = {"quantize", "--preset", q.preset, "in.npy", "--out", "f", "--threads", "2"};
+    // --force: each case replaces the directories of the one before.
+    std::vector<std::string> fast = {"quantize", "--preset", q.preset, "in.npy", "--out", "f", "--threads", "2", "--force"};
     std::vector<std::string> reference = {"quantize", "--preset", q.preset, "in.npy", "--out", "r", "--engine",
-                                          "reference"};
+                                          "reference", "--force"};
     fast.insert(fast.end(), dtype.begin(), dtype.end());
     reference.insert(reference.end(), dtype.begin(), dtype.end());
     const RunResult rf = run(fast);

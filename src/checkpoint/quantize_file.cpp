@@ -13,6 +13,7 @@
 #include "checkpoint/tensor_stats.hpp"
 #include "io/atomic_file.hpp"
 #include "io/input_file.hpp"
+#include "io/output_guard.hpp"
 #include "io/safetensors.hpp"
 
 namespace qexact::checkpoint {
@@ -75,6 +76,7 @@ void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::S
 
 FileResult quantize_file(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
                          const Options& o, const ProgressFn& progress) {
+  io::check_output_file(out, {src});  // before any work: never a link, a device or the input itself
   const io::InputFile file(src);
   const safetensors::Index index = safetensors::read_index(file, src.string());
   check_quantizable(c, index.metadata, src.string());

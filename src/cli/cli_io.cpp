@@ -1,6 +1,4 @@
 // Reading the CLI's inputs: float tensors under --dtype, typed .npy files, JSON.
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.hpp"
 #include "io/npy.hpp"
@@ -36,22 +34,16 @@ Tensor read_float_input(const std::filesystem::path& path, const std::string& dt
   return t;
 }
 
-Tensor read_npy_expecting(const std::filesystem::path& path, DType expected) {
-  Tensor t = npy::read(path);
+Tensor decode_npy_expecting(std::span<const std::uint8_t> bytes, DType expected, const std::string& source) {
+  Tensor t = npy::decode(bytes, source);
   if (expected == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
   if (t.dtype() != expected)
-    fail(ErrorKind::bad_file, path.string() + ": holds " + dtype_name(t.dtype()) + " values, expected " +
-                                  dtype_name(expected));
+    fail(ErrorKind::bad_file, source + ": holds " + dtype_name(t.dtype()) + " values, expected " + dtype_name(expected));
   return t;
 }
 
-nlohmann::ordered_json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot open " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(ErrorKind::io, "cannot read " + path.string());
-  const auto j = nlohmann::ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+nlohmann::ordered_json parse_json(std::span<const std::uint8_t> bytes, const std::filesystem::path& path) {
+  const auto j = nlohmann::ordered_json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(ErrorKind::bad_file, path.string() + ": not valid JSON");
   return j;
 }

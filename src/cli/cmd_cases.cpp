@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "conformance/suite.hpp"
+#include "io/output_guard.hpp"
 
 namespace qexact::cli {
 namespace {
@@ -19,6 +20,10 @@ struct CasesOptions {
 
 int run_cases(const CasesOptions& o) {
   const Contract c = make_contract(o.preset, o.params);
+  std::error_code ec;
+  if (std::filesystem::exists(o.out, ec))
+    fail(ErrorKind::bad_argument, o.out + " already exists: cases are exported into a new directory");
+  io::check_output_dir(o.out, {}, /*force=*/false);  // before the suite is built
   const conformance::Suite suite = conformance::build_suite(c, o.seed);
   const std::vector<conformance::ExportCase> cases = suite.exported();
   conformance::write_case_dir(o.out, c, cases);

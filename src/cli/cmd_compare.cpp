@@ -16,6 +16,7 @@
 #include "conformance/compare.hpp"
 #include "conformance/contract_output.hpp"
 #include "contracts/contract_json.hpp"
+#include "conformance/emulate.hpp"
 #include "io/npy.hpp"
 
 namespace qexact::cli {
@@ -39,7 +40,28 @@ struct CaseResult {
   std::string name;
   CompareReport report;
   bool refused = false;  // the device wrote no outputs for it; the contract quantizes it
+  bool accepted_forbidden = false;  // the device wrote outputs for an input the contract refuses
 };
+
+// The device wrote outputs for an input the contract refuses: a failure however its bytes look.
+CompareReport accepted_forbidden(const Contract& c, const DeviceOutput& dev, const std::string& contract_error) {
+  CompareReport r;
+  const Tensor& first = conformance::output_kind(c) == conformance::OutputKind::single ? dev.output : dev.payload;
+  r.payload_bytes_total = r.payload_bytes_differing = static_cast<std::int64_t>(first.nbytes());
+  r.scale_bytes_total = r.scale_bytes_differing = static_cast<std::int64_t>(dev.scale.nbytes());
+  r.diagnoses.push_back(conformance::Diagnosis{
+      "accepted_forbidden_input",
+      {{"accepted_cases", 1}},
+      "the device wrote outputs for an input the contract refuses (" + contract_error + "); it must refuse it too",
+      true});
+  return r;
+}
+
+// Every byte matches and the device refused nothing it had to refuse.
+bool all_agree(const std::vector<CaseResult>& results, const CompareReport& sum) {
+  return sum.identical() &&
+         std::none_of(results.begin(), results.end(), [](const CaseResult& r) { return r.accepted_forbidden; });
+}
 
 // A device file must exist: a missing one is bad input, not an empty comparison.
 Tensor read_device_file(const std::string& path, const char* option) {
@@ -87,20 +109,33 @@ std::vector<CaseResult> compare_dir(const CompareOptions& o, Contract& c) {
   std::vector<CaseResult> out;
   std::string first_missing;  // a case without outputs, when no case has any
   for (const conformance::CaseEntry& e : d.cases) {
-    if (!e.expect_error.empty()) continue;  // a case the device must refuse: nothing to compare
-    const Tensor x = conformance::read_case_input(d, e);
-    const std::optional<DeviceOutput> dev = conformance::read_device_output(d, e);
-    if (dev) {
-      out.push_back({e.name, conformance::compare_device(c, x.view(), *dev), false});
-      continue;
-    }
-    if (first_missing.empty()) first_missing = e.name;
-    // Beside cases with outputs, a case without them is one the device refused: a difference
-    // when the contract quantizes it, agreement when the contract refuses it too.
     try {
-      out.push_back({e.name, conformance::compare_refusal(c, x.view()), true});
-    } catch (const Error&) {
-      // The contract refuses it too: device and contract agree, nothing to count.
+      const Tensor x = conformance::read_case_input(d, e);
+      const std::optional<DeviceOutput> dev = conformance::read_device_output(d, e);
+      if (!e.expect_error.empty()) {
+        // A case the contract must refuse: outputs for it are a failure; none are agreement. The
+        // contract (perhaps overridden by --preset/--param) decides, the manifest only announces.
+        if (!dev) continue;
+        const conformance::ContractRun run = conformance::try_contract(c, x.view(), RunOptions{Engine::reference, 1});
+        if (!run.output) {
+          out.push_back({e.name, accepted_forbidden(c, *dev, run.error), false, true});
+          continue;
+        }
+      }
+      if (dev) {
+        out.push_back({e.name, conformance::compare_device(c, x.view(), *dev), false});
+        continue;
+      }
+      if (first_missing.empty()) first_missing = e.name;
+      // Beside cases with outputs, a case without them is one the device refused: a difference
+      // when the contract quantizes it, agreement when the contract refuses it too.
+      try {
+        out.push_back({e.name, conformance::compare_refusal(c, x.view()), true});
+      } catch (const Error&) {
+        // The contract refuses it too: device and contract agree, nothing to count.
+      }
+    } catch (const Error& err) {
+      fail(err.kind(), "case \"" + e.name + "\": " + err.what());
     }
   }
   if (std::none_of(out.begin(), out.end(), [](const CaseResult& r) { return !r.refused; })) {
@@ -176,13 +211,14 @@ void print_json(const Contract& c, const std::vector<CaseResult>& results) {
   const CompareReport t = totals(results);
   Json j;
   contract_to_json(j, c);
-  j["identical"] = t.identical();
+  j["identical"] = all_agree(results, t);
   add_counts(j, t);
   Json cases = Json::array();
   for (const CaseResult& r : results) {
     Json cj;
     cj["name"] = r.name;
     cj["refused_by_device"] = r.refused;
+    cj["accepted_forbidden_input"] = r.accepted_forbidden;
     add_counts(cj, r.report);
     cj["first_payload_difference"] = r.report.first_payload_difference;
     cj["first_scale_difference"] = r.report.first_scale_difference;
@@ -238,6 +274,10 @@ void print_text(const Contract& c, const std::vector<CaseResult>& results) {
       std::cout << r.name << ": the device refused it (no outputs); the contract quantizes it\n";
       continue;
     }
+    if (r.accepted_forbidden) {
+      std::cout << r.name << ": the device wrote outputs for an input the contract refuses\n";
+      continue;
+    }
     if (k.identical()) continue;
     std::cout << r.name << ": ";
     if (k.first_payload_difference >= 0) std::cout << "first payload difference at element " << k.first_payload_difference;
@@ -249,7 +289,7 @@ void print_text(const Contract& c, const std::vector<CaseResult>& results) {
     }
     std::cout << "\n";
   }
-  if (t.identical()) {
+  if (all_agree(results, t)) {
     std::cout << "\nidentical: every payload and scale byte matches\n";
     return;
   }
@@ -289,7 +329,7 @@ int run_compare(const CompareOptions& o) {
   }
   if (o.json) print_json(c, results);
   else print_text(c, results);
-  return totals(results).identical() ? 0 : 1;
+  return all_agree(results, totals(results)) ? 0 : 1;
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // `qexact dequantize DIR [--engine E] [--threads N] --out OUT.npy`: fp32 values of a `qexact
 // quantize` output directory, under the contract meta.json records.
+#include <iostream>
 #include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/quant_meta.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_files.hpp"
 #include "io/npy.hpp"
 #include "qexact/quantize.hpp"
 
@@ -17,8 +19,12 @@ struct DequantizeOptions {
   EngineArgs engine;
 };
 
-Tensor read_recorded(const std::filesystem::path& path, const TensorMeta& recorded) {
-  Tensor t = read_npy_expecting(path, recorded.dtype);
+// The file is read once: its bytes are checked against meta.json's record, then decoded.
+Tensor read_recorded(const io::DirFiles& dir, const char* name, const TensorMeta& recorded) {
+  const std::filesystem::path path = dir.path(name);
+  const std::vector<std::uint8_t> bytes = dir.read(name);
+  check_recorded_file(path.string(), bytes, recorded);
+  Tensor t = decode_npy_expecting(bytes, recorded.dtype, path.string());
   if (t.shape() != recorded.shape)
     fail(ErrorKind::bad_file, path.string() + ": shape " + shape_str(t.shape()) + " differs from " +
                                   shape_str(recorded.shape) + " recorded in " + kMetaFile);
@@ -27,9 +33,17 @@ Tensor read_recorded(const std::filesystem::path& path, const TensorMeta& record
 
 int run_dequantize(const DequantizeOptions& o) {
   const std::filesystem::path dir = o.dir;
-  const QuantMeta meta = meta_from_json(read_json(dir / kMetaFile), (dir / kMetaFile).string());
-  const Tensor payload = read_recorded(dir / kPayloadFile, meta.payload);
-  const Tensor scale = read_recorded(dir / kScaleFile, meta.scale);
+  io::check_output_file(o.out, {dir / kMetaFile, dir / kPayloadFile, dir / kScaleFile});
+  // One directory handle for the three files: a directory replaced meanwhile is read whole or not at all.
+  const io::DirFiles files(dir);
+  const QuantMeta meta = meta_from_json(parse_json(files.read(kMetaFile), files.path(kMetaFile)),
+                                        files.path(kMetaFile).string());
+  const Tensor payload = read_recorded(files, kPayloadFile, meta.payload);
+  const Tensor scale = read_recorded(files, kScaleFile, meta.scale);
+  if (!meta.payload.file)
+    std::cerr << "qexact: note: " << (dir / kMetaFile).string()
+              << " records no sizes or checksums (written by an older qexact): payload and scale are not checked "
+                 "against it\n";
   const Tensor x = dequantize(meta.contract, payload.view(), scale.view(), meta.input.shape, o.engine.options());
   io::write_file_atomic(o.out, npy::encode(x.view()));
   return 0;

@@ -28,6 +28,7 @@ int run_fake_quant(const FakeQuantOptions& o) {
   if (c.family != Family::hif4)
     fail(ErrorKind::bad_argument, "fake-quant takes a hif4 preset; '" + o.preset + "' is a " +
                                       family_name(c.family) + " preset (use quantize)");
+  io::check_output_file(o.out, {o.input});
   const Tensor x = read_float_input(o.input, o.dtype);
   const Tensor y = hifloat4_fake_quant(x.view(), c.qdim, o.engine.options());
   io::write_file_atomic(o.out, npy::encode(y.view()));

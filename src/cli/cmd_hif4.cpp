@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_files.hpp"
 #include "io/npy.hpp"
 #include "qexact/quantize.hpp"
 
@@ -19,6 +20,7 @@ struct PackOptions {
   std::string input;
   std::string out;
   EngineArgs engine;
+  bool force = false;
 };
 
 struct UnpackOptions {
@@ -28,9 +30,9 @@ struct UnpackOptions {
 };
 
 int run_pack(const PackOptions& o) {
+  io::OutputDir out(o.out, {kHif4ScaleFile, kHif4ValueFile}, o.force, {o.input});
   const Tensor x = read_float_input(o.input, o.dtype);
   const Hif4Packed packed = hif4_pack(x.view(), o.engine.options());
-  io::OutputDir out(o.out);
   out.add(kHif4ScaleFile, npy::encode(packed.scale.view()));
   out.add(kHif4ValueFile, npy::encode(packed.value.view()));
   out.publish();
@@ -39,8 +41,12 @@ int run_pack(const PackOptions& o) {
 
 int run_unpack(const UnpackOptions& o) {
   const std::filesystem::path dir = o.dir;
-  const Tensor scale = read_npy_expecting(dir / kHif4ScaleFile, DType::u8);
-  const Tensor value = read_npy_expecting(dir / kHif4ValueFile, DType::u8);
+  io::check_output_file(o.out, {dir / kHif4ScaleFile, dir / kHif4ValueFile});
+  // One directory handle for both files: a directory replaced meanwhile is never read half old, half new.
+  const io::DirFiles files(dir);
+  auto read_u8 = [&](const char* name) { return decode_npy_expecting(files.read(name), DType::u8, files.path(name).string()); };
+  const Tensor scale = read_u8(kHif4ScaleFile);
+  const Tensor value = read_u8(kHif4ValueFile);
   const Tensor x = hif4_unpack(scale.view(), value.view(), o.engine.options());
   io::write_file_atomic(o.out, npy::encode(x.view()));
   return 0;
@@ -55,6 +61,9 @@ void add_hif4_pack(CLI::App& app, Action& action) {
   sub->add_option("input", opts->input, "input tensor IN.npy")->required();
   sub->add_option("--out", opts->out, "output directory: scale.npy (u1), value.npy (u1)")->required();
   add_engine_options(*sub, opts->engine);
+  sub->add_flag("--force", opts->force,
+                "replace an existing output directory (atomically, as a whole; only one holding just scale.npy "
+                "and value.npy)");
   sub->callback([opts, &action] { action = [opts] { return run_pack(*opts); }; });
 }
 

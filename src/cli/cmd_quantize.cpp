@@ -26,6 +26,7 @@ struct QuantizeOptions {
   EngineArgs engine;
   std::vector<std::string> include, exclude;
   bool strict = false;
+  bool force = false;
 };
 
 bool is_checkpoint(const std::string& path) {
@@ -44,11 +45,15 @@ int run_quantize(const QuantizeOptions& o) {
   if (is_checkpoint(o.input)) {
     if (!o.dtype.empty())
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
+    if (o.force) fail(ErrorKind::bad_argument, "--force applies to an output directory; an output file is replaced atomically");
+    io::check_output_file(o.out, {o.input});
     CheckpointOptions co{o.input, o.out, {o.include, o.exclude, o.strict, o.engine.options()}};
     return quantize_checkpoint(c, co, std::cout);
   }
   if (!o.include.empty() || !o.exclude.empty() || o.strict)
     fail(ErrorKind::bad_argument, "--include, --exclude and --strict apply to .safetensors checkpoints only");
+  // The target is checked before any work: an existing directory needs --force, an input inside it is refused.
+  io::OutputDir out(o.out, {kPayloadFile, kScaleFile, kMetaFile}, o.force, {o.input});
   const Tensor x = read_float_input(o.input, o.dtype);
   // The shapes the contract gives this input: checks rank and tail before any work, and pins
   // what the quantizer must return.
@@ -62,16 +67,17 @@ int run_quantize(const QuantizeOptions& o) {
 
   QuantMeta meta;
   meta.contract = c;
-  meta.input = {x.shape(), x.dtype()};
-  meta.payload = {r.payload.shape(), r.payload.dtype()};
-  meta.scale = {r.scale.shape(), r.scale.dtype()};
+  std::vector<std::uint8_t> payload = npy::encode(r.payload.view());
+  std::vector<std::uint8_t> scale = npy::encode(r.scale.view());
+  meta.input = {x.shape(), x.dtype(), std::nullopt};
+  meta.payload = {r.payload.shape(), r.payload.dtype(), file_check(payload)};
+  meta.scale = {r.scale.shape(), r.scale.dtype(), file_check(scale)};
   meta.path = r.path;
   meta.engine = run.engine;
 
-  io::OutputDir out(o.out);
-  out.add(kPayloadFile, npy::encode(r.payload.view()));
-  out.add(kScaleFile, npy::encode(r.scale.view()));
-  out.add(kMetaFile, meta_to_json(meta));  // last: it describes the others
+  out.add(kPayloadFile, std::move(payload));
+  out.add(kScaleFile, std::move(scale));
+  out.add(kMetaFile, meta_to_json(meta));
   out.publish();
   return 0;
 }
@@ -99,6 +105,9 @@ void add_quantize(CLI::App& app, Action& action) {
       ->allow_extra_args(false);
   sub->add_option("--exclude", opts->exclude, "checkpoint: leave tensors matching this glob as they are (repeatable)")
       ->allow_extra_args(false);
+  sub->add_flag("--force", opts->force,
+                "replace an existing output directory (atomically, as a whole; only one holding just "
+                "payload.npy, scale.npy and meta.json)");
   sub->add_flag("--strict", opts->strict, "checkpoint: a matched tensor the contract cannot take is an error");
   sub->callback([opts, &action] { action = [opts] { return run_quantize(*opts); }; });
 }

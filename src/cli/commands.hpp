@@ -1,10 +1,14 @@
 // The qexact command-line tool: one add_* per subcommand (cmd_*.cpp), each registering its
 // options on the CLI11 app and, once its arguments parse, setting the Action main() runs.
-// Commands compute every output before writing any, then publish them atomically (io/); a
-// failure is a qexact::Error that main() prints as one line, with exit status 2.
+// Commands check their output places before any work (io/output_guard.hpp: no link, special
+// file or input replaced, a writable place, --force for an existing directory), compute every
+// output before writing any, then publish them atomically (io/atomic_file.hpp); a failure is a
+// qexact::Error that main() prints as one line, with exit status 2.
 #pragma once
 #include <filesystem>
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -62,10 +66,11 @@ CLI::Option* add_dtype_option(CLI::App& sub, std::string& dtype);
 // '<u2' array without --dtype bf16) is a bad_argument error naming the file.
 Tensor read_float_input(const std::filesystem::path& path, const std::string& dtype);
 
-// A .npy file of `dir` whose dtype must be `expected` (as recorded in meta.json).
-Tensor read_npy_expecting(const std::filesystem::path& path, DType expected);
+// The bytes of .npy file `source` as a tensor whose dtype must be `expected` (as recorded in
+// meta.json; bf16 from '<u2'); ErrorKind::bad_file otherwise.
+Tensor decode_npy_expecting(std::span<const std::uint8_t> bytes, DType expected, const std::string& source);
 
-// JSON file contents; a missing file is ErrorKind::io, malformed JSON ErrorKind::bad_file.
-nlohmann::ordered_json read_json(const std::filesystem::path& path);
+// JSON from the bytes of file `path` (named in the error); malformed JSON is ErrorKind::bad_file.
+nlohmann::ordered_json parse_json(std::span<const std::uint8_t> bytes, const std::filesystem::path& path);
 
 }  // namespace qexact::cli

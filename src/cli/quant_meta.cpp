@@ -1,7 +1,10 @@
 #include "cli/quant_meta.hpp"
 
+#include <charconv>
+
 #include "cli/commands.hpp"
 #include "contracts/contract_json.hpp"
+#include "io/checksum.hpp"
 
 namespace qexact::cli {
 namespace {
@@ -13,6 +16,10 @@ Json tensor_json(const TensorMeta& t, const char* file) {
   if (file) j["file"] = file;
   j["shape"] = t.shape;
   j["dtype"] = dtype_name(t.dtype);
+  if (t.file) {
+    j["bytes"] = t.file->bytes;
+    j["fnv1a64"] = io::hex64(t.file->fnv1a64);
+  }
   return j;
 }
 
@@ -49,6 +56,20 @@ class MetaReader {
     } catch (const Error& e) {
       malformed(std::string("the dtype of ") + where + ": " + e.what());
     }
+    const bool has_bytes = obj.contains("bytes"), has_sum = obj.contains("fnv1a64");
+    if (has_bytes != has_sum) malformed(where + " records \"bytes\" or \"fnv1a64\" without the other");
+    if (has_bytes) {
+      const Json& bytes = obj.at("bytes");
+      if (!bytes.is_number_unsigned()) malformed("\"bytes\" of " + where + " is not a non-negative integer");
+      const std::string sum = string(obj, "fnv1a64", where);
+      std::uint64_t v = 0;
+      const auto [p, ec] = sum.size() == 18 && sum.compare(0, 2, "0x") == 0
+                               ? std::from_chars(sum.data() + 2, sum.data() + sum.size(), v, 16)
+                               : std::from_chars_result{sum.data(), std::errc::invalid_argument};
+      if (ec != std::errc() || p != sum.data() + sum.size())
+        malformed("\"fnv1a64\" of " + where + " is not 0x and 16 hex digits");
+      t.file = FileCheck{bytes.get<std::uint64_t>(), v};
+    }
     return t;
   }
 
@@ -59,6 +80,18 @@ class MetaReader {
 };
 
 }  // namespace
+
+FileCheck file_check(std::span<const std::uint8_t> bytes) { return FileCheck{bytes.size(), io::fnv1a64(bytes)}; }
+
+void check_recorded_file(const std::string& path, std::span<const std::uint8_t> bytes, const TensorMeta& recorded) {
+  if (!recorded.file) return;
+  const FileCheck got = file_check(bytes);
+  if (got.bytes != recorded.file->bytes || got.fnv1a64 != recorded.file->fnv1a64)
+    fail(ErrorKind::bad_file, path + ": " + std::to_string(got.bytes) + " bytes with checksum " + io::hex64(got.fnv1a64) +
+                                  ", but " + kMetaFile + " records " + std::to_string(recorded.file->bytes) +
+                                  " bytes with " + io::hex64(recorded.file->fnv1a64) +
+                                  ": the files of this directory were not written together");
+}
 
 std::string meta_to_json(const QuantMeta& m) {
   Json j;

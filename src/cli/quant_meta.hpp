@@ -4,9 +4,17 @@
 //   {"qexact_version": "0.1.0", "preset": "int8.token.blaze",
 //    "params": {"scale_mode": "after", ...}, "path": "single_pass", "engine": "fast",
 //    "input":   {"shape": [4, 64], "dtype": "f32"},
-//    "payload": {"file": "payload.npy", "shape": [4, 64], "dtype": "i8"},
-//    "scale":   {"file": "scale.npy", "shape": [4], "dtype": "f32"}}
+//    "payload": {"file": "payload.npy", "shape": [4, 64], "dtype": "i8",
+//                "bytes": 384, "fnv1a64": "0x..."},
+//    "scale":   {"file": "scale.npy", "shape": [4], "dtype": "f32", "bytes": 144, "fnv1a64": "0x..."}}
+//
+// "bytes" and "fnv1a64" (io/checksum.hpp) are the sizes and checksums of the files written
+// with this meta.json: dequantize refuses a payload or scale that is not the one written with it.
+// Directories written before they were recorded have neither; they are read with a note.
 #pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,9 +29,17 @@ inline constexpr const char* kMetaFile = "meta.json";
 inline constexpr const char* kPayloadFile = "payload.npy";
 inline constexpr const char* kScaleFile = "scale.npy";
 
+// The size and checksum of a file as written.
+struct FileCheck {
+  std::uint64_t bytes = 0;
+  std::uint64_t fnv1a64 = 0;
+};
+FileCheck file_check(std::span<const std::uint8_t> bytes);
+
 struct TensorMeta {
   Shape shape;
   DType dtype = DType::f32;
+  std::optional<FileCheck> file;  // payload and scale; absent in directories of older versions
 };
 
 struct QuantMeta {
@@ -37,5 +53,9 @@ std::string meta_to_json(const QuantMeta& m);
 // Checks meta.json's document and rebuilds the contract with make_contract. `source` names the
 // file in errors (ErrorKind::bad_file for a missing or mistyped member).
 QuantMeta meta_from_json(const nlohmann::ordered_json& j, const std::string& source);
+
+// Checks a file's bytes against what meta.json recorded for it (bad_file naming `path` when
+// they differ); nothing to check for an older meta.json without the record.
+void check_recorded_file(const std::string& path, std::span<const std::uint8_t> bytes, const TensorMeta& recorded);
 
 }  // namespace qexact::cli

@@ -1,11 +1,9 @@
 #include "conformance/case_dir.hpp"
 
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 #include <system_error>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +26,12 @@ const char* error_kind_name(ErrorKind k) {
     case ErrorKind::io: return "io";
   }
   return "unknown";
+}
+
+bool known_error_kind(const std::string& name) {
+  for (ErrorKind k : {ErrorKind::bad_argument, ErrorKind::bad_input, ErrorKind::bad_file, ErrorKind::io})
+    if (name == error_kind_name(k)) return true;
+  return false;
 }
 
 // A case name becomes a directory name: plain, portable, no way out of DIR.
@@ -62,26 +66,6 @@ Json manifest_json(const Contract& c, const std::vector<ExportCase>& cases) {
   }
   j["cases"] = std::move(list);
   return j;
-}
-
-fs::path staging_name(const fs::path& dir) {
-  static const unsigned salt = std::random_device{}();
-  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string&&` at -O3.
-  std::string name = ".";
-  name += dir.filename().string();
-  name += ".staging.";
-  name += std::to_string(::getpid());
-  name += '.';
-  name += std::to_string(salt);
-  return parent / name;
-}
-
-void write_bytes(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) fail(ErrorKind::io, "cannot write " + path.string());
 }
 
 // Reading the manifest: every member checked, errors name it.
@@ -141,24 +125,20 @@ void write_case_dir(const fs::path& dir_as_given, const Contract& c, const std::
   std::error_code ec;
   if (fs::exists(dir, ec))
     fail(ErrorKind::bad_argument, dir.string() + " already exists: cases are exported into a new directory");
+  io::check_output_dir(dir, {}, /*force=*/false);
 
-  const fs::path staging = staging_name(dir);
+  io::StagedDir staged(dir);
   try {
-    fs::create_directories(staging);
     for (const ExportCase& e : cases) {
-      fs::create_directory(staging / e.c->name);
-      write_bytes(staging / e.c->name / kCaseInput, npy::encode(e.c->input.view()));
+      fs::create_directory(staged.path() / e.c->name);
+      io::write_new_file(staged.path() / e.c->name / kCaseInput, npy::encode(e.c->input.view()));
+      io::sync_directory(staged.path() / e.c->name);
     }
     const std::string manifest = manifest_json(c, cases).dump(2) + "\n";
-    write_bytes(staging / kCaseManifest, std::vector<std::uint8_t>(manifest.begin(), manifest.end()));
-    if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
-    fs::rename(staging, dir);
+    io::write_new_file(staged.path() / kCaseManifest, std::vector<std::uint8_t>(manifest.begin(), manifest.end()));
+    staged.publish(/*replace=*/false);
   } catch (const fs::filesystem_error& e) {
-    fs::remove_all(staging, ec);
     fail(ErrorKind::io, std::string("cannot write the cases into ") + dir.string() + ": " + e.code().message());
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
   }
 }
 
@@ -191,6 +171,9 @@ CaseDir read_case_dir(const fs::path& dir) {
     e.description = r.string(cj, "description", where);
     e.predicate = r.string(cj, "predicate", where);
     e.expect_error = r.string(cj, "expect_error", where);
+    if (!e.expect_error.empty() && !known_error_kind(e.expect_error))
+      r.malformed("\"expect_error\" of case \"" + e.name + "\" is \"" + e.expect_error +
+                  "\", not one of bad_argument, bad_input, bad_file, io (or \"\")");
     const Json& hits = r.member(cj, "hits", where);
     if (!hits.is_number_integer()) r.malformed("\"hits\" of case \"" + e.name + "\" is not an integer");
     e.hits = hits.get<std::int64_t>();

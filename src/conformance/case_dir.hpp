@@ -8,7 +8,7 @@
 //                                        "shape", "dtype", "expect_error"}...]}
 //   DIR/<name>/input.npy     f32 '<f4', f16 '<f2', or bf16 bit patterns '<u2' (dtype in manifest)
 //   DIR/<name>/payload.npy   the device's outputs, in the contract's own shapes and dtypes: the
-//   DIR/<name>/scale.npy     same files `qexact quantize --out DIR/<name>` writes;
+//   DIR/<name>/scale.npy     same payload.npy and scale.npy `qexact quantize` writes;
 //   DIR/<name>/output.npy    for HiF4, the fake-quant output (in the input's dtype) instead;
 //                            for pool.mean, the pooled means (in the contract's `out` dtype).
 //

@@ -30,6 +30,8 @@ EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const Run
         fail(ErrorKind::bad_argument, (dir / e.name / f).string() +
                                           " already exists: emulate writes the outputs of one device into a fresh "
                                           "export (`qexact cases`)");
+  for (const CaseEntry& e : d.cases)
+    for (const std::string& f : files) io::check_output_file(dir / e.name / f, {dir / e.name / kCaseInput});
 
   // Everything is computed before the first file is written.
   std::vector<std::pair<const CaseEntry*, DeviceOutput>> outputs;

@@ -1,6 +1,11 @@
 #include "qexact/contract.hpp"
 
+#include <cerrno>
 #include <charconv>
+#include <concepts>
+#include <cstdlib>
+#include <limits>
+#include <utility>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
@@ -69,20 +74,53 @@ E parse_enum(const EnumName<E> (&table)[N], const std::string& key, const std::s
   fail(ErrorKind::bad_argument, "parameter " + key + ": unknown value '" + s + "' (" + choices + ")");
 }
 
-long long parse_int(const std::string& key, const std::string& s) {
+// An integer parameter as written, converted to its field's type only when it fits: a value
+// outside the type's range is an error naming the parameter and the range, never truncated
+// (block=4294967328 must not become 32).
+class ParsedInt {
+ public:
+  ParsedInt(std::string key, long long v) : key_(std::move(key)), v_(v) {}
+  template <std::integral T>
+  operator T() const {
+    if (std::cmp_less(v_, std::numeric_limits<T>::min()) || std::cmp_greater(v_, std::numeric_limits<T>::max()))
+      fail(ErrorKind::bad_argument, "parameter " + key_ + ": " + std::to_string(v_) + " is out of range (" +
+                                        std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                        std::to_string(std::numeric_limits<T>::max()) + ")");
+    return static_cast<T>(v_);
+  }
+
+ private:
+  std::string key_;
+  long long v_;
+};
+
+ParsedInt parse_int(const std::string& key, const std::string& s) {
   long long v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range && p == s.data() + s.size())
+    fail(ErrorKind::bad_argument, "parameter " + key + ": " + s + " is out of range (" +
+                                      std::to_string(std::numeric_limits<long long>::min()) + " to " +
+                                      std::to_string(std::numeric_limits<long long>::max()) + ")");
   if (ec != std::errc() || p != s.data() + s.size())
     fail(ErrorKind::bad_argument, "parameter " + key + ": '" + s + "' is not an integer");
-  return v;
+  return ParsedInt(key, v);
 }
 
 float parse_float(const std::string& key, const std::string& s) {
-  // strtof: correctly rounded decimal -> fp32, the caller's value exactly as written.
+  // strtof: correctly rounded decimal -> fp32, the caller's value exactly as written. A value too
+  // small or too large for fp32 is an error, not a silent 0 or infinity (scale_min=1e-50).
   char* end = nullptr;
+  errno = 0;
   const float v = std::strtof(s.c_str(), &end);
+  const int err = errno;
   if (s.empty() || end != s.c_str() + s.size())
     fail(ErrorKind::bad_argument, "parameter " + key + ": '" + s + "' is not a number");
+  if (err == ERANGE && v == 0.0f)
+    fail(ErrorKind::bad_argument, "parameter " + key + ": " + s +
+                                      " rounds to 0 in fp32 (the smallest positive fp32 is about 1.4e-45)");
+  if (err == ERANGE && std::isinf(v))
+    fail(ErrorKind::bad_argument, "parameter " + key + ": " + s +
+                                      " overflows fp32 (the largest finite fp32 is about 3.4028235e38)");
   return v;
 }
 

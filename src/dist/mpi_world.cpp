@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "dist/mpi_watchdog.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::dist {
@@ -20,6 +21,7 @@ int as_count(std::size_t bytes, const char* what) {
 }
 
 void check(int rc, const char* call) {
+  MpiWatchdog::progress();
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -33,6 +35,7 @@ constexpr int kInternal = 1000;
 }  // namespace
 
 MpiSession::MpiSession() {
+  const std::chrono::seconds timeout = mpi_timeout_from_env();  // a bad value fails before MPI starts
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) throw std::logic_error("MPI is initialized twice in one process");
@@ -41,9 +44,13 @@ MpiSession::MpiSession() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  watchdog_ = std::make_unique<MpiWatchdog>(rank_, timeout);
 }
 
-MpiSession::~MpiSession() { MPI_Finalize(); }
+MpiSession::~MpiSession() {
+  watchdog_.reset();
+  MPI_Finalize();
+}
 
 int run_mpi_command(const std::function<int(const MpiSession&)>& body) {
   MpiSession s;

@@ -11,13 +11,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "dist/mpi_watchdog.hpp"
+
 namespace qexact::dist {
 
-// MPI_Init on construction, MPI_Finalize on destruction; one per process.
+// MPI_Init on construction, MPI_Finalize on destruction; one per process. Between the two a
+// watchdog (mpi_watchdog.hpp) aborts the job when this rank waits too long on an MPI call.
 class MpiSession {
  public:
   MpiSession();
@@ -32,6 +36,7 @@ class MpiSession {
  private:
   int rank_ = 0;
   int world_ = 1;
+  std::unique_ptr<MpiWatchdog> watchdog_;
 };
 
 // Starts MPI, runs `body` and returns its status. A qexact::Error that leaves `body` (every

@@ -1,16 +1,15 @@
 #include "io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <algorithm>
-#include <random>
 
+#include "io/temp_name.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::io {
@@ -19,15 +18,6 @@ namespace {
 
 [[noreturn]] void io_fail(const std::string& what, const fs::path& path, int err) {
   fail(ErrorKind::io, "cannot " + what + " " + path.string() + ": " + std::strerror(err));
-}
-
-// A name no other writer is likely to pick: pid, a per-process counter and a random salt. O_EXCL
-// and mkdir make a collision harmless (the caller tries the next name).
-fs::path candidate_name(const fs::path& dir, const std::string& stem) {
-  static const unsigned salt = std::random_device{}();
-  static std::atomic<unsigned> counter{0};
-  return dir / ("." + stem + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(salt) + "." +
-                std::to_string(counter++));
 }
 
 constexpr int kNameAttempts = 100;
@@ -44,26 +34,10 @@ void write_all(int fd, std::span<const std::uint8_t> bytes, const fs::path& path
   }
 }
 
-void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) io_fail("open directory", dir, errno);
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    io_fail("sync directory", dir, err);
-  }
-  if (::close(fd) != 0) io_fail("close directory", dir, errno);
-}
-
-fs::path directory_of(const fs::path& path) {
-  const fs::path parent = path.parent_path();
-  return parent.empty() ? fs::path(".") : parent;
-}
-
 // Creates `path` holding `bytes` and makes them durable; false when `path` already exists.
 bool create_synced(const fs::path& path, std::span<const std::uint8_t> bytes) {
   // 0666 before the umask: the published file gets the permissions any new file would.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
   if (fd < 0) {
     if (errno == EEXIST) return false;
     io_fail("create", path, errno);
@@ -84,10 +58,10 @@ bool create_synced(const fs::path& path, std::span<const std::uint8_t> bytes) {
   return true;
 }
 
-// A durable new file with `bytes` at a fresh hidden name in `dir`.
+// A durable new file with `bytes` at a fresh temporary name in `dir`.
 fs::path write_synced_temp(const fs::path& dir, const std::string& stem, std::span<const std::uint8_t> bytes) {
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
-    const fs::path tmp = candidate_name(dir, stem);
+    const fs::path tmp = temp_candidate(dir, stem);
     if (create_synced(tmp, bytes)) return tmp;
   }
   fail(ErrorKind::io, "cannot create a temporary file in " + dir.string() + ": every candidate name is taken");
@@ -95,7 +69,7 @@ fs::path write_synced_temp(const fs::path& dir, const std::string& stem, std::sp
 
 fs::path make_staging_dir(const fs::path& parent, const std::string& stem) {
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
-    const fs::path dir = candidate_name(parent, stem);
+    const fs::path dir = temp_candidate(parent, stem);
     if (::mkdir(dir.c_str(), 0777) == 0) return dir;
     if (errno != EEXIST) io_fail("create directory", dir, errno);
   }
@@ -103,12 +77,36 @@ fs::path make_staging_dir(const fs::path& parent, const std::string& stem) {
 }
 
 void rename_or_fail(const fs::path& from, const fs::path& to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0) io_fail("rename " + from.string() + " to", to, errno);
+  if (::rename(from.c_str(), to.c_str()) != 0) io_fail("rename " + from.string() + " to", to, errno);
 }
+
+// renameat2 with flags; false (errno set) on failure.
+bool rename_flags(const fs::path& from, const fs::path& to, unsigned flags) {
+  return ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), flags) == 0;
+}
+
+// The file system or kernel does not know renameat2's flags.
+bool flags_unsupported(int err) { return err == EINVAL || err == ENOSYS || err == ENOTSUP; }
 
 }  // namespace
 
+void write_new_file(const fs::path& path, std::span<const std::uint8_t> bytes) {
+  if (!create_synced(path, bytes)) io_fail("create", path, EEXIST);
+}
+
+void sync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) io_fail("open directory", dir, errno);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    io_fail("sync directory", dir, err);
+  }
+  if (::close(fd) != 0) io_fail("close directory", dir, errno);
+}
+
 void write_file_atomic(const fs::path& path, std::span<const std::uint8_t> bytes) {
+  check_output_file(path);
   const fs::path dir = directory_of(path);
   const fs::path tmp = write_synced_temp(dir, path.filename().string(), bytes);
   try {
@@ -117,17 +115,73 @@ void write_file_atomic(const fs::path& path, std::span<const std::uint8_t> bytes
     ::unlink(tmp.c_str());
     throw;
   }
-  fsync_dir(dir);
+  sync_directory(dir);
 }
 
-OutputDir::OutputDir(fs::path dir) : dir_(std::move(dir)) {
-  // "out/" names the directory "out": drop the empty last component.
-  if (dir_.has_parent_path() && !dir_.has_filename()) dir_ = dir_.parent_path();
+StagedDir::StagedDir(const fs::path& target) : target_(without_trailing_slash(target)), parent_(directory_of(target_)) {
+  std::error_code ec;
+  fs::create_directories(parent_, ec);
+  if (ec) fail(ErrorKind::io, "cannot create directory " + parent_.string() + ": " + ec.message());
+  staging_ = make_staging_dir(parent_, target_.filename().string());
+}
+
+StagedDir::~StagedDir() {
+  if (published_) return;
+  std::error_code ec;
+  fs::remove_all(staging_, ec);
+}
+
+void StagedDir::publish(bool replace) {
+  sync_directory(staging_);
+  if (rename_flags(staging_, target_, RENAME_NOREPLACE)) {
+    published_ = true;
+  } else if (flags_unsupported(errno)) {
+    // No RENAME_NOREPLACE here: plain rename, which still refuses a non-empty target.
+    struct stat st;
+    if (::lstat(target_.c_str(), &st) != 0) {
+      rename_or_fail(staging_, target_);
+      published_ = true;
+    }
+  } else if (errno != EEXIST && errno != ENOTEMPTY) {
+    io_fail("rename " + staging_.string() + " to", target_, errno);
+  }
+  if (!published_) {
+    if (!replace) io_fail("publish", target_, EEXIST);
+    if (rename_flags(staging_, target_, RENAME_EXCHANGE)) {
+      // staging_ now names the old contents.
+      published_ = true;
+      std::error_code ec;
+      fs::remove_all(staging_, ec);
+    } else {
+      if (!flags_unsupported(errno)) io_fail("exchange " + staging_.string() + " with", target_, errno);
+      // Rename-aside: between the two renames the target is absent, never mixed.
+      const fs::path aside = make_staging_dir(parent_, target_.filename().string());
+      rename_or_fail(target_, aside);  // onto the empty directory just made
+      if (::rename(staging_.c_str(), target_.c_str()) != 0) {
+        const int err = errno;
+        ::rename(aside.c_str(), target_.c_str());
+        io_fail("rename " + staging_.string() + " to", target_, err);
+      }
+      published_ = true;
+      std::error_code ec;
+      fs::remove_all(aside, ec);
+    }
+  }
+  sync_directory(parent_);
+}
+
+OutputDir::OutputDir(fs::path dir, std::vector<std::string> names, bool force, Paths inputs)
+    : dir_(without_trailing_slash(dir)), names_(std::move(names)), force_(force), inputs_(std::move(inputs)) {
+  for (const std::string& name : names_)
+    if (name.empty() || fs::path(name).filename() != name)
+      fail(ErrorKind::bad_argument, "output file name '" + name + "' must be a plain file name");
+  check_output_dir(dir_, names_, force_, inputs_);
 }
 
 void OutputDir::add(const std::string& name, std::vector<std::uint8_t> bytes) {
-  if (name.empty() || fs::path(name).filename() != name)
-    fail(ErrorKind::bad_argument, "output file name '" + name + "' must be a plain file name");
+  bool declared = false;
+  for (const std::string& n : names_) declared = declared || n == name;
+  if (!declared) fail(ErrorKind::bad_argument, "output file '" + name + "' is not one of the directory's files");
   for (const auto& f : files_)
     if (f.first == name) fail(ErrorKind::bad_argument, "output file '" + name + "' added twice");
   files_.emplace_back(name, std::move(bytes));
@@ -139,44 +193,21 @@ void OutputDir::add(const std::string& name, const std::string& text) {
 
 void OutputDir::publish() {
   if (published_) fail(ErrorKind::bad_argument, "output directory " + dir_.string() + " published twice");
+  if (files_.size() != names_.size())
+    fail(ErrorKind::bad_argument, "output directory " + dir_.string() + ": not every file was added");
   published_ = true;
-  std::error_code ec;
-  const fs::file_status status = fs::status(dir_, ec);
-  const bool exists = fs::exists(status);
-  if (exists && !fs::is_directory(status))
-    fail(ErrorKind::io, "cannot write into " + dir_.string() + ": it exists and is not a directory");
-  const fs::path parent = directory_of(dir_);
-  if (!exists) {
-    fs::create_directories(parent, ec);
-    if (ec) fail(ErrorKind::io, "cannot create directory " + parent.string() + ": " + ec.message());
-  }
-
-  // A new target appears whole by renaming the staging directory; an existing one receives the
-  // files one by one from a staging directory inside it (so every rename stays on its file system).
-  const fs::path staging = make_staging_dir(exists ? dir_ : parent, dir_.filename().string());
-  try {
-    for (const auto& [name, bytes] : files_)
-      if (!create_synced(staging / name, bytes)) fail(ErrorKind::io, "cannot create " + (staging / name).string() + ": it exists");
-    fsync_dir(staging);
-    if (!exists) {
-      rename_or_fail(staging, dir_);
-      fsync_dir(parent);
-      return;
-    }
-    for (const auto& f : files_) rename_or_fail(staging / f.first, dir_ / f.first);
-    fsync_dir(dir_);
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
-  fs::remove(staging, ec);
+  check_output_dir(dir_, names_, force_, inputs_);
+  StagedDir staged(dir_);
+  for (const auto& [name, bytes] : files_) write_new_file(staged.path() / name, bytes);
+  staged.publish(force_);
 }
 
 StagedFile::StagedFile(fs::path path, std::uint64_t size) : path_(std::move(path)) {
+  check_output_file(path_);
   const fs::path dir = directory_of(path_);
   for (int attempt = 0; attempt < kNameAttempts && fd_ < 0; ++attempt) {
-    const fs::path tmp = candidate_name(dir, path_.filename().string());
-    fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    const fs::path tmp = temp_candidate(dir, path_.filename().string());
+    fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd_ >= 0) tmp_ = tmp;
     else if (errno != EEXIST) io_fail("create", tmp, errno);
   }
@@ -241,7 +272,7 @@ void StagedFile::commit() {
   if (::close(fd) != 0) io_fail("close", tmp_, errno);
   rename_or_fail(tmp_, path_);
   tmp_.clear();
-  fsync_dir(directory_of(path_));
+  sync_directory(directory_of(path_));
 }
 
 }  // namespace qexact::io

@@ -1,16 +1,19 @@
-// Publishing output files so that a reader (or a crash) never sees a half-written one.
+// Publishing outputs so that a reader (or a crash) never sees a half-written one, and so that
+// publishing destroys nothing it should not (output_guard.hpp).
 //
-// write_file_atomic: the bytes go to a fresh temporary in the destination's directory, are
-// fsync'ed, then renamed over the destination (rename is atomic within a file system), and the
-// directory is fsync'ed so the rename itself is durable.
+// write_file_atomic: the bytes go to a fresh temporary (temp_name.hpp) in the destination's
+// directory, are fsync'ed, then renamed over the destination (rename is atomic within a file
+// system), and the directory is fsync'ed so the rename itself is durable.
 //
-// OutputDir: a command's output files are collected in memory and written only by publish(),
-// once all of them exist. publish() writes them into a staging directory beside the target and
-// fsyncs them; when the target does not exist yet the staging directory is renamed to it, so the
-// whole set appears at once. When the target already exists, each file is renamed into it in
-// the order it was added (each rename atomic; callers add the file that describes the others,
-// e.g. meta.json, last). A failure removes the staging directory and leaves the target as it was
-// before the failing rename.
+// OutputDir: a command's output directory. Its file names are declared up front and the target
+// is checked at construction (so a command constructs it before the work); the files are
+// collected in memory and written only by publish(), once all of them exist. publish() writes
+// them into a staging directory beside the target, fsyncs them, and makes the whole set appear
+// with ONE rename: renameat2(RENAME_NOREPLACE) for a new target; with `force`, an existing
+// target is swapped with renameat2(RENAME_EXCHANGE) and the old contents removed afterwards.
+// Where the file system lacks renameat2's flags, a plain rename publishes a new target and an
+// existing one is first renamed aside (a reader then briefly sees no directory, never a mix).
+// A failure removes the staging directory and leaves the target as it was.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "io/output_guard.hpp"
+
 namespace qexact::io {
 
 // Throws qexact::Error (ErrorKind::io) naming the path and the system's reason.
@@ -26,17 +31,22 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::u
 
 class OutputDir {
  public:
-  explicit OutputDir(std::filesystem::path dir);
+  // Checks the target at once (check_output_dir with `names`, `force`, `inputs`).
+  OutputDir(std::filesystem::path dir, std::vector<std::string> names, bool force = false, Paths inputs = {});
 
-  // `name` is a plain file name (no directory part); each name once.
+  // `name` is one of the names given to the constructor; each once.
   void add(const std::string& name, std::vector<std::uint8_t> bytes);
   void add(const std::string& name, const std::string& text);
 
-  // Creates the directory (and missing parents) and writes every file added; at most once.
+  // Checks the target again, creates missing parents and publishes every declared file; at most
+  // once, and only when every declared name was added.
   void publish();
 
  private:
   std::filesystem::path dir_;
+  std::vector<std::string> names_;
+  bool force_;
+  Paths inputs_;
   std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files_;
   bool published_ = false;
 };
@@ -62,5 +72,30 @@ class StagedFile {
   std::filesystem::path path_, tmp_;
   int fd_ = -1;
 };
+
+// Staging for a directory tree that is published whole (OutputDir, the exported case
+// directories): a fresh hidden directory beside `target`, removed on destruction unless
+// published. Files are created with write_new_file.
+class StagedDir {
+ public:
+  explicit StagedDir(const std::filesystem::path& target);
+  ~StagedDir();
+  StagedDir(const StagedDir&) = delete;
+  StagedDir& operator=(const StagedDir&) = delete;
+
+  const std::filesystem::path& path() const { return staging_; }
+  // One rename (see OutputDir); `replace` swaps an existing target (RENAME_EXCHANGE or
+  // rename-aside) and removes its old contents, otherwise an existing target is an error.
+  void publish(bool replace);
+
+ private:
+  std::filesystem::path target_, parent_, staging_;
+  bool published_ = false;
+};
+
+// Creates `path` (which must not exist) holding `bytes`, fsync'ed.
+void write_new_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
+// Fsyncs a directory, so that the entries created in it are durable.
+void sync_directory(const std::filesystem::path& dir);
 
 }  // namespace qexact::io

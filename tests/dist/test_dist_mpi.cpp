@@ -4,7 +4,9 @@
 // (the binary) and QEXACT_MPIRUN (the mpirun command with its flags).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -209,6 +211,17 @@ TEST(BadInput, AMissingPlanFileOnEveryRank) {
   EXPECT_EQ(count_of(r.err, "qexact: error: cannot open missing.json"), 2) << r.err;
 }
 
+TEST(BadInput, NegativeFailRankOrThreadsIsAnErrorNamingTheRange) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 128);
+  const MpiOutcome r = mpirun(2, "collective plan.json --fail-rank -5", dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: --fail-rank: Value -5 not in range -1 to"), 2) << r.err;
+  const MpiOutcome t = mpirun(2, "collective plan.json --threads -2", dir);
+  EXPECT_EQ(t.status, 2) << t.err;
+  EXPECT_EQ(count_of(t.err, "qexact: error: --threads: Value -2 not in range 0 to 4096"), 2) << t.err;
+}
+
 // ---- the sweep file ----
 
 TEST(Sweep, WritesTheSweepFormat) {
@@ -245,6 +258,82 @@ TEST(Sweep, BadOptionsAreAnErrorOnEveryRank) {
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(count_of(r.err, "qexact: error: --max-bytes 8 is below --min-bytes 64"), 2) << r.err;
   EXPECT_FALSE(fs::exists(dir / "sweep.json"));
+}
+
+// ---- outputs checked before the run; a rank that stops answering ----
+
+TEST(Outputs, AnUnwritableReportIsFoundOnEveryRankBeforeTheRun) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 128);
+  // So many iterations that a check after the run would time the test out.
+  const MpiOutcome r = mpirun(2, "collective plan.json --iterations 100000000 --report missing/report.json", dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: cannot write missing/report.json: its directory missing"), 2) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Outputs, AnUnwritableSweepFileIsFoundOnEveryRankBeforeTheRun) {
+  const fs::path dir = scratch_dir();
+  const MpiOutcome r = mpirun(2, "sweep --out missing/sweep.json --iterations 100000000", dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: cannot write missing/sweep.json: its directory missing"), 2) << r.err;
+}
+
+TEST(Outputs, ASymlinkedReportIsRefusedBeforeTheRun) {
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 128);
+  fs::create_symlink("/dev/null", dir / "report.json");
+  const MpiOutcome r = mpirun(2, "collective plan.json --iterations 100000000 --report report.json", dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "symbolic link"), 2) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "report.json"));
+}
+
+TEST(Watchdog, AStoppedRankEndsTheJobInsteadOfHangingIt) {
+  const fs::path dir = scratch_dir();
+  // A sweep long enough to be stopped in the middle; rank 1 is stopped (SIGSTOP) once both
+  // ranks run. The watchdog of the waiting rank aborts the job after QEXACT_MPI_TIMEOUT.
+  const std::string in_dir = "cd '" + dir.string() + "' && ";
+  const std::string start_job = in_dir + "{ QEXACT_MPI_TIMEOUT=3 timeout " + std::to_string(kRunTimeoutS) + " " +
+                                kMpirun + " -x QEXACT_MPI_TIMEOUT -np 2 '" + kCli +
+                                "' sweep --out sweep.json --iterations 1000000 >stdout.txt 2>stderr.txt & "
+                                "echo $! >job.pid; wait $!; echo $? >status.tmp; mv status.tmp status.txt; } &";
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(std::system(start_job.c_str()), 0);
+  // The ranks: the qexact processes under mpirun, itself under timeout (job.pid).
+  const std::string find = in_dir +
+                           "for m in $(cat /proc/$(cat job.pid)/task/*/children); do"
+                           " for p in $(cat /proc/$m/task/*/children); do"
+                           " [ \"$(cat /proc/$p/comm)\" = qexact ] && echo $p; done; done >ranks.txt 2>/dev/null";
+  std::string ranks;
+  for (int i = 0; i < 300 && ranks.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)std::system(find.c_str());
+    const std::string found = read_text(dir / "ranks.txt");
+    if (count_of(found, "\n") == 2) ranks = found;
+  }
+  if (!ranks.empty()) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // both are inside the sweep
+    const std::string last = ranks.substr(ranks.find('\n') + 1);
+    EXPECT_EQ(std::system(("kill -STOP " + last).c_str()), 0);
+  }
+  while (!fs::exists(dir / "status.txt")) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(ranks.empty()) << "the two ranks were not found";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string status = read_text(dir / "status.txt");
+  EXPECT_NE(status, "0\n");
+  EXPECT_NE(status, "124\n") << "the job hung until timeout killed it";
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_NE(read_text(dir / "stderr.txt").find("a rank stopped answering"), std::string::npos)
+      << read_text(dir / "stderr.txt");
+  EXPECT_FALSE(fs::exists(dir / "sweep.json"));
+}
+
+TEST(Watchdog, ABadTimeoutIsAnError) {
+  const fs::path dir = scratch_dir();
+  const MpiOutcome r = mpirun_line("-x QEXACT_MPI_TIMEOUT=soon -np 2 '" + kCli + "' sweep --out sweep.json", dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count_of(r.err, "qexact: error: QEXACT_MPI_TIMEOUT='soon'"), 2) << r.err;
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ int run_collective(const dist::MpiSession& s, const CollectiveArgs& a) {
   o.iterations = a.iterations;
   o.fail_rank = a.fail_rank;
   o.run = RunOptions{Engine::fast, a.threads};
+  // Every rank checks the report's place before the run: an unwritable one is found now, not after it.
+  if (!a.report.empty()) dist::agree_on(s, [&] { io::check_output_file(a.report, {a.plan}); });
   const std::vector<dist::TensorReport> reports = dist::run_collective_plan(s, a.plan, o);
 
   dist::RunContext ctx{s.world(), a.seed, a.iterations, a.plan, dist::mpi_library_version()};
@@ -55,9 +57,11 @@ void add_collective(CLI::App& app, Action& action) {
   sub->add_option("--report", a->report, "also write the JSON report to FILE (atomically)");
   sub->add_option("--seed", a->seed, "seed of the synthetic tensors (default 1)");
   sub->add_option("--iterations", a->iterations, "timed iterations per tensor (default 10)");
-  sub->add_option("--threads", a->threads, "quantizer threads per rank (default 1: one rank per core)");
+  sub->add_option("--threads", a->threads, "quantizer threads per rank (default 1: one rank per core)")
+      ->check(CLI::Range(0, 4096));
   sub->add_option("--fail-rank", a->fail_rank,
-                  "test hook: rank R fails while preparing, to check that every rank reports it and exits");
+                  "test hook: rank R fails while preparing, to check that every rank reports it and exits")
+      ->check(CLI::Range(-1, 1 << 20));
   sub->callback([a, &action] { action = [a] { return dist::run_mpi_command([&](const dist::MpiSession& s) { return run_collective(s, *a); }); }; });
 }
 

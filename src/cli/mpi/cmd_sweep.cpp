@@ -18,7 +18,10 @@ struct SweepArgs {
 };
 
 int run_sweep_command(const dist::MpiSession& s, const SweepArgs& a) {
-  dist::agree_on(s, [&] { dist::check_sweep_options(a.options); });
+  dist::agree_on(s, [&] {
+    dist::check_sweep_options(a.options);
+    io::check_output_file(a.out);  // on every rank, before the run
+  });
   dist::SweepResult r;
   dist::or_abort(s, [&] { r = dist::run_sweep(s, a.options); });
   dist::agree_on(s, [&] {
