@@ -51,9 +51,10 @@ class OutputSafety : public test::CliTest {
 
   // qexact under strace with a fault injected; strace's own output is discarded, qexact's
   // stderr kept in err.txt.
+  // LeakSanitizer cannot run under ptrace: off for the traced run of an ASan build.
   int under_strace(const std::string& inject, const std::string& args) const {
-    return sh("strace -f -qq -o /dev/null -e inject=" + inject + " " + q() + " " + args +
-              " 2>err.txt >/dev/null");
+    return sh("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -qq -o /dev/null -e inject=" +
+              inject + " " + q() + " " + args + " 2>err.txt >/dev/null");
   }
 
   // The names in `dir` that are qexact temporaries.
@@ -262,6 +263,11 @@ TEST_F(OutputSafety, WithoutRenameExchangeTheFallbackStillReplacesWhole) {
 }
 
 TEST_F(OutputSafety, InjectedEnospcLeavesNothingPartial) {
+#ifdef __SANITIZE_ADDRESS__
+  // ASan's runtime probes memory with write(2) when a thread starts, so the first write is not
+  // qexact's; FullTmpfsLeavesNothingPartial gives a real ENOSPC in that build.
+  GTEST_SKIP() << "the ASan runtime's own writes take the injected ENOSPC";
+#endif
   ASSERT_EQ(sh("command -v strace >/dev/null"), 0) << "strace is required (scripts/install-deps.sh)";
   ASSERT_EQ(run({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "q"}).status, 0);
   const std::string meta = get("q/meta.json");
