@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/float_lanes-inl.hpp"
 #include "kernels/cpu/int8_plan.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -46,6 +47,7 @@ void DequantizeInt8Runs(const Int8DequantPlan& p, std::int64_t first, std::int64
     if (p.payload_contiguous) {
       const std::int8_t* q = p.payload + u * p.run;
       const auto vs = hn::Set(df, scale);
+      PrefetchAheadBytes(q, p.run);
       std::int64_t i = 0;
       for (; i + N <= p.run; i += N)
         hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i))), vs), df, out + i);

@@ -5,6 +5,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "kernels/cpu/float_lanes-inl.hpp"
 #include "kernels/cpu/mx_plan.hpp"
 #include "kernels/cpu/mx_scale_bits.hpp"
 
@@ -68,6 +69,7 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
       const std::int64_t end = std::min(p.k, begin + p.block);
       std::int64_t i = begin;
       if (!p.fp4 && p.elem_bits == 8) {
+        PrefetchAhead(in + begin);
         const auto vs = hn::Set(df, s);
         for (; i + N <= end; i += N) {
           const auto v = hn::Mul(DecodeBytes(df, p, hn::LoadU(d8, in + i)), vs);

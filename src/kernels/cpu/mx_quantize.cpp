@@ -218,6 +218,7 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
     std::uint8_t* out = p.payload + row * p.payload_row_bytes;
     std::uint8_t byte;
     if (direct && n == p.block) {
+      PrefetchAheadBytes(row_ptr + begin * static_cast<std::int64_t>(kSize), p.block * static_cast<std::int64_t>(kSize));
       byte = QuantizeFullGroup<kDtype, kRneSaturate>(p, row_ptr, begin, out);
     } else {
       for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
