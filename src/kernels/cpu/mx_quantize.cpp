@@ -63,10 +63,14 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   // Subnormal grid: x = a / 2^(e_min - m) < 2^m, then round to an integer in fp32.
   const VF x = hn::Mul(a, hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + m - e_min) << 23)));
   VF q;
+  VI subnormal;
   switch (kRneSaturate ? Rounding::rne : p.rounding) {
     case Rounding::rne: {
-      const VF magic = hn::Set(df, 8388608.0f);  // 2^23: the fp32 add rounds x to an integer, RNE
-      q = hn::Sub(hn::Add(x, magic), magic);
+      // 2^23 + x (0 <= x < 2^m) rounds x to an integer, RNE, and holds it in its low mantissa
+      // bits: subtracting 2^23's bits is the integer, without a float-to-int conversion. Lanes
+      // with larger x get garbage here, but they take the normal grid below.
+      const VF magic = hn::Set(df, 8388608.0f);
+      subnormal = hn::Sub(hn::BitCast(di, hn::Add(x, magic)), hn::Set(di, 0x4B000000));
       break;
     }
     case Rounding::half_away: {
@@ -89,7 +93,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
       break;
     }
   }
-  const VI subnormal = hn::ConvertTo(di, q);
+  if (!kRneSaturate && p.rounding != Rounding::rne) subnormal = hn::ConvertTo(di, q);
   const auto is_sub = hn::Lt(abs, hn::Set(di, (127 + e_min) << 23));
   VI code = hn::IfThenElse(is_sub, subnormal, normal);
 
@@ -190,11 +194,13 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
     }
     return gs.byte;
   }
-  const hn::Rebind<std::uint8_t, DI> d8;
+  // Codes are 0..255: truncating each lane to its low byte is exact (one vpmovdb on AVX-512,
+  // where the saturating demotion takes two packs).
+  const hn::Rebind<std::uint8_t, DU> d8;
   const VF mul = hn::Set(df, gs.multiplier);
   for (int j = 0; j < nv; ++j) {
     const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul));
-    hn::StoreU(hn::DemoteTo(d8, code), d8, out + begin + j * kN);
+    hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + begin + j * kN);
   }
   return gs.byte;
 }
