@@ -48,8 +48,12 @@ def main() -> None:
     args = parse_args()
     if args.elements <= 0 or args.elements % 4096:
         raise SystemExit("--elements must be a positive multiple of 4096")
-    # Before torch starts its thread pool.
+    # Before torch and qexact start their thread pools. torch and qexact each bring an OpenMP
+    # runtime; with the default (spinning) wait policy each one's idle threads keep the 2 cores
+    # busy while the other runs (measured: torchao eager 278 -> 149 ms, qexact 14 -> 10 ms with
+    # PASSIVE), so every row runs with passive waiting.
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import gguf
     import ml_dtypes
     import numpy as np
@@ -104,7 +108,8 @@ def main() -> None:
     ]
     print(f"# {args.elements} elements {shape}, {T} threads (torch {torch.__version__}, "
           f"torchao {__import__('torchao').__version__}, gguf-py, ml_dtypes {ml_dtypes.__version__}, "
-          f"qexact {qexact.__version__}); median of {args.rounds}; GB/s of input read; "
+          f"qexact {qexact.__version__}); OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
+          f"median of {args.rounds}; GB/s of input read; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print("| format | implementation | in | ms | GB/s |")
     print("|---|---|---|---|---|")

@@ -74,7 +74,8 @@ std::string quantize_int8_family(const Contract& c, Family family, const TensorV
   check_float_input(x);
   switch (family) {
     case Family::int8_block:
-      return run(c, x, payload, scale, shape_numel(ss), c.token_block * x.shape[3], threads,
+      // One unit per (b, token block), all heads together (int8_block.cpp).
+      return run(c, x, payload, scale, x.shape[0] * ss[2], c.token_block * x.shape[2] * x.shape[3], threads,
                  kernels::quantize_int8_block_units, bsnd_index);
     case Family::int8_token:
       return run(c, x, payload, scale, shape_numel(ss), x.shape.back(), threads, kernels::quantize_int8_token_rows,
