@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,9 +61,11 @@ struct MutableTensorView {
 MutableTensorView make_mutable_view(DType dtype, const Shape& shape, void* data);
 
 // An allocator whose construct() default-initialises: a vector of bytes resized through it is
-// left uninitialised, so an output is first touched by the kernel threads that fill it.
+// left uninitialised, so an output is first touched by the kernel threads that fill it. Its
+// memory is 64-byte aligned, so that kernels can use aligned (streaming) vector stores.
 template <class T>
 struct DefaultInitAllocator : std::allocator<T> {
+  static constexpr std::align_val_t kAlignment{64};
   template <class U>
   struct rebind {
     using other = DefaultInitAllocator<U>;
@@ -70,6 +73,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   DefaultInitAllocator() = default;
   template <class U>
   DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
+  void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, n * sizeof(T), kAlignment); }
   template <class U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
