@@ -2,9 +2,12 @@
 #include "qexact/quantize.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <omp.h>
 
+#include "contracts/hif4_checks.hpp"
 #include "kernels/cpu/fast.hpp"
+#include "out_checks.hpp"
 #include "qexact/pool.hpp"
 #include "reference/reference.hpp"
 
@@ -133,8 +136,10 @@ QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o
   fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
 }
 
-Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
-                  const RunOptions& o) {
+namespace {
+
+void check_dequantize_inputs(const Contract& c, const TensorView& payload, const TensorView& scale,
+                             const Shape& x_shape) {
   validate(c);
   const Shape ps = payload_shape(c, x_shape);
   const Shape ss = scale_shape(c, x_shape);
@@ -144,6 +149,13 @@ Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView
   if (scale.shape != ss)
     fail(ErrorKind::bad_argument, "scale shape " + shape_str(scale.shape) + " does not match " + shape_str(ss) +
                                       " expected for input shape " + shape_str(x_shape));
+}
+
+}  // namespace
+
+Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                  const RunOptions& o) {
+  check_dequantize_inputs(c, payload, scale, x_shape);
   const bool fast = o.engine == Engine::fast;
   const int t = resolve_threads(o);
   switch (c.family) {
@@ -172,6 +184,87 @@ Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOp
 Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, const RunOptions& o, PoolDivisor divisor) {
   return o.engine == Engine::fast ? fast::pooled_block_mean(x, pool, out, resolve_threads(o), divisor)
                                   : ref::pooled_block_mean(x, pool, out, divisor);
+}
+
+namespace {
+
+using out_checks::require_disjoint;
+using out_checks::require_output;
+
+DType quantized_payload_dtype(const Contract& c) { return c.family == Family::mx ? DType::u8 : DType::i8; }
+DType quantized_scale_dtype(const Contract& c) {
+  if (c.family == Family::mx) return DType::u8;
+  return c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+}
+
+// The reference engine's result copied into a checked, contiguous output of the same bytes.
+void copy_into(const Tensor& t, const MutableTensorView& out) {
+  if (t.nbytes() > 0) std::memcpy(out.data, t.raw(), t.nbytes());
+}
+
+}  // namespace
+
+std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                          const MutableTensorView& scale, const RunOptions& o) {
+  validate(c);
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string("quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  require_output(payload, quantized_payload_dtype(c), payload_shape(c, x.shape), "out payload");
+  require_output(scale, quantized_scale_dtype(c), scale_shape(c, x.shape), "out scale");
+  require_disjoint({{"out payload", payload.view()}, {"out scale", scale.view()}}, {{"x", x}});
+  if (o.engine == Engine::reference) {
+    const QuantResult r = quantize(c, x, o);
+    copy_into(r.payload, payload);
+    copy_into(r.scale, scale);
+    return r.path;
+  }
+  const int t = resolve_threads(o);
+  if (c.family == Family::mx)
+    return fast::quantize_mx_into(c, x, static_cast<std::uint8_t*>(payload.data), static_cast<std::uint8_t*>(scale.data),
+                                  t);
+  return fast::quantize_int8_into(c, x, static_cast<std::int8_t*>(payload.data), scale.data, t);
+}
+
+void dequantize_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                     const MutableTensorView& out, const RunOptions& o) {
+  check_dequantize_inputs(c, payload, scale, out.shape);
+  require_output(out, DType::f32, out.shape, "out");
+  require_disjoint({{"out", out.view()}}, {{"payload", payload}, {"scale", scale}});
+  if (o.engine == Engine::reference) return copy_into(dequantize(c, payload, scale, out.shape, o), out);
+  const int t = resolve_threads(o);
+  if (c.family == Family::mx) return fast::dequantize_mx_into(c, payload, scale, out.shape, static_cast<float*>(out.data), t);
+  fast::dequantize_int8_into(c, payload, scale, out.shape, static_cast<float*>(out.data), t);
+}
+
+void hifloat4_fake_quant_into(const TensorView& x, const MutableTensorView& out, int qdim, const RunOptions& o) {
+  require_output(out, x.dtype, x.shape, "out");
+  require_disjoint({{"out", out.view()}}, {{"x", x}});
+  if (o.engine == Engine::reference) return copy_into(hifloat4_fake_quant(x, qdim, o), out);
+  fast::hif4_fake_quant_into(x, qdim, out.data, resolve_threads(o));
+}
+
+void hif4_pack_into(const TensorView& x, const MutableTensorView& scale, const MutableTensorView& value,
+                    const RunOptions& o) {
+  const hif4_checks::PackGrid g = hif4_checks::require_pack_input(x);
+  require_output(scale, DType::u8, Shape{g.rows, g.cols / hif4_checks::kBlock, 4}, "out scale");
+  require_output(value, DType::u8, Shape{g.rows, g.cols / 2}, "out value");
+  require_disjoint({{"out scale", scale.view()}, {"out value", value.view()}}, {{"x", x}});
+  if (o.engine == Engine::reference) {
+    const Hif4Packed p = hif4_pack(x, o);
+    copy_into(p.scale, scale);
+    return copy_into(p.value, value);
+  }
+  fast::hif4_pack_into(x, static_cast<std::uint8_t*>(scale.data), static_cast<std::uint8_t*>(value.data),
+                       resolve_threads(o));
+}
+
+void hif4_unpack_into(const TensorView& scale, const TensorView& value, const MutableTensorView& out,
+                      const RunOptions& o) {
+  const hif4_checks::UnpackGrid g = hif4_checks::require_unpack_inputs(scale, value);
+  require_output(out, DType::f32, Shape{g.rows, g.blocks * hif4_checks::kBlock}, "out");
+  require_disjoint({{"out", out.view()}}, {{"scale", scale}, {"value", value}});
+  if (o.engine == Engine::reference) return copy_into(hif4_unpack(scale, value, o), out);
+  fast::hif4_unpack_into(scale, value, static_cast<float*>(out.data), resolve_threads(o));
 }
 
 const char* token_path_name(TokenPath p) {

@@ -95,9 +95,22 @@ TensorView make_view(DType dtype, const Shape& shape, const void* data) {
   return TensorView{dtype, shape, contiguous_strides(shape), data};
 }
 
+MutableTensorView make_mutable_view(DType dtype, const Shape& shape, void* data) {
+  return MutableTensorView{dtype, shape, contiguous_strides(shape), data};
+}
+
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)),
-      bytes_(static_cast<std::size_t>(numel_) * dtype_size(dtype)) {}
+      bytes_(static_cast<std::size_t>(numel_) * dtype_size(dtype), std::uint8_t{0}) {}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.bytes_.resize(static_cast<std::size_t>(t.numel_) * dtype_size(dtype));  // default-init: no fill
+  return t;
+}
 
 void Tensor::reshape(Shape shape) {
   if (shape_numel(shape) != numel_)

@@ -307,7 +307,7 @@ TEST_F(CliTest, BenchPrintsATable) {
 TEST_F(CliTest, BenchHelpDefinesCopyBandwidthAndBytes) {
   const RunResult r = run({"bench", "--help"});
   ASSERT_EQ(r.status, 0);
-  for (const char* words : {"memcpy", "bytes read + bytes written", "Bytes per element", "zero-fills"})
+  for (const char* words : {"memcpy", "bytes read + bytes written", "Bytes per element", "uninitialised"})
     EXPECT_NE(r.out.find(words), std::string::npos) << words;
 }
 

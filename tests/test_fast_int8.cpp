@@ -6,6 +6,8 @@
 // every SIMD target and 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -293,6 +295,41 @@ TEST_P(FastInt8, LargeAwkwardGroupInputs) {
 
 // Rows of 1000 values (4000 working bytes) under budgets below, at and above a row: the path
 // follows the selector and both paths give the reference's bytes.
+// x / scale at, and a few ulps either side of, every rounding step of the int8 range, with a
+// scale whose reciprocal is inexact: the kernels' multiply-by-reciprocal shortcut must fall back
+// to the division exactly where the two could round differently.
+TEST_P(FastInt8, DivisionQuotientsAtEveryRoundingStep) {
+  constexpr std::int64_t kCols = 1 + 255 * 9;
+  for (const char* rounding : {"rne", "half_away", "half_away_fp32", "trunc"}) {
+    const Contract c = make_contract("int8.token.blaze", {std::string("int_rounding=") + rounding});
+    for (float amax : {100.0f, 3.0e-3f, 77777.0f}) {
+      // scale_mode=after: scale = fp32(amax / 127); the row's first value is the amax.
+      const float scale = amax / 127.0f;
+      const float step_offset = std::string(rounding) == "trunc" ? 0.0f : 0.5f;
+      std::vector<float> row = {amax};
+      for (int k = -127; k <= 127; ++k) {
+        const float at = (static_cast<float>(k) + step_offset) * scale;  // x / scale within an ulp of the step
+        float below = at, above = at;
+        row.push_back(at);
+        for (int u = 0; u < 4; ++u) {
+          below = std::nextafter(below, -INFINITY);
+          above = std::nextafter(above, INFINITY);
+          row.push_back(below);
+          row.push_back(above);
+        }
+      }
+      ASSERT_EQ(static_cast<std::int64_t>(row.size()), kCols);
+      for (auto& v : row) v = std::min(std::max(v, -amax), amax);
+      const Shape shape{2, kCols};
+      std::vector<float> values = row;
+      for (float v : row) values.push_back(-v);
+      const Input in{from_f32_vector(values, shape, DType::f32), shape, contiguous_strides(shape), "steps"};
+      for (int threads : {1, 2})
+        expect_same(std::string("steps ") + rounding + " amax " + std::to_string(amax), c, in.view(), threads);
+    }
+  }
+}
+
 TEST_P(FastInt8, TokenBudgetBelowAtAndAboveARow) {
   const std::vector<Input> inputs = {contiguous({37, 1000}, DType::f32, 61), contiguous({37, 1000}, DType::bf16, 62),
                                      permuted({37, 1000}, {1, 0}, 1, DType::f16, 63)};

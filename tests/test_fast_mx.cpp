@@ -3,6 +3,8 @@
 // awkward tensors, for every SIMD target and 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cstring>
 #include <random>
 
@@ -123,6 +125,33 @@ TEST_P(FastMx, LargeAwkwardShapesAndThreadCounts) {
         expect_same(c, make_view(DType::f32, s, f.data()), threads, std::string(preset) + " f32 " + shape_str(s));
         expect_same(c, make_view(DType::bf16, s, b.data()), threads, std::string(preset) + " bf16 " + shape_str(s));
       }
+    }
+  }
+}
+
+// The kernels quantize a vector's worth of whole groups at once when none is special: a row of
+// 40 groups with special groups (all zeros, a NaN, an inf, a scale byte 0) at several places
+// inside such batches must still take the contract's rules for those groups, on every target.
+TEST_P(FastMx, SpecialGroupsInsideBatchesOfGroups) {
+  const std::int64_t k = 32 * 40;
+  std::mt19937_64 rng(91);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> f(static_cast<std::size_t>(6 * k));
+  for (auto& v : f) v = normal(rng);
+  const auto group = [&](std::int64_t row, std::int64_t g) { return f.data() + row * k + g * 32; };
+  std::fill(group(0, 3), group(0, 4), 0.0f);                      // all zeros
+  group(1, 17)[5] = std::numeric_limits<float>::quiet_NaN();      // NaN
+  group(2, 20)[31] = -std::numeric_limits<float>::infinity();     // inf
+  for (float* v = group(3, 5); v < group(3, 6); ++v) *v *= 0x1p-130f;  // scale byte 0
+  for (float* v = group(4, 39); v < group(4, 40); ++v) *v *= 0x1p-120f;  // byte 0 for E5M2 only
+  std::vector<std::uint16_t> b(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
+  const Shape s{6, k};
+  for (const char* preset : {"mxfp8.ascend", "mxfp8.torchao.floor", "mx.ocp", "mx.ocp.e5m2", "mxfp8.te"}) {
+    const Contract c = make_contract(preset);
+    for (int threads : {1, 3}) {
+      expect_same(c, make_view(DType::f32, s, f.data()), threads, std::string(preset) + " f32 special groups");
+      expect_same(c, make_view(DType::bf16, s, b.data()), threads, std::string(preset) + " bf16 special groups");
     }
   }
 }

@@ -53,6 +53,28 @@ struct Hif4Packed {
 Hif4Packed hif4_pack(const TensorView& x, const RunOptions& o = {});  // 2-D, cols % 64 == 0
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOptions& o = {});  // fp32
 
+// ---- Into caller-owned outputs (out=) ----
+// The same results written into memory the caller owns, with no allocation of the outputs.
+// Each output must be C-contiguous with exactly the dtype and shape the allocating form returns
+// (quantize: payload_shape/scale_shape and QuantResult's dtypes; dequantize and hif4_unpack:
+// f32; hifloat4_fake_quant: x's dtype and shape), and must share no byte with an input or with
+// another output. The contract, the input shapes and those output checks all run before any
+// output byte is written, and throw bad_argument naming the output. Every byte of every output
+// is written (layout padding as zeros). A value error found while the kernel runs (a NaN under
+// a finite-only int8 contract) still throws, but the outputs' contents are then unspecified.
+// quantize_into returns QuantResult::path.
+std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                          const MutableTensorView& scale, const RunOptions& o = {});
+// x_shape is out's shape.
+void dequantize_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                     const MutableTensorView& out, const RunOptions& o = {});
+void hifloat4_fake_quant_into(const TensorView& x, const MutableTensorView& out, int qdim = -1,
+                              const RunOptions& o = {});
+void hif4_pack_into(const TensorView& x, const MutableTensorView& scale, const MutableTensorView& value,
+                    const RunOptions& o = {});
+void hif4_unpack_into(const TensorView& scale, const TensorView& value, const MutableTensorView& out,
+                      const RunOptions& o = {});
+
 // ---- int8 per token (contracts §4) path selection ----
 enum class TokenPath { single_pass, two_pass_chunked };
 const char* token_path_name(TokenPath p);

@@ -5,7 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qexact/error.hpp"
@@ -42,10 +45,53 @@ struct TensorView {
 // Builds a contiguous view over `data`.
 TensorView make_view(DType dtype, const Shape& shape, const void* data);
 
+// A writable view of memory the caller owns: the `out=` outputs of quantize_into and its
+// siblings. Strides in elements, as TensorView's; the entry points that take one require it to
+// be contiguous.
+struct MutableTensorView {
+  DType dtype = DType::f32;
+  Shape shape;
+  Shape strides;
+  void* data = nullptr;
+
+  std::int64_t numel() const { return shape_numel(shape); }
+  bool is_contiguous() const { return TensorView{dtype, shape, strides, data}.is_contiguous(); }
+  TensorView view() const { return TensorView{dtype, shape, strides, data}; }
+};
+MutableTensorView make_mutable_view(DType dtype, const Shape& shape, void* data);
+
+// An allocator whose construct() default-initialises: a vector of bytes resized through it is
+// left uninitialised, so an output is first touched by the kernel threads that fill it. Its
+// memory is 64-byte aligned, so that kernels can use aligned (streaming) vector stores.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  static constexpr std::align_val_t kAlignment{64};
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
+  void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, n * sizeof(T), kAlignment); }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
+  // Storage left uninitialised: for outputs whose every byte a kernel writes (the fast
+  // kernels' results), so that no thread zero-fills what the kernel threads overwrite.
+  static Tensor uninitialized(DType dtype, Shape shape);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -56,6 +102,7 @@ class Tensor {
   template <class T> T* data() { return reinterpret_cast<T*>(bytes_.data()); }
   template <class T> const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
   TensorView view() const { return make_view(dtype_, shape_, bytes_.data()); }
+  MutableTensorView mutable_view() { return make_mutable_view(dtype_, shape_, bytes_.data()); }
   // Same bytes, new shape of the same element count.
   void reshape(Shape shape);
 
@@ -63,7 +110,7 @@ class Tensor {
   DType dtype_ = DType::f32;
   Shape shape_;
   std::int64_t numel_ = 0;
-  std::vector<std::uint8_t> bytes_;
+  std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>> bytes_;
 };
 
 // Copy of any view (strided or not) into a contiguous tensor of the same dtype.

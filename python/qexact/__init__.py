@@ -80,8 +80,8 @@ def params(preset: str, **overrides: Any) -> dict[str, str]:
     return dict(ContractInfo.of(preset, overrides).params)
 
 
-def quantize(x: Any, preset: str, *, engine: Engine = "fast", threads: int = 0,
-             **params: Any) -> tuple[np.ndarray, np.ndarray]:
+def quantize(x: Any, preset: str, *, out: tuple[Any, Any] | None = None, engine: Engine = "fast",
+             threads: int = 0, **params: Any) -> tuple[Any, Any]:
     """Quantize ``x`` under the contract ``preset`` (with parameter overrides ``params``).
 
     x: float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` or a bf16 DLPack tensor), any
@@ -98,12 +98,24 @@ def quantize(x: Any, preset: str, *, engine: Engine = "fast", threads: int = 0,
       ``scale_store="f16"``), one per row, token block or group.
 
     threads: 0 uses ``QEXACT_THREADS`` or one per core; the bytes never depend on it.
+
+    out: ``(payload, scale)`` arrays the caller owns, written in place and returned (nothing is
+    allocated): C-contiguous, writable, of exactly the dtypes and shapes returned otherwise
+    (the payload may also be its ``uint8`` view). They are
+    checked before anything is written (ValueError naming the array); a NaN found under a
+    finite-only contract still raises ValueError, leaving their contents unspecified.
     """
-    if _torch_io.is_tensor(x):
+    if out is None and _torch_io.is_tensor(x):
         from . import torch as qt
         return qt.quantize(x, preset, engine=engine, threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     data, bf16_bits = _arrays.as_input(x)
+    if out is not None:
+        payload_out, scale_out = out
+        p, _ = _arrays.as_output(payload_out, "out payload")
+        s, _ = _arrays.as_output(scale_out, "out scale")
+        _core.quantize_into(data, bf16_bits, p, s, preset, list(contract.overrides), engine, threads)
+        return payload_out, scale_out
     payload, scale, _path = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine, threads)
     if contract.family == "mx":
         payload_type = _arrays.PAYLOAD_TYPES.get(contract.params["element"])
@@ -113,19 +125,28 @@ def quantize(x: Any, preset: str, *, engine: Engine = "fast", threads: int = 0,
 
 
 def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | None = None,
-               engine: Engine = "fast", threads: int = 0, **params: Any) -> np.ndarray:
+               out: Any = None, engine: Engine = "fast", threads: int = 0, **params: Any) -> Any:
     """float32 values of ``(payload, scale)`` made by ``quantize`` under the same contract.
 
     shape: the shape of the original x; by default the payload's (with its last dimension
     doubled for E2M1, whose payload packs two codes per byte: pass ``shape`` when x's last
     dimension was odd).
+
+    out: a C-contiguous, writable float32 array of x's shape that the caller owns, written in
+    place and returned (its shape is x's: ``shape``, if given too, must equal it).
     """
-    if _torch_io.any_tensor(payload, scale):
+    if out is None and _torch_io.any_tensor(payload, scale):
         from . import torch as qt
         return qt.dequantize(payload, scale, preset, shape=shape, engine=engine, threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     p = _arrays.as_bytes(payload, "payload")
     s = _arrays.as_bytes(scale, "scale")
+    if out is not None:
+        o, _ = _arrays.as_output(out, "out")
+        if shape is not None and [int(d) for d in shape] != _core.array_shape(o):
+            raise ValueError(f"shape {tuple(shape)} differs from out's shape {tuple(_core.array_shape(o))}")
+        _core.dequantize_into(p, s, o, preset, list(contract.overrides), engine, threads)
+        return out
     if shape is None:
         shape = _core.array_shape(p)
         if contract.family == "mx" and contract.params["element"] == "e2m1" and shape:
@@ -133,36 +154,55 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
     return _core.dequantize(p, s, [int(d) for d in shape], preset, list(contract.overrides), engine, threads)
 
 
-def hifloat4_fake_quant(x: Any, qdim: int = -1, *, engine: Engine = "fast", threads: int = 0) -> np.ndarray:
+def hifloat4_fake_quant(x: Any, qdim: int = -1, *, out: Any = None, engine: Engine = "fast",
+                        threads: int = 0) -> Any:
     """HiFloat4 fake quantization (FP -> HiF4 -> FP) in blocks of 64 along axis ``qdim``.
 
     The result has x's shape and dtype (bfloat16 in, ``ml_dtypes.bfloat16`` out). Given a
-    tensor it is ``qexact.torch.fake_quant(x, "hif4", qdim=qdim)``: differentiable.
+    tensor it is ``qexact.torch.fake_quant(x, "hif4", qdim=qdim)``: differentiable. out: a
+    C-contiguous, writable array of that shape and dtype, written in place and returned.
     """
-    if _torch_io.is_tensor(x):
+    if out is None and _torch_io.is_tensor(x):
         from . import torch as qt
         return qt.fake_quant(x, "hif4", qdim=qdim, engine=engine, threads=threads)
     data, bf16_bits = _arrays.as_input(x)
+    if out is not None:
+        o, out_bf16_bits = _arrays.as_output(out, "out")
+        _core.hifloat4_fake_quant_into(data, bf16_bits, o, out_bf16_bits, qdim, engine, threads)
+        return out
     return _arrays.from_core(_core.hifloat4_fake_quant(data, bf16_bits, qdim, engine, threads))
 
 
-def hif4_pack(x: Any, *, engine: Engine = "fast", threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def hif4_pack(x: Any, *, out: tuple[Any, Any] | None = None, engine: Engine = "fast",
+              threads: int = 0) -> tuple[Any, Any]:
     """HiFloat4 storage of a 2-D x whose column count is a multiple of 64.
 
     Returns ``(scale, value)``: ``uint8`` arrays of shapes (rows, cols/64, 4) and (rows, cols/2).
+    out: such a pair the caller owns (C-contiguous, writable), written in place and returned.
     """
-    if _torch_io.is_tensor(x):
+    if out is None and _torch_io.is_tensor(x):
         from . import torch as qt
         return qt.hif4_pack(x, engine=engine, threads=threads)
     data, bf16_bits = _arrays.as_input(x)
+    if out is not None:
+        scale_out, value_out = out
+        s, _ = _arrays.as_output(scale_out, "out scale")
+        v, _ = _arrays.as_output(value_out, "out value")
+        _core.hif4_pack_into(data, bf16_bits, s, v, engine, threads)
+        return scale_out, value_out
     return _core.hif4_pack(data, bf16_bits, engine, threads)
 
 
-def hif4_unpack(scale: Any, value: Any, *, engine: Engine = "fast", threads: int = 0) -> np.ndarray:
-    """float32 values of HiFloat4 storage made by ``hif4_pack``."""
-    if _torch_io.any_tensor(scale, value):
+def hif4_unpack(scale: Any, value: Any, *, out: Any = None, engine: Engine = "fast", threads: int = 0) -> Any:
+    """float32 values of HiFloat4 storage made by ``hif4_pack``; ``out``: a C-contiguous,
+    writable float32 array of shape (rows, cols) the caller owns, written in place and returned."""
+    if out is None and _torch_io.any_tensor(scale, value):
         from . import torch as qt
         return qt.hif4_unpack(scale, value, engine=engine, threads=threads)
+    if out is not None:
+        o, _ = _arrays.as_output(out, "out")
+        _core.hif4_unpack_into(_arrays.as_bytes(scale, "scale"), _arrays.as_bytes(value, "value"), o, engine, threads)
+        return out
     return _core.hif4_unpack(_arrays.as_bytes(scale, "scale"), _arrays.as_bytes(value, "value"), engine, threads)
 
 

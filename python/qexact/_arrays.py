@@ -59,6 +59,18 @@ def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS, as_bytes: bo
     )
 
 
+def as_output(a: Any, what: str) -> tuple[Any, bool]:
+    """A caller-owned output (``out=``) ready for the core to write in place: (the object, whether
+    it holds bf16 bit patterns). ml_dtypes payload arrays go as their uint8 view and bfloat16 as
+    uint16, over the same memory; the core checks dtype, shape, contiguity and overlap."""
+    if isinstance(a, np.ndarray):
+        if not a.flags.writeable:
+            raise ValueError(f"{what} is read-only; out= needs a writable array")
+        if any(a.dtype == t for t in PAYLOAD_TYPES.values()):
+            a = a.view(np.uint8)
+    return as_input(a, what, accepted="a writable float32, float16, bfloat16, uint8 or int8 array")
+
+
 def as_bytes(a: Any, what: str) -> Any:
     """A quantized array (payload, scale, codes) ready for the core: ml_dtypes float8/float6
     payloads and torch's one-byte floats (float8, E8M0, packed E2M1) as their uint8 view,

@@ -64,14 +64,18 @@ std::tuple<OutArray, OutArray, std::string> quantize_array(const InArray& x, boo
   return {to_numpy(std::move(r.payload)), to_numpy(std::move(r.scale)), r.path};
 }
 
+// Views of a quantized (payload, scale) pair, with the dtypes the contract's quantize returns.
+std::pair<TensorView, TensorView> quantized_views(const Contract& c, const InArray& payload, const InArray& scale) {
+  const bool mx = c.family == Family::mx;
+  const DType scale_dtype = mx ? DType::u8 : c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+  return {view_of(payload, false, "payload", {mx ? DType::u8 : DType::i8}), view_of(scale, false, "scale", {scale_dtype})};
+}
+
 OutArray dequantize_arrays(const InArray& payload, const InArray& scale, const std::vector<std::int64_t>& x_shape,
                            const std::string& preset, const Overrides& o, const std::string& engine, int threads) {
   const Contract c = make_contract(preset, o);
   const RunOptions run = run_options(engine, threads);
-  const bool mx = c.family == Family::mx;
-  const DType scale_dtype = mx ? DType::u8 : c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-  const TensorView p = view_of(payload, false, "payload", {mx ? DType::u8 : DType::i8});
-  const TensorView s = view_of(scale, false, "scale", {scale_dtype});
+  const auto [p, s] = quantized_views(c, payload, scale);
   const Shape shape = shape_of(x_shape);
   Tensor y;
   {
@@ -213,6 +217,67 @@ nb::ndarray<nb::ro, nb::array_api> relabel_as_bfloat16(nb::object x) {
   return nb::ndarray<nb::ro, nb::array_api>(a.data(), shape.size(), shape.data(), x, strides.data(), bf16);
 }
 
+// ---- out=: results written into arrays the caller owns ----
+// A writable CPU array (numpy or DLPack) as a MutableTensorView over its own memory; the
+// library checks its dtype, shape, contiguity and overlap before writing anything.
+using WritableArray = nb::ndarray<nb::device::cpu>;
+
+MutableTensorView writable_view(const WritableArray& a, bool bf16_bits, const char* what) {
+  const TensorView v = view_of(InArray(a), bf16_bits, what, {DType::f32, DType::f16, DType::bf16, DType::u8, DType::i8});
+  return MutableTensorView{v.dtype, v.shape, v.strides, a.data()};
+}
+
+std::string quantize_into_arrays(const InArray& x, bool bf16_bits, const WritableArray& payload,
+                                 const WritableArray& scale, const std::string& preset, const Overrides& o,
+                                 const std::string& engine, int threads) {
+  const Contract c = make_contract(preset, o);
+  const RunOptions run = run_options(engine, threads);
+  const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
+  const MutableTensorView p = writable_view(payload, false, "out payload");
+  const MutableTensorView s = writable_view(scale, false, "out scale");
+  nb::gil_scoped_release release;
+  return quantize_into(c, v, p, s, run);
+}
+
+void dequantize_into_arrays(const InArray& payload, const InArray& scale, const WritableArray& out,
+                            const std::string& preset, const Overrides& o, const std::string& engine, int threads) {
+  const Contract c = make_contract(preset, o);
+  const RunOptions run = run_options(engine, threads);
+  const auto [p, s] = quantized_views(c, payload, scale);
+  const MutableTensorView y = writable_view(out, false, "out");
+  nb::gil_scoped_release release;
+  dequantize_into(c, p, s, y, run);
+}
+
+void fake_quant_into_array(const InArray& x, bool bf16_bits, const WritableArray& out, bool out_bf16_bits, int qdim,
+                           const std::string& engine, int threads) {
+  const RunOptions run = run_options(engine, threads);
+  const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
+  const MutableTensorView y = writable_view(out, out_bf16_bits, "out");
+  nb::gil_scoped_release release;
+  hifloat4_fake_quant_into(v, y, qdim, run);
+}
+
+void hif4_pack_into_arrays(const InArray& x, bool bf16_bits, const WritableArray& scale, const WritableArray& value,
+                           const std::string& engine, int threads) {
+  const RunOptions run = run_options(engine, threads);
+  const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
+  const MutableTensorView s = writable_view(scale, false, "out scale");
+  const MutableTensorView w = writable_view(value, false, "out value");
+  nb::gil_scoped_release release;
+  hif4_pack_into(v, s, w, run);
+}
+
+void hif4_unpack_into_arrays(const InArray& scale, const InArray& value, const WritableArray& out,
+                             const std::string& engine, int threads) {
+  const RunOptions run = run_options(engine, threads);
+  const TensorView s = view_of(scale, false, "scale", {DType::u8});
+  const TensorView v = view_of(value, false, "value", {DType::u8});
+  const MutableTensorView y = writable_view(out, false, "out");
+  nb::gil_scoped_release release;
+  hif4_unpack_into(s, v, y, run);
+}
+
 void translate_error(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
@@ -246,6 +311,16 @@ NB_MODULE(_core, m) {
         "FP -> HiF4 -> FP along qdim (bf16 results as uint16 bit patterns).");
   m.def("hif4_pack", &hif4_pack_array, "x"_a, "bf16_bits"_a, "engine"_a, "threads"_a, "(scale, value) of a 2-D x.");
   m.def("hif4_unpack", &hif4_unpack_arrays, "scale"_a, "value"_a, "engine"_a, "threads"_a, "fp32 values.");
+  m.def("quantize_into", &quantize_into_arrays, "x"_a, "bf16_bits"_a, "payload"_a, "scale"_a, "preset"_a,
+        "overrides"_a, "engine"_a, "threads"_a, "quantize into the caller's (payload, scale); returns the path.");
+  m.def("dequantize_into", &dequantize_into_arrays, "payload"_a, "scale"_a, "out"_a, "preset"_a, "overrides"_a,
+        "engine"_a, "threads"_a, "dequantize into the caller's fp32 out (x's shape).");
+  m.def("hifloat4_fake_quant_into", &fake_quant_into_array, "x"_a, "bf16_bits"_a, "out"_a, "out_bf16_bits"_a,
+        "qdim"_a, "engine"_a, "threads"_a, "fake-quant into the caller's out (x's dtype and shape).");
+  m.def("hif4_pack_into", &hif4_pack_into_arrays, "x"_a, "bf16_bits"_a, "scale"_a, "value"_a, "engine"_a,
+        "threads"_a, "pack into the caller's (scale, value).");
+  m.def("hif4_unpack_into", &hif4_unpack_into_arrays, "scale"_a, "value"_a, "out"_a, "engine"_a, "threads"_a,
+        "unpack into the caller's fp32 out.");
   m.def("pooled_block_mean", &pooled_mean_array, "x"_a, "bf16_bits"_a, "pool"_a, "out"_a, "engine"_a, "threads"_a,
         "Exact block means over axis 1 (bf16 results as uint16 bit patterns).");
   m.def("pooled_block_mean_sharded", &pooled_mean_sharded_arrays, "shards"_a, "bf16_bits"_a, "pool"_a, "out"_a,

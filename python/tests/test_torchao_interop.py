@@ -49,18 +49,17 @@ def test_an_mxtensor_of_qexact_outputs_dequantizes_to_qexacts_values(preset, par
         assert bits(back_payload) == bits(payload) and bits(back_scale) == bits(scale)
 
 
-@pytest.mark.parametrize("elem,preset", [(torch.float8_e4m3fn, "mxfp8.torchao.floor"),
-                                         (torch.float4_e2m1fn_x2, "mx.ocp.e2m1")], ids=["e4m3", "e2m1"])
+@pytest.mark.parametrize("elem,element", [(torch.float8_e4m3fn, "e4m3"), (torch.float4_e2m1fn_x2, "e2m1")],
+                         ids=["e4m3", "e2m1"])
 @pytest.mark.parametrize("swizzled", [False, True], ids=["grid", "swizzled"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
-def test_torchaos_mxtensor_matches_qexacts_contract_byte_for_byte(elem, preset, swizzled, dtype):
-    """x holds a group whose scale byte is 0: torchao 0.18's to_mx quantizes it against 2^-126
-    (PRESETS.md: "byte 0: quantized against 2^-126", i.e. byte0=min_normal), which the
-    mxfp8.torchao.floor preset's byte0=quantize does not give (32 payload bytes differ here),
-    so the rule is named explicitly."""
+def test_torchaos_mxtensor_matches_qexacts_contract_byte_for_byte(elem, element, swizzled, dtype):
+    """x holds a group whose scale byte is 0: torchao 0.18's to_mx quantizes it against 2^-126,
+    as the mxfp8.torchao.floor preset does (byte0=min_normal)."""
     x = x_of(dtype)
     theirs = MXTensor.to_mx(x, elem, 32, ScaleCalculationMode.FLOOR, is_swizzled_scales=swizzled)
-    params = {"byte0": "min_normal", **(SWIZZLED if swizzled else {})}
+    preset = "mxfp8.torchao.floor"
+    params = {"element": element, **(SWIZZLED if swizzled else {})}
     ours = qt.to_mxtensor(*qexact.quantize(x, preset, **params), preset, orig_dtype=dtype, **params)
     assert ours.scale.shape == theirs.scale.shape and ours.qdata.shape == theirs.qdata.shape
     report = qexact.compare(x, preset, qt.from_mxtensor(theirs), **params)

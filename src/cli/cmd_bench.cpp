@@ -26,8 +26,9 @@ constexpr const char* kBenchFooter =
 fast engine on --elements (out of cache) and --cache-elements (in cache) at each of --threads.
 Measurements (medians over interleaved rounds: copy, kernel, allocation, copy, ...):
   GB/s       (bytes read + bytes written) / time per call, 1 GB = 1e9 bytes. The call is the
-             public API's: it allocates and zero-fills its outputs, and that is counted in
-             (alloc% is the share of the call an allocation of the same outputs takes alone).
+             public API's: it allocates its outputs (uninitialised: the kernel threads touch
+             them first), and that is counted in (alloc% is the share of the call an
+             allocation of the same outputs takes alone).
   copy GB/s  the same total traffic moved by memcpy of (bytes read + bytes written) / 2 bytes,
              split over as many threads, in the same run; ratio = GB/s / copy GB/s.
   ns/elem    time per call / elements; vs ref = reference ns/elem / fast ns/elem.

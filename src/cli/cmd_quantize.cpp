@@ -46,7 +46,6 @@ int run_quantize(const QuantizeOptions& o) {
     if (!o.dtype.empty())
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
     if (o.force) fail(ErrorKind::bad_argument, "--force applies to an output directory; an output file is replaced atomically");
-    io::check_output_file(o.out, {o.input});
     CheckpointOptions co{o.input, o.out, {o.include, o.exclude, o.strict, o.engine.options()}};
     return quantize_checkpoint(c, co, std::cout);
   }

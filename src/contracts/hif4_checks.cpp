@@ -23,6 +23,16 @@ void require_whole_blocks(std::int64_t length, int axis, const Shape& shape, con
                                       ", not a multiple of the HiF4 block " + std::to_string(kBlock));
 }
 
+PackGrid require_pack_input(const TensorView& x) {
+  const char* op = "hif4_pack";
+  require_float_input(x, op);
+  if (x.rank() != 2)
+    fail(ErrorKind::bad_argument, "hif4_pack needs a 2-D [rows, cols] tensor, got shape " + shape_str(x.shape));
+  require_non_empty(x, op);
+  require_whole_blocks(x.shape[1], 1, x.shape, op);
+  return PackGrid{x.shape[0], x.shape[1]};
+}
+
 int normalized_axis(int qdim, int rank, const Shape& shape) {
   if (qdim < -rank || qdim >= rank)
     fail(ErrorKind::bad_argument, "qdim " + std::to_string(qdim) + " is out of range for shape " + shape_str(shape) +

@@ -17,6 +17,12 @@ void require_whole_blocks(std::int64_t length, int axis, const Shape& shape, con
 int normalized_axis(int qdim, int rank, const Shape& shape);
 void require_u8(const TensorView& t, const char* what);
 
+// hif4_pack's input: a non-empty float [rows, cols] with cols a multiple of the block.
+struct PackGrid {
+  std::int64_t rows, cols;
+};
+PackGrid require_pack_input(const TensorView& x);
+
 // hif4_unpack's inputs: u8 scale [rows, blocks, 4] and value [rows, blocks * 32], non-empty.
 struct UnpackGrid {
   std::int64_t rows, blocks;

@@ -143,7 +143,7 @@ std::vector<Tensor> PreparedKernel::run(const RunOptions& o) const {
 void PreparedKernel::allocate_outputs() const {
   std::vector<Tensor> outputs;
   outputs.reserve(outputs_.size());
-  for (const TensorSpec& s : outputs_) outputs.emplace_back(s.dtype, s.shape);
+  for (const TensorSpec& s : outputs_) outputs.push_back(Tensor::uninitialized(s.dtype, s.shape));
 }
 
 }  // namespace qexact::perf

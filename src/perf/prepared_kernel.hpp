@@ -57,7 +57,7 @@ class PreparedKernel {
   DType input_dtype() const;
 
   // One call through the public API. Returns its output tensors (output_specs order); a
-  // benchmark drops them: their allocation, zero-fill and release are part of the call, as for
+  // benchmark drops them: their allocation, first touch and release are part of the call, as for
   // any caller of the API.
   std::vector<Tensor> run(const RunOptions& o) const;
   // Allocates and releases tensors like the ones run() returns: the part of run() that is the

@@ -4,10 +4,11 @@
 // slower; reported in ns per element and as the fast engine's speed-up), then the fast engine
 // on a tensor far larger than the last-level cache and on an in-cache one, at each thread count.
 // Every measurement interleaves, round by round, with the same run:
-//   the kernel      one public-API call (output allocation and zero-fill included),
+//   the kernel      one public-API call (output allocation included; the outputs are left
+//                   uninitialised, so their first-touch page faults land in the kernel),
 //   the copy        memcpy of (bytes read + bytes written) / 2 bytes on as many threads: the
 //                   same total traffic; copy GB/s = (bytes read + bytes written) / its time,
-//   the allocation  the call's output tensors allocated, zero-filled and released alone,
+//   the allocation  the call's output tensors allocated (uninitialised) and released alone,
 // and reports medians. GB/s = (bytes read + bytes written) / time / 1e9 (prepared_kernel.hpp
 // counts the bytes); ratio = kernel GB/s / copy GB/s = copy time / kernel time.
 #pragma once

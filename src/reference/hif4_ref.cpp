@@ -203,14 +203,7 @@ Tensor hif4_fake_quant(const TensorView& x, int qdim) {
 }
 
 Hif4Packed hif4_pack(const TensorView& x) {
-  const char* op = "hif4_pack";
-  require_float_input(x, op);
-  if (x.rank() != 2)
-    fail(ErrorKind::bad_argument, "hif4_pack needs a 2-D [rows, cols] tensor, got shape " + shape_str(x.shape));
-  require_non_empty(x, op);
-  const std::int64_t rows = x.shape[0];
-  const std::int64_t cols = x.shape[1];
-  require_whole_blocks(cols, 1, x.shape, op);
+  const auto [rows, cols] = hif4_checks::require_pack_input(x);
 
   const std::int64_t blocks = cols / kBlock;
   const std::vector<float> in = to_f32_vector(x);

@@ -4,6 +4,8 @@
 // on the thread count or the SIMD target: every output byte is computed by exactly one thread
 // from its own block of input.
 #pragma once
+#include <string>
+
 #include "qexact/contract.hpp"
 #include "qexact/pool.hpp"
 #include "qexact/quantize.hpp"
@@ -24,6 +26,22 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
 Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads);
 Hif4Packed hif4_pack(const TensorView& x, int threads);
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value, int threads);
+
+// The same kernels writing into caller-provided contiguous outputs of the dtype and shape the
+// allocating forms return (quantize_into and its siblings check them before calling). The
+// allocating forms call these with uninitialised tensors: every output byte is written here,
+// layout padding included. Each returns what its allocating form does besides the tensors.
+std::string quantize_mx_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
+                             int threads);
+// int8.block, int8.token or int8.group by the contract's family; scale is f32 or f16 per scale_store.
+std::string quantize_int8_into(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, int threads);
+void dequantize_mx_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                        float* out, int threads);
+void dequantize_int8_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                          float* out, int threads);
+void hif4_fake_quant_into(const TensorView& x, int qdim, void* out, int threads);
+void hif4_pack_into(const TensorView& x, std::uint8_t* scale, std::uint8_t* value, int threads);
+void hif4_unpack_into(const TensorView& scale, const TensorView& value, float* out, int threads);
 
 Tensor pooled_block_mean(const TensorView& x, std::int64_t pool, DType out, int threads,
                          PoolDivisor divisor = PoolDivisor::true_length);

@@ -11,6 +11,7 @@
 #define QEXACT_KERNELS_CPU_FLOAT_LANES_INL_H_
 #endif
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <cstdint>
@@ -20,6 +21,19 @@
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// Contiguous reads prefetch this far ahead: on the machine measured (a 2-core VM) the hardware
+// prefetchers alone left the kernels about 20% slower out of cache (perf put half of the MX
+// quantizer's samples on the load of a group's second vector); 4, 8 and 16 KiB did about
+// equally well. A prefetch never faults, so one past the end of the input is harmless.
+constexpr std::int64_t kPrefetchBytes = 8192;
+
+HWY_INLINE void PrefetchAhead(const void* at) { hwy::Prefetch(static_cast<const std::uint8_t*>(at) + kPrefetchBytes); }
+
+// The same for `bytes` contiguous bytes from `at`: one prefetch per 64-byte cache line.
+HWY_INLINE void PrefetchAheadBytes(const void* at, std::int64_t bytes) {
+  for (std::int64_t off = 0; off < bytes; off += 64) PrefetchAhead(static_cast<const std::uint8_t*>(at) + off);
+}
 
 // fp32 value of IEEE half bits held in 32-bit lanes: subnormals, inf and NaN included.
 template <class DF>

@@ -21,7 +21,7 @@ constexpr std::int64_t kColumnGrain = 16;
 
 }  // namespace
 
-Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads) {
+void hif4_fake_quant_into(const TensorView& x, int qdim, void* out, int threads) {
   kernels::apply_forced_target();
   const char* op = "hifloat4_fake_quant";
   require_float_input(x, op);
@@ -31,8 +31,7 @@ Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads) {
   require_whole_blocks(x.shape[static_cast<std::size_t>(axis)], axis, x.shape, op);
 
   const kernels::Hif4Plan plan = kernels::make_hif4_plan(x, axis);
-  Tensor out(x.dtype, x.shape);
-  auto* dst = static_cast<std::uint8_t*>(out.raw());
+  auto* dst = static_cast<std::uint8_t*>(out);
   if (plan.inner == 1) {
     kernels::parallel_for(plan.outer * plan.blocks_per_line, kLineGrain, threads,
                           [&](std::int64_t b, std::int64_t e) { kernels::hif4_fake_quant_lines(plan, dst, b, e); });
@@ -40,30 +39,31 @@ Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads) {
     kernels::parallel_for(plan.outer * plan.blocks_per_line * plan.column_chunks(), kColumnGrain, threads,
                           [&](std::int64_t b, std::int64_t e) { kernels::hif4_fake_quant_columns(plan, dst, b, e); });
   }
+}
+
+Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads) {
+  Tensor out = Tensor::uninitialized(x.dtype, x.shape);
+  hif4_fake_quant_into(x, qdim, out.raw(), threads);
   return out;
 }
 
-Hif4Packed hif4_pack(const TensorView& x, int threads) {
+void hif4_pack_into(const TensorView& x, std::uint8_t* scale, std::uint8_t* value, int threads) {
   kernels::apply_forced_target();
-  const char* op = "hif4_pack";
-  require_float_input(x, op);
-  if (x.rank() != 2)
-    fail(ErrorKind::bad_argument, "hif4_pack needs a 2-D [rows, cols] tensor, got shape " + shape_str(x.shape));
-  require_non_empty(x, op);
-  const std::int64_t rows = x.shape[0];
-  const std::int64_t cols = x.shape[1];
-  require_whole_blocks(cols, 1, x.shape, op);
-
+  const PackGrid grid = require_pack_input(x);
   const kernels::Hif4Plan plan = kernels::make_hif4_plan(x, 1);
-  Hif4Packed p{Tensor(DType::u8, Shape{rows, cols / kernels::kHif4Block, 4}), Tensor(DType::u8, Shape{rows, cols / 2})};
-  std::uint8_t* scale = p.scale.data<std::uint8_t>();
-  std::uint8_t* value = p.value.data<std::uint8_t>();
-  kernels::parallel_for(rows * plan.blocks_per_line, kLineGrain, threads,
+  kernels::parallel_for(grid.rows * plan.blocks_per_line, kLineGrain, threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::hif4_pack_blocks(plan, scale, value, b, e); });
+}
+
+Hif4Packed hif4_pack(const TensorView& x, int threads) {
+  const PackGrid grid = require_pack_input(x);
+  Hif4Packed p{Tensor::uninitialized(DType::u8, Shape{grid.rows, grid.cols / kernels::kHif4Block, 4}),
+               Tensor::uninitialized(DType::u8, Shape{grid.rows, grid.cols / 2})};
+  hif4_pack_into(x, p.scale.data<std::uint8_t>(), p.value.data<std::uint8_t>(), threads);
   return p;
 }
 
-Tensor hif4_unpack(const TensorView& scale_view, const TensorView& value_view, int threads) {
+void hif4_unpack_into(const TensorView& scale_view, const TensorView& value_view, float* dst, int threads) {
   kernels::apply_forced_target();
   const hif4_checks::UnpackGrid grid = hif4_checks::require_unpack_inputs(scale_view, value_view);
   const std::int64_t rows = grid.rows, blocks = grid.blocks;
@@ -73,10 +73,14 @@ Tensor hif4_unpack(const TensorView& scale_view, const TensorView& value_view, i
   const Tensor value_copy = value_view.is_contiguous() ? Tensor() : contiguous_copy(value_view);
   const auto* scale = static_cast<const std::uint8_t*>(scale_view.is_contiguous() ? scale_view.data : scale_copy.raw());
   const auto* value = static_cast<const std::uint8_t*>(value_view.is_contiguous() ? value_view.data : value_copy.raw());
-  Tensor out(DType::f32, Shape{rows, blocks * kernels::kHif4Block});
-  float* dst = out.data<float>();
   kernels::parallel_for(rows * blocks, kLineGrain, threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::hif4_unpack_blocks(scale, value, dst, b, e); });
+}
+
+Tensor hif4_unpack(const TensorView& scale_view, const TensorView& value_view, int threads) {
+  const hif4_checks::UnpackGrid grid = hif4_checks::require_unpack_inputs(scale_view, value_view);
+  Tensor out = Tensor::uninitialized(DType::f32, Shape{grid.rows, grid.blocks * kernels::kHif4Block});
+  hif4_unpack_into(scale_view, value_view, out.data<float>(), threads);
   return out;
 }
 

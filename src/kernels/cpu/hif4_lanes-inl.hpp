@@ -322,8 +322,9 @@ class Hif4LineCursor {
       const std::int64_t step = p_.axis_stride * esize;
       for (std::int64_t k = 0; k < kHif4Block; ++k) std::memcpy(raw + k * esize, src + k * step, p_.esize);
       src = raw;
-    } else if (p_.dtype == DType::f32) {
-      return reinterpret_cast<const float*>(src);
+    } else {
+      PrefetchAheadBytes(src, kHif4Block * esize);
+      if (p_.dtype == DType::f32) return reinterpret_cast<const float*>(src);
     }
     const Hif4DF df;
     const auto N = static_cast<std::int64_t>(hn::Lanes(df));

@@ -6,8 +6,10 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/float_lanes-inl.hpp"
 #include "kernels/cpu/int8_plan.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -46,9 +48,17 @@ void DequantizeInt8Runs(const Int8DequantPlan& p, std::int64_t first, std::int64
     if (p.payload_contiguous) {
       const std::int8_t* q = p.payload + u * p.run;
       const auto vs = hn::Set(df, scale);
+      PrefetchAheadBytes(q, p.run);
       std::int64_t i = 0;
-      for (; i + N <= p.run; i += N)
-        hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i))), vs), df, out + i);
+      // The output is not read again: streaming stores (no read for ownership of its lines)
+      // where the destination is vector-aligned, as it is for rows of a multiple of N values
+      // in a Tensor's 64-byte aligned storage.
+      const bool stream = reinterpret_cast<std::uintptr_t>(out) % (N * sizeof(float)) == 0;
+      for (; i + N <= p.run; i += N) {
+        const auto v = hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i))), vs);
+        if (stream) hn::Stream(v, df, out + i);
+        else hn::StoreU(v, df, out + i);
+      }
       for (; i < p.run; ++i) out[i] = static_cast<float>(q[i]) * scale;
     } else {
       const std::int64_t start = p.payload_view->offset_of(u * p.run);
@@ -56,6 +66,7 @@ void DequantizeInt8Runs(const Int8DequantPlan& p, std::int64_t first, std::int64
         out[i] = static_cast<float>(p.payload[start + i * p.payload_col_stride]) * scale;
     }
   }
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE

@@ -47,56 +47,76 @@ std::int64_t grain_for(std::int64_t values_per_unit) {
   return std::max<std::int64_t>(1, kMinValuesPerThread / std::max<std::int64_t>(1, values_per_unit));
 }
 
-// Runs `kernel` over `units` units of `values_per_unit` values on `threads` threads, then
-// rejects the input if a kernel met a non-finite value.
+// Runs `kernel` over `units` units of `values_per_unit` values on `threads` threads, writing
+// the caller's outputs, then rejects the input if a kernel met a non-finite value. Returns the
+// path that ran.
 template <class Kernel>
-QuantResult run(const Contract& c, const TensorView& x, const Shape& scale_shape, std::int64_t units,
+std::string run(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, std::int64_t units,
                 std::int64_t values_per_unit, int threads, Kernel kernel,
                 std::string (*where)(const kernels::Int8Plan&, std::int64_t)) {
-  QuantResult r{Tensor(DType::i8, x.shape), Tensor(scale_dtype(c), scale_shape), "groupwise"};
   std::atomic<bool> nonfinite{false};
-  const kernels::Int8Plan plan =
-      kernels::make_int8_plan(c, x, r.payload.data<std::int8_t>(), r.scale.raw(), &nonfinite);
-  if (c.family == Family::int8_token)
-    r.path = token_path_name(plan.single_pass ? TokenPath::single_pass : TokenPath::two_pass_chunked);
+  const kernels::Int8Plan plan = kernels::make_int8_plan(c, x, payload, scale, &nonfinite);
   kernels::parallel_for(units, grain_for(values_per_unit), threads,
                         [&](std::int64_t b, std::int64_t e) { kernel(plan, b, e); });
   if (nonfinite.load()) kernels::reject_first_nonfinite(plan, family_name(c.family), where);
+  if (c.family == Family::int8_token)
+    return token_path_name(plan.single_pass ? TokenPath::single_pass : TokenPath::two_pass_chunked);
+  return "groupwise";
+}
+
+// The family's checks, then its kernel into the caller's outputs.
+std::string quantize_int8_family(const Contract& c, Family family, const TensorView& x, std::int8_t* payload,
+                                 void* scale, int threads) {
+  kernels::apply_forced_target();
+  check_contract(c, family);
+  payload_shape(c, x.shape);
+  const Shape ss = scale_shape(c, x.shape);
+  check_float_input(x);
+  switch (family) {
+    case Family::int8_block:
+      // One unit per (b, token block), all heads together (int8_block.cpp).
+      return run(c, x, payload, scale, x.shape[0] * ss[2], c.token_block * x.shape[2] * x.shape[3], threads,
+                 kernels::quantize_int8_block_units, bsnd_index);
+    case Family::int8_token:
+      return run(c, x, payload, scale, shape_numel(ss), x.shape.back(), threads, kernels::quantize_int8_token_rows,
+                 row_column_index);
+    default:  // int8.group: check_contract admitted only the three families
+      return run(c, x, payload, scale, shape_numel(ss), c.group, threads, kernels::quantize_int8_group_units,
+                 row_column_index);
+  }
+}
+
+// The allocating form: uninitialised outputs, every byte written by the kernel threads.
+QuantResult quantize_int8_alloc(const Contract& c, Family family, const TensorView& x, int threads) {
+  check_contract(c, family);
+  QuantResult r{Tensor::uninitialized(DType::i8, payload_shape(c, x.shape)),
+                Tensor::uninitialized(scale_dtype(c), scale_shape(c, x.shape)), ""};
+  r.path = quantize_int8_family(c, family, x, r.payload.data<std::int8_t>(), r.scale.raw(), threads);
   return r;
 }
 
 }  // namespace
 
 QuantResult quantize_int8_block(const Contract& c, const TensorView& x, int threads) {
-  kernels::apply_forced_target();
-  check_contract(c, Family::int8_block);
-  payload_shape(c, x.shape);
-  const Shape ss = scale_shape(c, x.shape);
-  check_float_input(x);
-  return run(c, x, ss, shape_numel(ss), c.token_block * x.shape[3], threads, kernels::quantize_int8_block_units,
-             bsnd_index);
+  return quantize_int8_alloc(c, Family::int8_block, x, threads);
 }
 
 QuantResult quantize_int8_token(const Contract& c, const TensorView& x, int threads) {
-  kernels::apply_forced_target();
-  check_contract(c, Family::int8_token);
-  payload_shape(c, x.shape);
-  const Shape ss = scale_shape(c, x.shape);
-  check_float_input(x);
-  return run(c, x, ss, shape_numel(ss), x.shape.back(), threads, kernels::quantize_int8_token_rows, row_column_index);
+  return quantize_int8_alloc(c, Family::int8_token, x, threads);
 }
 
 QuantResult quantize_int8_group(const Contract& c, const TensorView& x, int threads) {
-  kernels::apply_forced_target();
-  check_contract(c, Family::int8_group);
-  payload_shape(c, x.shape);
-  const Shape ss = scale_shape(c, x.shape);
-  check_float_input(x);
-  return run(c, x, ss, shape_numel(ss), c.group, threads, kernels::quantize_int8_group_units, row_column_index);
+  return quantize_int8_alloc(c, Family::int8_group, x, threads);
 }
 
-Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
-                       int threads) {
+std::string quantize_int8_into(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, int threads) {
+  if (c.family != Family::int8_block && c.family != Family::int8_token && c.family != Family::int8_group)
+    fail(ErrorKind::bad_argument, std::string("quantize_int8_into was given a ") + family_name(c.family) + " contract");
+  return quantize_int8_family(c, c.family, x, payload, scale, threads);
+}
+
+void dequantize_int8_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                          float* out, int threads) {
   kernels::apply_forced_target();
   validate(c);
   if (c.family != Family::int8_block && c.family != Family::int8_token && c.family != Family::int8_group)
@@ -111,8 +131,8 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
     fail(ErrorKind::bad_argument, std::string("scale must be ") + dtype_name(sd) + " of shape " + shape_str(ss) +
                                       ", got " + dtype_name(scale.dtype) + " " + shape_str(scale.shape));
 
-  Tensor out(DType::f32, x_shape);
-  if (out.numel() == 0) return out;
+  const std::int64_t numel = shape_numel(x_shape);
+  if (numel == 0) return;
   kernels::Int8DequantPlan p;
   p.payload = static_cast<const std::int8_t*>(payload.data);
   p.payload_view = &payload;
@@ -138,9 +158,15 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
       p.run = x_shape.back();
       break;
   }
-  p.out = out.data<float>();
-  kernels::parallel_for(out.numel() / p.run, grain_for(p.run), threads,
+  p.out = out;
+  kernels::parallel_for(numel / p.run, grain_for(p.run), threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::dequantize_int8_runs(p, b, e); });
+}
+
+Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
+                       int threads) {
+  Tensor out = Tensor::uninitialized(DType::f32, x_shape);
+  dequantize_int8_into(c, payload, scale, x_shape, out.data<float>(), threads);
   return out;
 }
 

@@ -125,7 +125,7 @@ HWY_INLINE Int8Quotient int8_scale_domain(const Int8Plan& p, float amax, std::in
 
 // The SIMD kernels (one body per target, dispatched at run time). Each runs a contiguous range
 // of independent units, stopping early once *p.nonfinite is set:
-//   block: units (b, token block, head) in that order; token: rows; group: groups in C order.
+//   block: units (b, token block), each with all its heads; token: rows; group: groups in C order.
 void quantize_int8_block_units(const Int8Plan& p, std::int64_t first, std::int64_t last);
 void quantize_int8_token_rows(const Int8Plan& p, std::int64_t first, std::int64_t last);
 void quantize_int8_group_units(const Int8Plan& p, std::int64_t first, std::int64_t last);

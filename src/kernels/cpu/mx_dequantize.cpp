@@ -5,6 +5,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <cstdint>
+
+#include "kernels/cpu/float_lanes-inl.hpp"
 #include "kernels/cpu/mx_plan.hpp"
 #include "kernels/cpu/mx_scale_bits.hpp"
 
@@ -68,10 +71,15 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
       const std::int64_t end = std::min(p.k, begin + p.block);
       std::int64_t i = begin;
       if (!p.fp4 && p.elem_bits == 8) {
+        PrefetchAhead(in + begin);
         const auto vs = hn::Set(df, s);
+        // Streaming stores (the output is not read again) where the destination is aligned.
+        const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
         for (; i + N <= end; i += N) {
           const auto v = hn::Mul(DecodeBytes(df, p, hn::LoadU(d8, in + i)), vs);
-          hn::StoreU(hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v), df, o + i);
+          const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
+          if (stream) hn::Stream(y, df, o + i);
+          else hn::StoreU(y, df, o + i);
         }
       }
       for (; i < end; ++i) {
@@ -81,6 +89,7 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
       }
     }
   }
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE

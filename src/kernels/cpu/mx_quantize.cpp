@@ -63,10 +63,14 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   // Subnormal grid: x = a / 2^(e_min - m) < 2^m, then round to an integer in fp32.
   const VF x = hn::Mul(a, hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + m - e_min) << 23)));
   VF q;
+  VI subnormal;
   switch (kRneSaturate ? Rounding::rne : p.rounding) {
     case Rounding::rne: {
-      const VF magic = hn::Set(df, 8388608.0f);  // 2^23: the fp32 add rounds x to an integer, RNE
-      q = hn::Sub(hn::Add(x, magic), magic);
+      // 2^23 + x (0 <= x < 2^m) rounds x to an integer, RNE, and holds it in its low mantissa
+      // bits: subtracting 2^23's bits is the integer, without a float-to-int conversion. Lanes
+      // with larger x get garbage here, but they take the normal grid below.
+      const VF magic = hn::Set(df, 8388608.0f);
+      subnormal = hn::Sub(hn::BitCast(di, hn::Add(x, magic)), hn::Set(di, 0x4B000000));
       break;
     }
     case Rounding::half_away: {
@@ -89,7 +93,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
       break;
     }
   }
-  const VI subnormal = hn::ConvertTo(di, q);
+  if (!kRneSaturate && p.rounding != Rounding::rne) subnormal = hn::ConvertTo(di, q);
   const auto is_sub = hn::Lt(abs, hn::Set(di, (127 + e_min) << 23));
   VI code = hn::IfThenElse(is_sub, subnormal, normal);
 
@@ -204,13 +208,75 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
     }
     return gs.byte;
   }
-  const hn::Rebind<std::uint8_t, DI> d8;
+  // Codes are 0..255: truncating each lane to its low byte is exact (one vpmovdb on AVX-512,
+  // where the saturating demotion takes two packs).
+  const hn::Rebind<std::uint8_t, DU> d8;
   const VF mul = hn::Set(df, gs.multiplier);
   for (int j = 0; j < nv; ++j) {
     const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul));
-    hn::StoreU(hn::DemoteTo(d8, code), d8, out + begin + j * kN);
+    hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + begin + j * kN);
   }
   return gs.byte;
+}
+
+// One lane per group: kN consecutive whole groups of block 32 in one contiguous row, under the
+// floor rule (byte = exponent of amax - emax). The groups' maxima are reduced together (each
+// level of ConcatEven/ConcatOdd + Max halves both the vectors and the lanes per group, leaving
+// group j's max in lane j), the scale bytes and power-of-two multipliers come out of one
+// vector, and the elements are encoded as in QuantizeFullGroup. Returns false, having written
+// nothing, when a group is special (scale byte 0 or a non-finite amax): the caller then runs
+// the groups one at a time, where group_scale applies the contract's rules for those.
+template <DType kDtype, bool kRneSaturate>
+HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
+                                   std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)row, (void)g0, (void)out, (void)scale;
+  return false;
+#else
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(kN <= 32 && 32 % kN == 0, "a group of 32 is whole vectors");
+  constexpr int kPerGroup = 32 / kN;  // vectors per group of 32
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  const std::uint8_t* src = row + g0 * 32 * kSize;
+  const auto load_bits = [&](int v) {
+    VI b = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
+    if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
+    return b;
+  };
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::And(load_bits(j * kPerGroup), abs_mask);
+    for (int v = 1; v < kPerGroup; ++v) m = hn::Max(m, hn::And(load_bits(j * kPerGroup + v), abs_mask));
+    level[j] = m;
+  }
+  for (int width = kN; width > 1; width /= 2)
+    for (int j = 0; j < width / 2; ++j)
+      level[j] = hn::Max(hn::ConcatEven(di, level[2 * j + 1], level[2 * j]),
+                         hn::ConcatOdd(di, level[2 * j + 1], level[2 * j]));
+  const VI amax = level[0];
+  const VI byte = hn::Min(hn::Max(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)), hn::Zero(di)),
+                          hn::Set(di, 254));
+  if (!hn::AllFalse(di, hn::Or(hn::Gt(amax, hn::Set(di, kExpMask - 1)), hn::Eq(byte, hn::Zero(di))))) return false;
+  // 2^(127 - byte): the exponent field 254 - byte, or the subnormal 2^-127 for byte 254.
+  const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
+                                      hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
+  HWY_ALIGN float multipliers[kN];
+  hn::Store(hn::BitCast(df, mult_bits), df, multipliers);
+  const hn::Rebind<std::uint8_t, DU> d8;
+  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), byte)), d8, scale);
+  for (int j = 0; j < kN; ++j) {
+    const VF mul = hn::Set(df, multipliers[j]);
+    for (int v = 0; v < kPerGroup; ++v) {
+      const int at = j * kPerGroup + v;
+      const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, load_bits(at)), mul));
+      hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + g0 * 32 + at * kN);
+    }
+  }
+  return true;
+#endif
 }
 
 template <DType kDtype, bool kRneSaturate>
@@ -223,15 +289,20 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
   // Byte-wide codes from a contiguous row take the register path.
   const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
+  // Groups of 32 from a contiguous row, floor rule, scale bytes of a row contiguous: kN at a time.
+  constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+  const bool batched = direct && p.block == 32 && p.rule == ScaleRule::floor && !p.log2_fp32 &&
+                       p.layout != ScaleLayout::swizzled && kBatch > 1;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
   const std::uint8_t* row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
-  for (std::int64_t flat = first; flat < last; ++flat) {
-    const std::int64_t begin = g * p.block;
+  const auto one_group = [&](std::int64_t gi) {
+    const std::int64_t begin = gi * p.block;
     const int n = static_cast<int>(std::min<std::int64_t>(p.block, p.k - begin));
     std::uint8_t* out = p.payload + row * p.payload_row_bytes;
     std::uint8_t byte;
     if (direct && n == p.block) {
+      PrefetchAheadBytes(row_ptr + begin * static_cast<std::int64_t>(kSize), p.block * static_cast<std::int64_t>(kSize));
       byte = QuantizeFullGroup<kDtype, kRneSaturate>(p, row_ptr, begin, out);
     } else {
       for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
@@ -245,8 +316,22 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
         std::memcpy(out + begin, codes, static_cast<std::size_t>(n));
       }
     }
-    p.scale[mx_scale_offset(p, row, g)] = byte;
-    if (++g == p.groups && flat + 1 < last) {
+    p.scale[mx_scale_offset(p, row, gi)] = byte;
+  };
+  for (std::int64_t flat = first; flat < last;) {
+    std::int64_t done = 1;
+    if (batched && (g + kBatch) * p.block <= p.k && flat + kBatch <= last) {
+      done = kBatch;
+      PrefetchAheadBytes(row_ptr + g * 32 * static_cast<std::int64_t>(kSize), kBatch * 32 * static_cast<std::int64_t>(kSize));
+      if (!QuantizeGroupBatch<kDtype, kRneSaturate>(p, row_ptr, g, p.payload + row * p.payload_row_bytes,
+                                                     p.scale + mx_scale_offset(p, row, g)))
+        for (std::int64_t j = 0; j < kBatch; ++j) one_group(g + j);
+    } else {
+      one_group(g);
+    }
+    flat += done;
+    g += done;
+    if (g == p.groups && flat < last) {
       g = 0;
       ++row;
       row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
