@@ -296,7 +296,7 @@ TEST_F(CheckpointTest, AQuantizedCheckpointIsRefused) {
   const std::string before = get("q.safetensors");
   expect_rejected({"quantize", "--preset", "mxfp8.ascend", "q.safetensors", "--out", "qq.safetensors"},
                   "q.safetensors is already quantized by qexact (its metadata has qexact.quantized, preset mxfp8.ascend)");
-  expect_rejected({"quantize", "--preset", "int8.token.blaze", "q.safetensors", "--out", "q.safetensors"},
+  expect_rejected({"quantize", "--preset", "int8.token.blaze", "q.safetensors", "--out", "q2.safetensors"},
                   "already quantized");
   EXPECT_EQ(get("q.safetensors"), before);
 }

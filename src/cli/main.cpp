@@ -18,7 +18,11 @@ constexpr int kInternalError = 1;
 
 int report(const char* prefix, std::string message, int status) {
   std::replace(message.begin(), message.end(), '\n', ' ');
-  std::cerr << "qexact: " << prefix << message << std::endl;
+  // One write of the whole line: under mpirun every rank reports, and pieces written one by one
+  // interleave with the other ranks' ("qexact: qexact: error: ...").
+  const std::string line = "qexact: " + std::string(prefix) + message + "\n";
+  std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
+  std::cerr.flush();
   return status;
 }
 
