@@ -74,7 +74,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   template <class U>
   DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
   T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
-  void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, n * sizeof(T), kAlignment); }
+  // The unsized form: clang before 16 declares sized deallocation only with -fsized-deallocation.
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlignment); }
   template <class U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
