@@ -5,99 +5,29 @@
 #include <cstring>
 #include <omp.h>
 
+#include "contracts/family_table.hpp"
 #include "contracts/hif4_checks.hpp"
 #include "kernels/cpu/fast.hpp"
+#include "kernels/family_kernels.hpp"
 #include "out_checks.hpp"
 #include "qexact/pool.hpp"
 #include "reference/reference.hpp"
 
 namespace qexact {
-namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
-
-void need_rank_at_least(const Shape& x, std::size_t r, const char* what) {
-  if (x.size() < r)
-    fail(ErrorKind::bad_argument, std::string(what) + " needs a tensor of rank >= " + std::to_string(r) +
-                                      ", got shape " + shape_str(x));
+std::vector<std::pair<std::string, const Tensor*>> QuantResult::named() const {
+  std::vector<std::pair<std::string, const Tensor*>> out = {{"payload", &payload}, {"scale", &scale}};
+  if (tensor_scale.nbytes() > 0) out.emplace_back("tensor_scale", &tensor_scale);
+  return out;
 }
 
-Shape leading(const Shape& x) { return Shape(x.begin(), x.end() - 1); }
-
-[[noreturn]] void not_a_quantizer(const Contract& c) {
-  fail(ErrorKind::bad_argument, "'" + (c.preset.empty() ? std::string("pool.mean") : c.preset) +
-                                    "' is a pooled mean, not a quantizer: it has no payload or scale "
-                                    "(its one output is pooled_block_mean's)");
+std::vector<OutputSpec> output_specs(const Contract& c, const Shape& x) {
+  require_quantizer(c, "quantize");
+  return family_traits(c.family).outputs(c, x);
 }
 
-}  // namespace
-
-Shape payload_shape(const Contract& c, const Shape& x) {
-  switch (c.family) {
-    case Family::mx: {
-      need_rank_at_least(x, 1, "an MX contract");
-      const std::int64_t k = x.back();
-      if (c.tail == TailRule::reject && k % c.block != 0)
-        fail(ErrorKind::bad_argument, "last dimension " + std::to_string(k) + " of shape " + shape_str(x) +
-                                          " is not a multiple of the block " + std::to_string(c.block) +
-                                          " (this contract has tail=reject)");
-      Shape p = x;
-      if (c.element == ElemFormat::e2m1) p.back() = ceil_div(k, 2);
-      return p;
-    }
-    case Family::int8_block:
-      if (x.size() != 4)
-        fail(ErrorKind::bad_argument, "int8.block needs a (B, S, N, D) tensor, got shape " + shape_str(x));
-      return x;
-    case Family::int8_token:
-      need_rank_at_least(x, 1, "int8.token");
-      return x;
-    case Family::int8_group:
-      need_rank_at_least(x, 1, "int8.group");
-      if (x.back() % c.group != 0)
-        fail(ErrorKind::bad_argument, "last dimension " + std::to_string(x.back()) + " of shape " + shape_str(x) +
-                                          " is not a multiple of the group " + std::to_string(c.group));
-      return x;
-    case Family::hif4:
-      fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
-    case Family::pool:
-      not_a_quantizer(c);
-  }
-  return x;
-}
-
-Shape scale_shape(const Contract& c, const Shape& x) {
-  payload_shape(c, x);  // shape checks
-  switch (c.family) {
-    case Family::mx: {
-      const std::int64_t g = ceil_div(x.back(), c.block);
-      std::int64_t rows = 1;
-      for (std::size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
-      Shape s = leading(x);
-      switch (c.layout) {
-        case ScaleLayout::pairs: s.push_back(ceil_div(g, 2)); s.push_back(2); return s;
-        case ScaleLayout::rowmajor: s.push_back(g); return s;
-        case ScaleLayout::padded: return Shape{round_up(rows, 128), round_up(g, 4)};
-        case ScaleLayout::swizzled: return Shape{round_up(rows, 128) * round_up(g, 4)};
-      }
-      return s;
-    }
-    case Family::int8_block:
-      return Shape{x[0], x[2], ceil_div(x[1], c.token_block)};
-    case Family::int8_token:
-      return leading(x);
-    case Family::int8_group: {
-      Shape s = leading(x);
-      s.push_back(x.back() / c.group);
-      return s;
-    }
-    case Family::hif4:
-    case Family::pool:
-      break;
-  }
-  return {};
-}
+Shape payload_shape(const Contract& c, const Shape& x) { return output_specs(c, x)[0].shape; }
+Shape scale_shape(const Contract& c, const Shape& x) { return output_specs(c, x)[1].shape; }
 
 const char* engine_name(Engine e) { return e == Engine::fast ? "fast" : "reference"; }
 
@@ -119,57 +49,68 @@ int resolve_threads(const RunOptions& o) {
   return omp_get_max_threads();
 }
 
-QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o) {
+namespace {
+
+void check_quantize_input(const Contract& c, const TensorView& x) {
   validate(c);
   if (!is_float_dtype(x.dtype))
     fail(ErrorKind::bad_argument, std::string("quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
-  const bool fast = o.engine == Engine::fast;
-  const int t = resolve_threads(o);
-  switch (c.family) {
-    case Family::mx: return fast ? fast::quantize_mx(c, x, t) : ref::quantize_mx(c, x);
-    case Family::int8_block: return fast ? fast::quantize_int8_block(c, x, t) : ref::quantize_int8_block(c, x);
-    case Family::int8_token: return fast ? fast::quantize_int8_token(c, x, t) : ref::quantize_int8_token(c, x);
-    case Family::int8_group: return fast ? fast::quantize_int8_group(c, x, t) : ref::quantize_int8_group(c, x);
-    case Family::hif4: break;
-    case Family::pool: not_a_quantizer(c);
+}
+
+bool has_tensor_scale(const std::vector<OutputSpec>& specs) { return specs.size() > 2; }
+
+}  // namespace
+
+QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o) {
+  check_quantize_input(c, x);
+  const FamilyKernels& k = family_kernels(c, "quantize");
+  if (o.engine == Engine::reference) return k.ref_quantize(c, x);
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);
+  QuantResult r;
+  r.payload = Tensor::uninitialized(specs[0].dtype, specs[0].shape);
+  r.scale = Tensor::uninitialized(specs[1].dtype, specs[1].shape);
+  QuantOutputs out{r.payload.mutable_view(), r.scale.mutable_view(), {}};
+  if (has_tensor_scale(specs)) {
+    r.tensor_scale = Tensor::uninitialized(specs[2].dtype, specs[2].shape);
+    out.tensor_scale = r.tensor_scale.mutable_view();
   }
-  fail(ErrorKind::bad_argument, "hif4 has no quantize: use fake-quant or hif4-pack");
+  r.path = k.fast_quantize_into(c, x, out, resolve_threads(o));
+  return r;
 }
 
 namespace {
 
-void check_dequantize_inputs(const Contract& c, const TensorView& payload, const TensorView& scale,
-                             const Shape& x_shape) {
+void check_dequantize_inputs(const Contract& c, const QuantInputs& q, const Shape& x_shape) {
   validate(c);
-  const Shape ps = payload_shape(c, x_shape);
-  const Shape ss = scale_shape(c, x_shape);
-  if (payload.shape != ps)
-    fail(ErrorKind::bad_argument, "payload shape " + shape_str(payload.shape) + " does not match " + shape_str(ps) +
-                                      " expected for input shape " + shape_str(x_shape));
-  if (scale.shape != ss)
-    fail(ErrorKind::bad_argument, "scale shape " + shape_str(scale.shape) + " does not match " + shape_str(ss) +
-                                      " expected for input shape " + shape_str(x_shape));
+  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
+  const TensorView* given[] = {&q.payload, &q.scale, &q.tensor_scale};
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (i == 2 && q.tensor_scale.data == nullptr)
+      fail(ErrorKind::bad_argument, "this contract has a tensor scale: dequantize needs its tensor_scale");
+    if (given[i]->shape != specs[i].shape)
+      fail(ErrorKind::bad_argument, specs[i].name + " shape " + shape_str(given[i]->shape) + " does not match " +
+                                        shape_str(specs[i].shape) + " expected for input shape " + shape_str(x_shape));
+  }
+  if (specs.size() < 3 && q.tensor_scale.data != nullptr)
+    fail(ErrorKind::bad_argument, "this contract has no tensor scale, but a tensor_scale was given");
 }
 
 }  // namespace
 
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                   const RunOptions& o) {
-  check_dequantize_inputs(c, payload, scale, x_shape);
-  const bool fast = o.engine == Engine::fast;
-  const int t = resolve_threads(o);
-  switch (c.family) {
-    case Family::mx:
-      return fast ? fast::dequantize_mx(c, payload, scale, x_shape, t) : ref::dequantize_mx(c, payload, scale, x_shape);
-    case Family::int8_block:
-    case Family::int8_token:
-    case Family::int8_group:
-      return fast ? fast::dequantize_int8(c, payload, scale, x_shape, t)
-                  : ref::dequantize_int8(c, payload, scale, x_shape);
-    case Family::hif4: break;
-    case Family::pool: not_a_quantizer(c);
-  }
-  fail(ErrorKind::bad_argument, "hif4 has no dequantize: use hif4-unpack");
+  return dequantize(c, payload, scale, TensorView{}, x_shape, o);
+}
+
+Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale,
+                  const TensorView& tensor_scale, const Shape& x_shape, const RunOptions& o) {
+  const FamilyKernels& k = family_kernels(c, "dequantize");
+  const QuantInputs q{payload, scale, tensor_scale};
+  check_dequantize_inputs(c, q, x_shape);
+  if (o.engine == Engine::reference) return k.ref_dequantize(c, q, x_shape);
+  Tensor out = Tensor::uninitialized(DType::f32, x_shape);
+  k.fast_dequantize_into(c, q, x_shape, out.data<float>(), resolve_threads(o));
+  return out;
 }
 
 Tensor hifloat4_fake_quant(const TensorView& x, int qdim, const RunOptions& o) {
@@ -191,12 +132,6 @@ namespace {
 using out_checks::require_disjoint;
 using out_checks::require_output;
 
-DType quantized_payload_dtype(const Contract& c) { return c.family == Family::mx ? DType::u8 : DType::i8; }
-DType quantized_scale_dtype(const Contract& c) {
-  if (c.family == Family::mx) return DType::u8;
-  return c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-}
-
 // The reference engine's result copied into a checked, contiguous output of the same bytes.
 void copy_into(const Tensor& t, const MutableTensorView& out) {
   if (t.nbytes() > 0) std::memcpy(out.data, t.raw(), t.nbytes());
@@ -206,34 +141,53 @@ void copy_into(const Tensor& t, const MutableTensorView& out) {
 
 std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
                           const MutableTensorView& scale, const RunOptions& o) {
-  validate(c);
-  if (!is_float_dtype(x.dtype))
-    fail(ErrorKind::bad_argument, std::string("quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
-  require_output(payload, quantized_payload_dtype(c), payload_shape(c, x.shape), "out payload");
-  require_output(scale, quantized_scale_dtype(c), scale_shape(c, x.shape), "out scale");
-  require_disjoint({{"out payload", payload.view()}, {"out scale", scale.view()}}, {{"x", x}});
+  return quantize_into(c, x, payload, scale, MutableTensorView{}, o);
+}
+
+std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                          const MutableTensorView& scale, const MutableTensorView& tensor_scale,
+                          const RunOptions& o) {
+  check_quantize_input(c, x);
+  const FamilyKernels& k = family_kernels(c, "quantize");
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);
+  require_output(payload, specs[0].dtype, specs[0].shape, "out payload");
+  require_output(scale, specs[1].dtype, specs[1].shape, "out scale");
+  std::vector<out_checks::Named> outs = {{"out payload", payload.view()}, {"out scale", scale.view()}};
+  if (has_tensor_scale(specs)) {
+    if (tensor_scale.data == nullptr)
+      fail(ErrorKind::bad_argument, "this contract has a tensor scale: quantize_into needs an out tensor_scale");
+    require_output(tensor_scale, specs[2].dtype, specs[2].shape, "out tensor_scale");
+    outs.emplace_back("out tensor_scale", tensor_scale.view());
+  } else if (tensor_scale.data != nullptr) {
+    fail(ErrorKind::bad_argument, "this contract has no tensor scale, but an out tensor_scale was given");
+  }
+  require_disjoint(outs, {{"x", x}});
   if (o.engine == Engine::reference) {
-    const QuantResult r = quantize(c, x, o);
+    const QuantResult r = k.ref_quantize(c, x);
     copy_into(r.payload, payload);
     copy_into(r.scale, scale);
+    if (has_tensor_scale(specs)) copy_into(r.tensor_scale, tensor_scale);
     return r.path;
   }
-  const int t = resolve_threads(o);
-  if (c.family == Family::mx)
-    return fast::quantize_mx_into(c, x, static_cast<std::uint8_t*>(payload.data), static_cast<std::uint8_t*>(scale.data),
-                                  t);
-  return fast::quantize_int8_into(c, x, static_cast<std::int8_t*>(payload.data), scale.data, t);
+  return k.fast_quantize_into(c, x, QuantOutputs{payload, scale, tensor_scale}, resolve_threads(o));
 }
 
 void dequantize_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                      const MutableTensorView& out, const RunOptions& o) {
-  check_dequantize_inputs(c, payload, scale, out.shape);
+  dequantize_into(c, payload, scale, TensorView{}, out, o);
+}
+
+void dequantize_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                     const TensorView& tensor_scale, const MutableTensorView& out, const RunOptions& o) {
+  const FamilyKernels& k = family_kernels(c, "dequantize");
+  const QuantInputs q{payload, scale, tensor_scale};
+  check_dequantize_inputs(c, q, out.shape);
   require_output(out, DType::f32, out.shape, "out");
-  require_disjoint({{"out", out.view()}}, {{"payload", payload}, {"scale", scale}});
-  if (o.engine == Engine::reference) return copy_into(dequantize(c, payload, scale, out.shape, o), out);
-  const int t = resolve_threads(o);
-  if (c.family == Family::mx) return fast::dequantize_mx_into(c, payload, scale, out.shape, static_cast<float*>(out.data), t);
-  fast::dequantize_int8_into(c, payload, scale, out.shape, static_cast<float*>(out.data), t);
+  std::vector<out_checks::Named> ins = {{"payload", payload}, {"scale", scale}};
+  if (tensor_scale.data != nullptr) ins.emplace_back("tensor_scale", tensor_scale);
+  require_disjoint({{"out", out.view()}}, ins);
+  if (o.engine == Engine::reference) return copy_into(k.ref_dequantize(c, q, out.shape), out);
+  k.fast_dequantize_into(c, q, out.shape, static_cast<float*>(out.data), resolve_threads(o));
 }
 
 void hifloat4_fake_quant_into(const TensorView& x, const MutableTensorView& out, int qdim, const RunOptions& o) {

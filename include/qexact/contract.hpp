@@ -21,6 +21,8 @@ enum class Family : std::uint8_t {
   int8_group,  // ggml q8_0: groups of `group` along the last axis, int8 payload
   hif4,        // §5: HiFloat4 three-level block format
   pool,        // §6: pooled block mean over the sequence axis (not a quantizer: one output)
+  fp8_scaled,  // §9.1: FP8 elements, one fp32 scale (not a power of two) per tensor/row/group/tile/head block
+  nvfp4,       // §9.2: E2M1 elements in blocks of 16, E4M3 block scales, optional fp32 tensor scale
 };
 const char* family_name(Family f);
 
@@ -99,6 +101,55 @@ enum class PoolDivisor : std::uint8_t {
   uniform,      // every cell divided by P: wrong on a tail cell, offered to show the drift
 };
 
+// ---- fp8.scaled / nvfp4 parameters (contracts §9) ------------------------------------------
+// Which elements share one fp32 scale. Spelled tensor, row, group:N, tile:MxN, head_block:T.
+enum class Granularity : std::uint8_t {
+  tensor,      // one scale for the whole tensor, shape []
+  row,         // one per row of the last axis, shape x.shape[:-1]
+  group,       // N consecutive elements of a row, shape [..., ceil(C/N)]
+  tile,        // M x N tiles of the [R, C] view (R = product of the leading dims), [ceil(R/M), ceil(C/N)]
+  head_block,  // (B, S, N, D): per (b, head, T-token block), shape (B, N, ceil(S/T)), as int8.block
+};
+struct ScaleGrain {
+  Granularity kind = Granularity::tensor;
+  int rows = 1;  // tile: M; head_block: T tokens
+  int cols = 1;  // group and tile: N
+  bool operator==(const ScaleGrain&) const = default;
+};
+enum class ScaleKind : std::uint8_t {
+  descale,     // amax / max: x ~ q * s
+  multiplier,  // max / amax: x ~ q / s
+};
+enum class ScaleArith : std::uint8_t {
+  fp32,        // one correctly rounded fp32 division
+  reciprocal,  // amax * fp32(1 / max) (descale only)
+  fp64,        // the division in fp64 (amax and floor widened), rounded once to fp32 (torchao)
+};
+// fp8.scaled's parameter "quotient" (int8's is Quotient).
+enum class Fp8Quotient : std::uint8_t {
+  divide,      // x / the descale, as stored (a correctly rounded division: the seed)
+  reciprocal,  // x * fp32(1 / descale)
+  multiply,    // x * the multiplier (torchao float8, TransformerEngine)
+};
+enum class ScalePow2 : std::uint8_t { none, down, up };  // the computed scale rounded to a power of two
+enum class StoredScale : std::uint8_t {
+  computed,  // scale.npy holds the scale the quotient uses
+  inverse,   // scale.npy holds fp32(1 / it) (TransformerEngine's scale_inv)
+};
+enum class ZeroGroup : std::uint8_t {
+  zero,   // amax == 0: scale 0.0, payload 0 (the seed)
+  floor,  // amax == 0 goes through max(amax, amax_floor) like any other amax
+};
+enum class NonFiniteInput : std::uint8_t {
+  reject,     // an error naming the first non-finite element (the seed presets)
+  propagate,  // IEEE arithmetic as the peer does it (NaN amax, inf * 0, ...)
+};
+constexpr int kNvfp4Block = 16;  // nvfp4: elements per E4M3 block scale
+enum class TensorScale : std::uint8_t {
+  none,  // single level: block scales alone
+  amax,  // two level: t = fp32(amax_tensor / (448 * 6)), block scales relative to t
+};
+
 struct Contract {
   std::string preset;  // the preset it was built from ("" for a hand-made contract)
   Family family = Family::mx;
@@ -136,6 +187,21 @@ struct Contract {
   std::int64_t pool = 64;          // P: sequence positions per cell
   PoolDivisor divisor = PoolDivisor::true_length;
   DType pool_out = DType::f32;     // f32, bf16 or f16
+
+  // fp8.scaled (element e4m3 | e5m2 above)
+  ScaleGrain granularity;
+  Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // parameter "quotient"
+  ScaleKind scale_kind = ScaleKind::descale;
+  ScaleArith scale_arith = ScaleArith::fp32;
+  ScalePow2 scale_pow2 = ScalePow2::none;
+  StoredScale stored = StoredScale::computed;
+  double amax_floor = 0.0;         // max(amax, amax_floor) before the division; 0: none. A double:
+                                   // torchao's 1e-12 is a Python float, compared in fp64
+  ZeroGroup zero_group = ZeroGroup::zero;
+  NonFiniteInput nonfinite_input = NonFiniteInput::reject;
+
+  // nvfp4 (block 16, E2M1 elements, E4M3 block scales)
+  TensorScale tensor_scale = TensorScale::none;
 };
 
 // Named presets.

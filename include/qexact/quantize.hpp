@@ -28,12 +28,28 @@ struct RunOptions {
 int resolve_threads(const RunOptions& o);
 
 struct QuantResult {
-  Tensor payload;    // MX: u8 codes (E2M1 packed two per byte); int8 families: i8
-  Tensor scale;      // MX: u8 E8M0 in the contract's layout; int8: f32 (or f16 when scale_store=f16)
-  std::string path;  // which implementation path ran: "groupwise", "single_pass", "two_pass_chunked"
+  Tensor payload;       // MX, fp8.scaled, nvfp4: u8 codes (E2M1 packed two per byte); int8 families: i8
+  Tensor scale;         // MX: u8 E8M0 in the contract's layout; int8: f32 (or f16 when scale_store=f16);
+                        // fp8.scaled: f32; nvfp4: u8 E4M3 codes
+  std::string path;     // which implementation path ran: "groupwise", "single_pass", "two_pass_chunked"
+  Tensor tensor_scale;  // nvfp4 tensor_scale=amax: f32 []; otherwise empty (no elements, no bytes)
+
+  // The outputs by name, in output_specs order: payload, scale, then tensor_scale where the
+  // contract produces one.
+  std::vector<std::pair<std::string, const Tensor*>> named() const;
 };
 
-// Scale and payload shapes the contract gives an input of shape `x`.
+// One output a contract produces for an input shape: its file stem (payload.npy, scale.npy,
+// tensor_scale.npy; a checkpoint's <tensor>.<name>), dtype and shape.
+struct OutputSpec {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+// Every output of a quantizing contract for input shape `x`, in a stable order; checks the shape
+// (rank, divisibility) and throws bad_argument naming the problem.
+std::vector<OutputSpec> output_specs(const Contract& c, const Shape& x);
+// Scale and payload shapes the contract gives an input of shape `x` (output_specs' first two).
 Shape payload_shape(const Contract& c, const Shape& x);
 Shape scale_shape(const Contract& c, const Shape& x);
 
@@ -42,6 +58,10 @@ QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o
 // fp32 values of a quantized tensor of original shape `x_shape`.
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                   const RunOptions& o = {});
+// The same for a contract with a tensor scale (nvfp4 tensor_scale=amax): `tensor_scale` is its
+// f32 [] output. For any other contract it must be an empty view (data == nullptr).
+Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale,
+                  const TensorView& tensor_scale, const Shape& x_shape, const RunOptions& o = {});
 
 // ---- HiFloat4 (contracts §5) ----
 // FP -> HiF4 -> FP along axis qdim (negative allowed); output has x's shape and dtype.
@@ -65,9 +85,16 @@ Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOp
 // quantize_into returns QuantResult::path.
 std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
                           const MutableTensorView& scale, const RunOptions& o = {});
+// With a tensor-scale output (nvfp4 tensor_scale=amax: f32 []); an empty view (data == nullptr)
+// for contracts without one.
+std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                          const MutableTensorView& scale, const MutableTensorView& tensor_scale,
+                          const RunOptions& o = {});
 // x_shape is out's shape.
 void dequantize_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                      const MutableTensorView& out, const RunOptions& o = {});
+void dequantize_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                     const TensorView& tensor_scale, const MutableTensorView& out, const RunOptions& o = {});
 void hifloat4_fake_quant_into(const TensorView& x, const MutableTensorView& out, int qdim = -1,
                               const RunOptions& o = {});
 void hif4_pack_into(const TensorView& x, const MutableTensorView& scale, const MutableTensorView& value,

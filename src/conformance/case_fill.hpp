@@ -26,6 +26,15 @@ inline std::int64_t case_group_len(const Contract& c) {
     case Family::int8_token: return kCaseRowLen;
     case Family::int8_block: return static_cast<std::int64_t>(c.token_block) * kCaseHeadDim;
     case Family::pool: return c.pool;
+    case Family::nvfp4: return kNvfp4Block;
+    case Family::fp8_scaled:
+      switch (c.granularity.kind) {
+        case Granularity::group: return c.granularity.cols;
+        case Granularity::tile: return static_cast<std::int64_t>(c.granularity.rows) * c.granularity.cols;
+        case Granularity::head_block: return static_cast<std::int64_t>(c.granularity.rows) * kCaseHeadDim;
+        case Granularity::tensor:
+        case Granularity::row: return kCaseRowLen;
+      }
   }
   return 1;
 }
@@ -40,6 +49,15 @@ inline Shape case_shape_for_groups(const Contract& c, std::int64_t n) {
     case Family::int8_token: return Shape{n, kCaseRowLen};
     case Family::int8_block: return Shape{1, (n + 1) / 2 * c.token_block, 2, kCaseHeadDim};
     case Family::pool: return Shape{1, n * len, 8};
+    case Family::nvfp4: return Shape{(n + 7) / 8, 8 * len};
+    case Family::fp8_scaled:
+      switch (c.granularity.kind) {
+        case Granularity::group: return Shape{(n + 7) / 8, 8 * len};
+        case Granularity::tile: return Shape{c.granularity.rows * ((n + 1) / 2), 2 * c.granularity.cols};
+        case Granularity::head_block: return Shape{1, (n + 1) / 2 * c.granularity.rows, 2, kCaseHeadDim};
+        case Granularity::tensor: return Shape{1, n * len};  // one scale, whatever n
+        case Granularity::row: return Shape{n, kCaseRowLen};
+      }
   }
   return Shape{n, len};
 }

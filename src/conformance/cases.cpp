@@ -417,6 +417,8 @@ class Generator {
       case Family::int8_token: shape = Shape{8, 997}; break;
       case Family::int8_block: shape = Shape{1, 2 * c_.token_block + 37, 2, kHeadDim}; break;
       case Family::pool: break;
+      case Family::nvfp4: shape = Shape{4, 8 * len + 5}; break;
+      case Family::fp8_scaled: shape = Shape{4 * len + 3, 8 * len + 5}; break;
     }
     const std::int64_t period = c_.family == Family::int8_block ? c_.token_block
                                 : c_.family == Family::int8_token ? 16

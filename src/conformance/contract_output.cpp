@@ -21,10 +21,13 @@ ContractOutput run_contract(const Contract& c, const TensorView& x, const RunOpt
     case Family::mx:
     case Family::int8_block:
     case Family::int8_token:
-    case Family::int8_group: {
+    case Family::int8_group:
+    case Family::fp8_scaled:
+    case Family::nvfp4: {
       QuantResult r = quantize(c, x, o);
       out.payload = std::move(r.payload);
       out.scale = std::move(r.scale);
+      out.tensor_scale = std::move(r.tensor_scale);
       break;
     }
   }

@@ -17,6 +17,7 @@ OutputKind output_kind(const Contract& c);
 
 struct ContractOutput {
   Tensor payload, scale;  // payload_scale
+  Tensor tensor_scale;    // payload_scale with a tensor scale (nvfp4 tensor_scale=amax); else empty
   Tensor output;          // single
 };
 

@@ -116,7 +116,9 @@ std::vector<Alternative> alternatives(const Contract& c, const Shape& x) {
             add({{"token_block", std::to_string(tb)}}, "granularity", "token_block=" + std::to_string(tb));
       break;
     case Family::hif4:
-    case Family::pool: break;
+    case Family::pool:
+    case Family::fp8_scaled:
+    case Family::nvfp4: break;
   }
   return out;
 }

@@ -219,6 +219,11 @@ Groups::Groups(const Contract& c, const Shape& shape) : shape_(shape) {
     case Family::int8_token: len_ = k; break;
     case Family::int8_block: break;
     case Family::pool: break;  // not a quantizer: no scale groups
+    case Family::nvfp4: len_ = kNvfp4Block; break;
+    case Family::fp8_scaled:
+      if (c.granularity.kind == Granularity::group) len_ = c.granularity.cols;
+      if (c.granularity.kind == Granularity::row) len_ = k;
+      break;  // tensor, tile and head_block scales are not runs along the last axis
   }
   if (k <= 0 || len_ <= 0) return;
   per_row_ = ceil_div(k, len_);

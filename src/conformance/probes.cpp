@@ -48,6 +48,8 @@ class ProbeBuilder {
       case Family::int8_group: int8(); break;
       case Family::hif4: hif4(); break;
       case Family::pool: pool(); break;
+      case Family::fp8_scaled:
+      case Family::nvfp4: break;
     }
     return std::move(out_);
   }

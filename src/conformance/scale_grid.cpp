@@ -1,5 +1,7 @@
 #include "conformance/scale_grid.hpp"
 
+#include "contracts/scale_grain.hpp"
+
 #include "qexact/quantize.hpp"
 #include "reference/int8_steps.hpp"
 #include "reference/reference.hpp"
@@ -49,6 +51,16 @@ ScaleGrid::ScaleGrid(const Contract& c, const Shape& x) : c_(c), x_(x) {
       groups_ = numel / 64;
       elements_ = numel;
       break;
+    case Family::fp8_scaled:
+    case Family::nvfp4:
+      row_len_ = k;
+      rows_ = k > 0 ? numel / k : 0;
+      groups_ = shape_numel(scale_shape(c, x));
+      per_row_ = c.family == Family::nvfp4 ? k / kNvfp4Block
+                 : c.granularity.kind == Granularity::group ? ceil_div(k, c.granularity.cols)
+                                                            : 1;
+      elements_ = numel;
+      break;
   }
 }
 
@@ -60,6 +72,8 @@ std::int64_t ScaleGrid::group_of(std::int64_t e) const {
     case Family::int8_group: return ref::int8::scale_index_of(c_, x_, 0, e);
     case Family::pool:
     case Family::hif4: return row_len_ > 0 ? e / (c_.family == Family::hif4 ? 64 : row_len_) : 0;
+    case Family::fp8_scaled: return grain_scale_index(c_.granularity, x_, e);
+    case Family::nvfp4: return e / kNvfp4Block;
   }
   return 0;
 }
@@ -91,7 +105,9 @@ std::vector<std::uint32_t> ScaleGrid::scale_bits(const Tensor& scale) const {
       out[static_cast<std::size_t>(g)] = s[ref::mx_scale_offset(c_, g / per_row_, g % per_row_, per_row_)];
     return out;
   }
-  if (scale.dtype() == DType::f32) {
+  if (scale.dtype() == DType::u8) {  // nvfp4's E4M3 codes
+    for (std::int64_t g = 0; g < groups_; ++g) out[static_cast<std::size_t>(g)] = scale.data<std::uint8_t>()[g];
+  } else if (scale.dtype() == DType::f32) {
     for (std::int64_t g = 0; g < groups_; ++g) out[static_cast<std::size_t>(g)] = scale.data<std::uint32_t>()[g];
   } else {
     for (std::int64_t g = 0; g < groups_; ++g) out[static_cast<std::size_t>(g)] = scale.data<std::uint16_t>()[g];
@@ -123,7 +139,9 @@ Shape ScaleGrid::shape() const {
       s.back() = c_.family == Family::hif4 ? row_len_ / 64 : per_row_;
       return s;
     case Family::int8_block:
-    case Family::int8_token: return scale_shape(c_, x_);
+    case Family::int8_token:
+    case Family::fp8_scaled:
+    case Family::nvfp4: return scale_shape(c_, x_);
     case Family::pool: return x_.empty() ? Shape{} : Shape{x_[0], per_row_};
   }
   return s;
@@ -132,7 +150,7 @@ Shape ScaleGrid::shape() const {
 std::vector<std::uint8_t> ScaleGrid::codes(const Tensor& payload) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(elements_), 0);
   const auto* p = static_cast<const std::uint8_t*>(payload.raw());
-  const bool fp4 = c_.family == Family::mx && c_.element == ElemFormat::e2m1;
+  const bool fp4 = (c_.family == Family::mx && c_.element == ElemFormat::e2m1) || c_.family == Family::nvfp4;
   if (!fp4) {
     for (std::int64_t e = 0; e < elements_; ++e) out[static_cast<std::size_t>(e)] = p[e];
     return out;

@@ -10,6 +10,8 @@
 #include <functional>
 #include <initializer_list>
 
+#include "contracts/family_table.hpp"
+#include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact {
@@ -49,6 +51,17 @@ constexpr EnumName<RatioOp> kRatio[] = {{RatioOp::divide, "divide"}, {RatioOp::r
 constexpr EnumName<ScaleMode> kScaleModes[] = {{ScaleMode::before, "before"}, {ScaleMode::after, "after"}};
 constexpr EnumName<Quotient> kQuotients[] = {
     {Quotient::divide, "divide"}, {Quotient::reciprocal, "reciprocal"}, {Quotient::inv_scale, "inv_scale"}};
+constexpr EnumName<Fp8Quotient> kFp8Quotients[] = {
+    {Fp8Quotient::divide, "divide"}, {Fp8Quotient::reciprocal, "reciprocal"}, {Fp8Quotient::multiply, "multiply"}};
+constexpr EnumName<ScaleKind> kScaleKinds[] = {{ScaleKind::descale, "descale"}, {ScaleKind::multiplier, "multiplier"}};
+constexpr EnumName<ScaleArith> kScaleArith[] = {
+    {ScaleArith::fp32, "fp32"}, {ScaleArith::reciprocal, "reciprocal"}, {ScaleArith::fp64, "fp64"}};
+constexpr EnumName<ScalePow2> kScalePow2[] = {{ScalePow2::none, "none"}, {ScalePow2::down, "down"}, {ScalePow2::up, "up"}};
+constexpr EnumName<StoredScale> kStored[] = {{StoredScale::computed, "computed"}, {StoredScale::inverse, "inverse"}};
+constexpr EnumName<ZeroGroup> kZeroGroups[] = {{ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}};
+constexpr EnumName<NonFiniteInput> kNonFiniteInput[] = {{NonFiniteInput::reject, "reject"},
+                                                        {NonFiniteInput::propagate, "propagate"}};
+constexpr EnumName<TensorScale> kTensorScales[] = {{TensorScale::none, "none"}, {TensorScale::amax, "amax"}};
 constexpr EnumName<IntRounding> kIntRounding[] = {
     {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
     {IntRounding::trunc, "trunc"}};
@@ -124,6 +137,23 @@ float parse_float(const std::string& key, const std::string& s) {
   return v;
 }
 
+double parse_double(const std::string& key, const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size())
+    fail(ErrorKind::bad_argument, "parameter " + key + ": '" + s + "' is not a number");
+  if (errno == ERANGE)
+    fail(ErrorKind::bad_argument, "parameter " + key + ": " + s + " is out of the range of a double");
+  return v;
+}
+
+std::string fmt_double(double v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, p);
+}
+
 bool parse_bool(const std::string& key, const std::string& s) {
   if (s == "true" || s == "1" || s == "yes") return true;
   if (s == "false" || s == "0" || s == "no") return false;
@@ -152,7 +182,7 @@ struct ParamDef {
 const std::vector<ParamDef>& param_defs() {
   using F = Family;
   static const std::vector<ParamDef> defs = {
-      {"element", {F::mx}, [](const Contract& c) { return std::string(elem_traits(c.element).name); },
+      {"element", {F::mx, F::fp8_scaled}, [](const Contract& c) { return std::string(elem_traits(c.element).name); },
        [](Contract& c, const std::string& s) { c.element = parse_elem_format(s); }},
       {"block", {F::mx}, [](const Contract& c) { return std::to_string(c.block); },
        [](Contract& c, const std::string& s) { c.block = static_cast<int>(parse_int("block", s)); }},
@@ -185,6 +215,7 @@ const std::vector<ParamDef>& param_defs() {
        [](const Contract& c) { return fmt_float(c.scale_min); },
        [](Contract& c, const std::string& s) { c.scale_min = parse_float("scale_min", s); }},
       QX_ENUM_PARAM("quotient", quotient, kQuotients, F::int8_block, F::int8_token, F::int8_group),
+      QX_ENUM_PARAM("quotient", fp8_quotient, kFp8Quotients, F::fp8_scaled),
       QX_ENUM_PARAM("int_rounding", int_rounding, kIntRounding, F::int8_block, F::int8_token, F::int8_group),
       {"range", {F::int8_block, F::int8_token, F::int8_group}, [](const Contract& c) { return std::to_string(c.range); },
        [](Contract& c, const std::string& s) { c.range = static_cast<int>(parse_int("range", s)); }},
@@ -197,6 +228,17 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.pool = parse_int("pool", s); }},
       QX_ENUM_PARAM("divisor", divisor, kPoolDivisors, F::pool),
       QX_ENUM_PARAM("out", pool_out, kPoolOut, F::pool),
+      {"granularity", {F::fp8_scaled}, [](const Contract& c) { return scale_grain_name(c.granularity); },
+       [](Contract& c, const std::string& s) { c.granularity = parse_scale_grain(s); }},
+      QX_ENUM_PARAM("scale_kind", scale_kind, kScaleKinds, F::fp8_scaled),
+      QX_ENUM_PARAM("scale_arith", scale_arith, kScaleArith, F::fp8_scaled),
+      QX_ENUM_PARAM("scale_pow2", scale_pow2, kScalePow2, F::fp8_scaled),
+      QX_ENUM_PARAM("stored", stored, kStored, F::fp8_scaled),
+      {"amax_floor", {F::fp8_scaled}, [](const Contract& c) { return fmt_double(c.amax_floor); },
+       [](Contract& c, const std::string& s) { c.amax_floor = parse_double("amax_floor", s); }},
+      QX_ENUM_PARAM("zero_group", zero_group, kZeroGroups, F::fp8_scaled),
+      QX_ENUM_PARAM("nonfinite_input", nonfinite_input, kNonFiniteInput, F::fp8_scaled, F::nvfp4),
+      QX_ENUM_PARAM("tensor_scale", tensor_scale, kTensorScales, F::nvfp4),
   };
   return defs;
 }
@@ -239,6 +281,33 @@ void torchao_rceil(Contract& c) {
   c.byte0 = Byte0Rule::unscaled;  // byte 0 multiplies by 1.0
   c.layout = ScaleLayout::rowmajor;
   c.tail = TailRule::reject;
+}
+
+Contract fp8_base(ScaleGrain g) {
+  Contract c;
+  c.family = Family::fp8_scaled;
+  c.element = ElemFormat::e4m3;
+  c.granularity = g;
+  return c;
+}
+
+// The seed's Ascend FP8: descale = fp32(amax / 448) stored, x / stored descale, zero -> 0, finite only.
+void fp8_ascend(Contract& c) {
+  c.scale_kind = ScaleKind::descale;
+  c.scale_arith = ScaleArith::fp32;
+  c.fp8_quotient = Fp8Quotient::divide;
+  c.zero_group = ZeroGroup::zero;
+  c.nonfinite_input = NonFiniteInput::reject;
+}
+
+// torchao float8 dynamic scaling (float8_utils.amax_to_scale, to_fp8_saturated).
+void fp8_torchao(Contract& c) {
+  c.scale_kind = ScaleKind::multiplier;
+  c.scale_arith = ScaleArith::fp64;
+  c.amax_floor = 1e-12;  // EPS in float8_utils, a Python float
+  c.zero_group = ZeroGroup::floor;
+  c.fp8_quotient = Fp8Quotient::multiply;
+  c.nonfinite_input = NonFiniteInput::propagate;
 }
 
 const std::vector<PresetDef>& preset_defs() {
@@ -364,6 +433,33 @@ const std::vector<PresetDef>& preset_defs() {
          c.range = 127;
          c.scale_store = ScaleStore::f16;
        }},
+      {"fp8.ascend.block", "Ascend FP8 (seed): per (b, head, 64 tokens) of (B, S, N, D), descale = fp32(amax / 448) stored, E4M3 RNE(x / stored descale)", "seed",
+       [](Contract& c) {
+         c = fp8_base({Granularity::head_block, 64, 1});
+         fp8_ascend(c);
+       }},
+      {"fp8.ascend.token", "Ascend FP8 (seed), one scale per row: descale = fp32(amax / 448) stored, E4M3 RNE(x / stored descale)", "seed",
+       [](Contract& c) {
+         c = fp8_base({Granularity::row, 1, 1});
+         fp8_ascend(c);
+       }},
+      {"fp8.torchao.tensorwise", "torchao 0.18.0 float8 tensorwise dynamic scaling: multiplier = fp32(max / max(amax, 1e-12)) in fp64, saturated cast of x * multiplier", "peer",
+       [](Contract& c) {
+         c = fp8_base({Granularity::tensor, 1, 1});
+         fp8_torchao(c);
+       }},
+      {"fp8.torchao.rowwise", "torchao 0.18.0 float8 rowwise (axiswise, dim -1) dynamic scaling: one multiplier per row, as tensorwise", "peer",
+       [](Contract& c) {
+         c = fp8_base({Granularity::row, 1, 1});
+         fp8_torchao(c);
+       }},
+      {"nvfp4.torchao", "torchao 0.18.0 nvfp4_quantize: E2M1 in blocks of 16, E4M3 block scale e4m3(clamp(amax / 6, 2^-6, 448)), x * (1 / scale) clamped to +/-6", "peer",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::nvfp4;
+         c.tensor_scale = TensorScale::none;
+         c.nonfinite_input = NonFiniteInput::propagate;
+       }},
       {"hif4", "HiFloat4: 64-element blocks, E6M2 + two micro-exponent levels, S1P2 elements (fake-quant, pack)", "seed",
        [](Contract& c) {
          c = Contract{};
@@ -389,17 +485,7 @@ const PresetDef* find_preset(const std::string& name) {
 
 }  // namespace
 
-const char* family_name(Family f) {
-  switch (f) {
-    case Family::mx: return "mx";
-    case Family::int8_block: return "int8.block";
-    case Family::int8_token: return "int8.token";
-    case Family::int8_group: return "int8.group";
-    case Family::hif4: return "hif4";
-    case Family::pool: return "pool";
-  }
-  return "?";
-}
+const char* family_name(Family f) { return family_traits(f).name; }
 
 std::vector<std::string> preset_names() {
   std::vector<std::string> out;
@@ -436,14 +522,17 @@ std::vector<std::pair<std::string, std::string>> params(const Contract& c) {
 }
 
 void set_param(Contract& c, const std::string& key, const std::string& value) {
+  bool named = false;  // a key may have one definition per family ("quotient")
   for (const auto& d : param_defs()) {
     if (key != d.name) continue;
-    if (!applies(d, c.family))
-      fail(ErrorKind::bad_argument, "parameter '" + key + "' does not apply to the " + family_name(c.family) +
-                                        " family of preset '" + c.preset + "'");
+    named = true;
+    if (!applies(d, c.family)) continue;
     d.set(c, value);
     return;
   }
+  if (named)
+    fail(ErrorKind::bad_argument, "parameter '" + key + "' does not apply to the " + family_name(c.family) +
+                                      " family of preset '" + c.preset + "'");
   std::string known;
   for (const auto& d : param_defs())
     if (applies(d, c.family)) known += (known.empty() ? "" : ", ") + std::string(d.name);
@@ -481,11 +570,22 @@ std::vector<std::string> param_choices(const std::string& key) {
   if (key == "layout") return names(kLayouts);
   if (key == "tail") return names(kTails);
   if (key == "scale_mode") return names(kScaleModes);
-  if (key == "quotient") return names(kQuotients);
+  if (key == "quotient") {  // int8's and fp8.scaled's together; set_param checks the family's
+    std::vector<std::string> out = names(kQuotients);
+    out.emplace_back(name_of(kFp8Quotients, Fp8Quotient::multiply));
+    return out;
+  }
   if (key == "int_rounding") return names(kIntRounding);
   if (key == "scale_store") return names(kScaleStore);
   if (key == "divisor") return names(kPoolDivisors);
   if (key == "out") return names(kPoolOut);
+  if (key == "scale_kind") return names(kScaleKinds);
+  if (key == "scale_arith") return names(kScaleArith);
+  if (key == "scale_pow2") return names(kScalePow2);
+  if (key == "stored") return names(kStored);
+  if (key == "zero_group") return names(kZeroGroups);
+  if (key == "nonfinite_input") return names(kNonFiniteInput);
+  if (key == "tensor_scale") return names(kTensorScales);
   return {};
 }
 
@@ -519,6 +619,21 @@ void validate(const Contract& c) {
       break;
     case Family::pool:
       if (c.pool < 1) bad("pool must be >= 1, got " + std::to_string(c.pool));
+      break;
+    case Family::fp8_scaled:
+      if (c.element != ElemFormat::e4m3 && c.element != ElemFormat::e5m2)
+        bad(std::string("fp8.scaled takes element=e4m3 or e5m2, got ") + elem_traits(c.element).name);
+      if (c.scale_arith == ScaleArith::reciprocal && c.scale_kind != ScaleKind::descale)
+        bad("scale_arith=reciprocal (amax * fp32(1 / max)) computes a descale: it needs scale_kind=descale");
+      if (c.fp8_quotient == Fp8Quotient::multiply && c.scale_kind != ScaleKind::multiplier)
+        bad("quotient=multiply multiplies by the multiplier: it needs scale_kind=multiplier");
+      if (c.fp8_quotient != Fp8Quotient::multiply && c.scale_kind != ScaleKind::descale)
+        bad(std::string("quotient=") + name_of(kFp8Quotients, c.fp8_quotient) + " uses a descale: it needs scale_kind=descale");
+      if (!(c.amax_floor >= 0.0) || !std::isfinite(c.amax_floor)) bad("amax_floor must be finite and >= 0");
+      if (c.zero_group == ZeroGroup::floor && c.amax_floor == 0.0)
+        bad("zero_group=floor takes an all-zero group through the amax floor: it needs amax_floor > 0");
+      break;
+    case Family::nvfp4:
       break;
   }
 }

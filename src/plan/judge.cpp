@@ -47,6 +47,8 @@ Domain domain_of(const TensorPlan& t) {
       break;
     case Family::hif4:
     case Family::pool:
+    case Family::fp8_scaled:
+    case Family::nvfp4:
       throw std::logic_error("domain_of: " + t.name + " is refused for quantize-before");
   }
   std::vector<int> cut_axes = {t.axis};

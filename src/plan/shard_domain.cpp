@@ -39,6 +39,9 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
       return refuse("hif4 has no quantize");
     case Family::pool:
       return refuse("pool.mean is not a quantizer (move it with collective pool_mean)");
+    case Family::fp8_scaled:
+    case Family::nvfp4:
+      return refuse(std::string("the collective judge does not model ") + family_name(c.family) + " yet");
   }
   return refuse("unknown family");
 }

@@ -1,5 +1,5 @@
 // Which scale domains sharding cuts: the one notion the judge (plan/judge.hpp) and the MPI runs
-// (dist/) share. A contract's scale tensor is indexed along an axis of x in runs of
+// (collective/) share. A contract's scale tensor is indexed along an axis of x in runs of
 // `elements_per_scale` indices; a shard boundary strictly inside a run cuts every domain of that
 // run. Quantize-before is supported only where each shard's scales are a slice of the full
 // tensor's scales along the sharded axis; everything else is refused with the reason, by the

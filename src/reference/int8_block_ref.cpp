@@ -49,7 +49,7 @@ QuantResult quantize_int8_block(const Contract& c, const TensorView& x) {
   const std::vector<float> values = to_f32_vector(x);
   int8::reject_nonfinite(values, "int8.block", [&](std::int64_t i) { return int8::bsnd_index(x.shape, i); });
 
-  QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), "groupwise"};
+  QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), "groupwise", {}};
   for (std::int64_t b = 0; b < g.batch; ++b)
     for (std::int64_t n = 0; n < g.heads; ++n)
       for (std::int64_t blk = 0; blk < g.blocks; ++blk) {

@@ -61,7 +61,7 @@ QuantResult quantize_int8_channel(const TensorView& x, const TensorView& amax) {
   const Contract& c = channel_contract();
   const std::int64_t per_token = g.heads * g.dim;
 
-  QuantResult r{ref::int8::new_payload(x.shape), Tensor(DType::f32, Shape{g.heads, g.dim}), "global_channel"};
+  QuantResult r{ref::int8::new_payload(x.shape), Tensor(DType::f32, Shape{g.heads, g.dim}), "global_channel", {}};
   std::vector<ref::int8::QuotientOp> ops(static_cast<std::size_t>(per_token));
   for (std::int64_t ch = 0; ch < per_token; ++ch) {
     const float m = a[static_cast<std::size_t>(ch)];

@@ -19,7 +19,7 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x) {
     return "(row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols) + ")";
   });
 
-  QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), "groupwise"};
+  QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), "groupwise", {}};
   std::int8_t* payload = r.payload.data<std::int8_t>();
   const std::int64_t groups = shape_numel(ss);
   for (std::int64_t g = 0; g < groups; ++g) {

@@ -62,7 +62,7 @@ QuantResult quantize_int8_token(const Contract& c, const TensorView& x) {
   });
 
   const TokenPath path = select_token_path(cols * kWorkingBytesPerElement, c.budget);
-  QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), token_path_name(path)};
+  QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), token_path_name(path), {}};
   Rows rows{values, cols, r.payload.data<std::int8_t>(), r.scale};
   for (std::int64_t row = 0; row < row_count; ++row) {
     if (path == TokenPath::single_pass)

@@ -37,6 +37,16 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
 // The result's scale is the given one. Used to separate scale errors from payload errors.
 QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
+// fp8.scaled (contracts §9.1): u8 E4M3/E5M2 codes of x's shape, f32 scales in the granularity's shape.
+QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x);
+Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
+
+// nvfp4 (contracts §9.2): u8 packed E2M1 pairs, u8 E4M3 block scales, f32 [] tensor scale when
+// tensor_scale=amax (else QuantResult::tensor_scale stays empty and `tensor_scale` is ignored).
+QuantResult quantize_nvfp4(const Contract& c, const TensorView& x);
+Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
+                        const TensorView& tensor_scale, const Shape& x_shape);
+
 // HiFloat4 (contracts §5).
 Tensor hif4_fake_quant(const TensorView& x, int qdim);
 Hif4Packed hif4_pack(const TensorView& x);

@@ -33,7 +33,7 @@ QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, co
   std::vector<int8::QuotientOp> ops(given.size());
   for (std::size_t d = 0; d < given.size(); ++d) ops[d] = int8::quotient_for_given(c, amax[d], given[d]);
 
-  QuantResult r{int8::new_payload(ps), contiguous_copy(scale), "groupwise"};
+  QuantResult r{int8::new_payload(ps), contiguous_copy(scale), "groupwise", {}};
   std::int8_t* payload = r.payload.data<std::int8_t>();
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(values.size()); ++i) {
     const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, blocks, i));
@@ -51,7 +51,9 @@ QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const T
     case Family::int8_token:
     case Family::int8_group: return quantize_int8_with_scales(c, x, scale);
     case Family::hif4:
-    case Family::pool: break;
+    case Family::pool:
+    case Family::fp8_scaled:
+    case Family::nvfp4: break;
   }
   fail(ErrorKind::bad_argument, std::string("the ") + family_name(c.family) +
                                     " family has no scale tensor to quantize with");

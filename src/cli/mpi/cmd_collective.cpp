@@ -1,14 +1,14 @@
 // `mpirun -np W qexact collective PLAN.json [--json] [--report FILE] [--seed N] [--iterations N]
 // [--threads N] [--fail-rank R]`: runs the plan's collectives with and without quantizing
 // first, on the same synthetic tensors, and reports bytes, times and byte-exactness (see
-// dist/collective_run.hpp). Only rank 0 prints or writes; an error is reported by every rank.
+// collective/collective_run.hpp). Only rank 0 prints or writes; an error is reported by every rank.
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "dist/collective_run.hpp"
-#include "dist/mpi_world.hpp"
-#include "dist/run_report.hpp"
+#include "collective/collective_run.hpp"
+#include "collective/mpi_world.hpp"
+#include "collective/run_report.hpp"
 #include "io/atomic_file.hpp"
 
 namespace qexact::cli {

@@ -1,12 +1,12 @@
 // `mpirun -np W qexact sweep --out sweep.json [--min-bytes 8] [--max-bytes 268435456]
 // [--warmup N] [--iterations N] [--collectives all_gather,all_to_all]`: the message-size sweep
-// (dist/sweep.hpp), written atomically by rank 0, with a table on stdout.
+// (collective/sweep.hpp), written atomically by rank 0, with a table on stdout.
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.hpp"
-#include "dist/mpi_world.hpp"
-#include "dist/sweep.hpp"
+#include "collective/mpi_world.hpp"
+#include "collective/sweep.hpp"
 #include "io/atomic_file.hpp"
 
 namespace qexact::cli {

@@ -39,6 +39,16 @@ void dequantize_mx_into(const Contract& c, const TensorView& payload, const Tens
                         float* out, int threads);
 void dequantize_int8_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                           float* out, int threads);
+// fp8.scaled: payload u8 of x's shape, scale f32 in the granularity's shape.
+std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
+                                     int threads);
+void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                                const Shape& x_shape, float* out, int threads);
+// nvfp4: tensor_scale is null unless the contract has tensor_scale=amax (then one f32).
+std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
+                                float* tensor_scale, int threads);
+void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                           const TensorView& tensor_scale, const Shape& x_shape, float* out, int threads);
 void hif4_fake_quant_into(const TensorView& x, int qdim, void* out, int threads);
 void hif4_pack_into(const TensorView& x, std::uint8_t* scale, std::uint8_t* value, int threads);
 void hif4_unpack_into(const TensorView& scale, const TensorView& value, float* out, int threads);

@@ -90,7 +90,7 @@ std::string quantize_int8_family(const Contract& c, Family family, const TensorV
 QuantResult quantize_int8_alloc(const Contract& c, Family family, const TensorView& x, int threads) {
   check_contract(c, family);
   QuantResult r{Tensor::uninitialized(DType::i8, payload_shape(c, x.shape)),
-                Tensor::uninitialized(scale_dtype(c), scale_shape(c, x.shape)), ""};
+                Tensor::uninitialized(scale_dtype(c), scale_shape(c, x.shape)), "", {}};
   r.path = quantize_int8_family(c, family, x, r.payload.data<std::int8_t>(), r.scale.raw(), threads);
   return r;
 }

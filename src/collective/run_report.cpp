@@ -1,4 +1,4 @@
-#include "dist/run_report.hpp"
+#include "collective/run_report.hpp"
 
 #include <cstdio>
 #include <sstream>

@@ -1,4 +1,4 @@
-// Quantize-before-the-collective on one process (dist/shard_quant.hpp): W shards quantized on
+// Quantize-before-the-collective on one process (collective/shard_quant.hpp): W shards quantized on
 // the global grid and assembled give the whole tensor's bytes when every shard holds whole scale
 // domains, and otherwise differ only in the domains that straddle a shard boundary.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/shard_quant.hpp"
-#include "dist/synthetic_tensor.hpp"
+#include "collective/shard_quant.hpp"
+#include "collective/synthetic_tensor.hpp"
 #include "qexact/error.hpp"
 
 namespace {

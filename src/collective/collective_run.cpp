@@ -1,13 +1,13 @@
-#include "dist/collective_run.hpp"
+#include "collective/collective_run.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <set>
 #include <stdexcept>
 
-#include "dist/shard_quant.hpp"
+#include "collective/shard_quant.hpp"
 #include "plan/shard_domain.hpp"
-#include "dist/synthetic_tensor.hpp"
+#include "collective/synthetic_tensor.hpp"
 #include "perf/measure.hpp"
 #include "qexact/error.hpp"
 #include "qexact/int8_channel.hpp"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/mpi_world.hpp"
+#include "collective/mpi_world.hpp"
 
 namespace qexact::dist {
 

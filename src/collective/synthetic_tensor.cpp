@@ -1,4 +1,4 @@
-#include "dist/synthetic_tensor.hpp"
+#include "collective/synthetic_tensor.hpp"
 
 #include <vector>
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/mpi_watchdog.hpp"
+#include "collective/mpi_watchdog.hpp"
 
 namespace qexact::dist {
 

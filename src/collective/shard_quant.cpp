@@ -1,4 +1,4 @@
-#include "dist/shard_quant.hpp"
+#include "collective/shard_quant.hpp"
 
 #include <algorithm>
 #include <cstring>

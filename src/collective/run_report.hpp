@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/collective_run.hpp"
+#include "collective/collective_run.hpp"
 
 namespace qexact::dist {
 

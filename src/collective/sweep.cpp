@@ -1,4 +1,4 @@
-#include "dist/sweep.hpp"
+#include "collective/sweep.hpp"
 
 #include <algorithm>
 #include <cstdio>

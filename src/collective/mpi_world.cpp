@@ -1,4 +1,4 @@
-#include "dist/mpi_world.hpp"
+#include "collective/mpi_world.hpp"
 
 #include <climits>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "dist/mpi_watchdog.hpp"
+#include "collective/mpi_watchdog.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::dist {

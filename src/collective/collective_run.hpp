@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "plan/plan_file.hpp"
-#include "dist/mpi_world.hpp"
+#include "collective/mpi_world.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::dist {

@@ -1,4 +1,4 @@
-#include "dist/mpi_watchdog.hpp"
+#include "collective/mpi_watchdog.hpp"
 
 #include <mpi.h>
 

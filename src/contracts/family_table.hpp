@@ -1,0 +1,30 @@
+// What each family *is*, one row per family (ggml's type_traits habit): its name, the sections
+// of docs/contracts.md that define it, whether it quantizes (payload + scales) and the outputs
+// it gives an input shape. Everything outside contracts/ asks this table instead of switching
+// on the family; a new family is one row here, one in kernels/family_kernels.cpp, and its own
+// files.
+#pragma once
+#include <vector>
+
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact {
+
+struct FamilyTraits {
+  Family family;
+  const char* name;      // "mx", "int8.block", ... (family_name)
+  const char* sections;  // "§1-2": where docs/contracts.md defines it
+  bool quantizes;        // has quantize / dequantize (hif4 packs and fake-quantizes; pool averages)
+  // The outputs for input shape x, checked; called only where `quantizes`.
+  std::vector<OutputSpec> (*outputs)(const Contract& c, const Shape& x);
+};
+
+const FamilyTraits& family_traits(Family f);
+// Every family, in declaration order.
+const std::vector<FamilyTraits>& family_table();
+
+// Throws bad_argument naming the contract when its family does not quantize.
+void require_quantizer(const Contract& c, const char* what);
+
+}  // namespace qexact

@@ -1,0 +1,48 @@
+#include "kernels/family_kernels.hpp"
+
+#include "contracts/family_table.hpp"
+#include "kernels/cpu/fast.hpp"
+#include "qexact/error.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact {
+namespace {
+
+// Adapters from each family's own entry points to the table's signatures.
+Tensor mx_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape& x) {
+  return ref::dequantize_mx(c, q.payload, q.scale, x);
+}
+Tensor int8_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape& x) {
+  return ref::dequantize_int8(c, q.payload, q.scale, x);
+}
+std::string mx_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
+  return fast::quantize_mx_into(c, x, static_cast<std::uint8_t*>(o.payload.data), static_cast<std::uint8_t*>(o.scale.data),
+                                t);
+}
+std::string int8_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
+  return fast::quantize_int8_into(c, x, static_cast<std::int8_t*>(o.payload.data), o.scale.data, t);
+}
+void mx_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
+  fast::dequantize_mx_into(c, q.payload, q.scale, x, out, t);
+}
+void int8_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
+  fast::dequantize_int8_into(c, q.payload, q.scale, x, out, t);
+}
+
+const FamilyKernels kRows[] = {
+    {Family::mx, ref::quantize_mx, mx_ref_dequantize, mx_fast_quantize, mx_fast_dequantize},
+    {Family::int8_block, ref::quantize_int8_block, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
+    {Family::int8_token, ref::quantize_int8_token, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
+    {Family::int8_group, ref::quantize_int8_group, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
+};
+
+}  // namespace
+
+const FamilyKernels& family_kernels(const Contract& c, const char* what) {
+  require_quantizer(c, what);
+  for (const auto& r : kRows)
+    if (r.family == c.family) return r;
+  fail(ErrorKind::bad_argument, std::string("the ") + family_name(c.family) + " family has no kernels");
+}
+
+}  // namespace qexact

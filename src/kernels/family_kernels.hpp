@@ -1,0 +1,41 @@
+// The engines of each quantizing family, one row per family (ggml's type_traits_cpu beside
+// contracts/family_table's type_traits): the scalar reference and the fast kernel for quantize
+// and dequantize, behind one signature each so that quantize.cpp is lookups. A new family adds
+// one row here.
+#pragma once
+#include <string>
+
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact {
+
+// Checked, contiguous outputs in output_specs order; tensor_scale.data is null for contracts
+// without one.
+struct QuantOutputs {
+  MutableTensorView payload;
+  MutableTensorView scale;
+  MutableTensorView tensor_scale;
+};
+// The quantized inputs of dequantize; tensor_scale.data is null for contracts without one.
+struct QuantInputs {
+  TensorView payload;
+  TensorView scale;
+  TensorView tensor_scale;
+};
+
+struct FamilyKernels {
+  Family family;
+  QuantResult (*ref_quantize)(const Contract& c, const TensorView& x);
+  Tensor (*ref_dequantize)(const Contract& c, const QuantInputs& q, const Shape& x_shape);
+  // Writes every byte of `out` (layout padding included); returns QuantResult::path.
+  std::string (*fast_quantize_into)(const Contract& c, const TensorView& x, const QuantOutputs& out, int threads);
+  void (*fast_dequantize_into)(const Contract& c, const QuantInputs& q, const Shape& x_shape, float* out,
+                               int threads);
+};
+
+// The row of a quantizing family; throws bad_argument for hif4 and pool.
+const FamilyKernels& family_kernels(const Contract& c, const char* what);
+
+}  // namespace qexact
