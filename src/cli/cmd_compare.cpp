@@ -171,6 +171,8 @@ CompareReport totals(const std::vector<CaseResult>& results) {
     t.rows_total += c.rows_total;
     t.rows_differing += c.rows_differing;
     t.max_scale_delta = std::max(t.max_scale_delta, c.max_scale_delta);
+    t.tensor_scale_bytes_total += c.tensor_scale_bytes_total;
+    t.tensor_scale_bytes_differing += c.tensor_scale_bytes_differing;
     for (const auto& [d, n] : c.scale_delta_histogram) t.scale_delta_histogram[d] += n;
     if (t.scale_delta_unit.empty()) t.scale_delta_unit = c.scale_delta_unit;
   }
@@ -188,6 +190,11 @@ void add_counts(Json& j, const CompareReport& r) {
   Json h = Json::object();
   for (const auto& [d, n] : r.scale_delta_histogram) h[std::to_string(d)] = n;
   j["scale_delta_histogram"] = h;
+  if (r.tensor_scale_bytes_total > 0) {  // nvfp4 tensor_scale=amax (or a device that wrote one)
+    j["tensor_scale_bytes_total"] = r.tensor_scale_bytes_total;
+    j["tensor_scale_bytes_differing"] = r.tensor_scale_bytes_differing;
+    j["tensor_scale_delta_ulps"] = r.tensor_scale_delta;
+  }
   j["elements_total"] = r.elements_total;
   j["elements_differing"] = r.elements_differing;
   j["groups_total"] = r.groups_total;
@@ -268,6 +275,9 @@ void print_text(const Contract& c, const std::vector<CaseResult>& results) {
     for (const auto& [d, n] : t.scale_delta_histogram) std::cout << ' ' << (d > 0 ? "+" : "") << d << ": " << n;
     std::cout << "\n";
   }
+  if (t.tensor_scale_bytes_total > 0)
+    std::cout << "tensor scale bytes diff/total: " << fraction(t.tensor_scale_bytes_differing, t.tensor_scale_bytes_total)
+              << "\n";
   for (const CaseResult& r : results) {
     const CompareReport& k = r.report;
     if (r.refused) {

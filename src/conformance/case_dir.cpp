@@ -110,6 +110,7 @@ Tensor read_typed(const fs::path& path, DType expected) {
 
 std::vector<std::string> device_output_files(const Contract& c) {
   if (c.family == Family::hif4 || c.family == Family::pool) return {"output.npy"};
+  if (c.tensor_scale == TensorScale::amax) return {"payload.npy", "scale.npy", std::string(kTensorScaleFile)};
   return {"payload.npy", "scale.npy"};
 }
 
@@ -211,7 +212,7 @@ std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry
   }
   if (!any) return std::nullopt;
   for (std::size_t i = 0; i < files.size(); ++i)
-    if (!present[i])
+    if (!present[i] && files[i] != kTensorScaleFile)  // a missing tensor scale is compared, not refused
       fail(ErrorKind::bad_file, (d.root / e.name).string() + ": has device outputs but no " + files[i]);
 
   DeviceOutput out;
@@ -222,6 +223,9 @@ std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry
   } else {
     out.payload = npy::read(d.root / e.name / files[0]);
     out.scale = npy::read(d.root / e.name / files[1]);
+    // Read whenever the device wrote one, wanted or not: compare counts an extra or a missing
+    // tensor scale and diagnoses it.
+    if (fs::exists(d.root / e.name / kTensorScaleFile, ec)) out.tensor_scale = npy::read(d.root / e.name / kTensorScaleFile);
   }
   return out;
 }

@@ -58,6 +58,9 @@ struct ExportCase {
 // The files a device writes beside each input for contract c: {"payload.npy", "scale.npy"},
 // or {"output.npy"} for HiF4 and pool.mean.
 std::vector<std::string> device_output_files(const Contract& c);
+// nvfp4's two-level tensor scale (tensor_scale=amax), f32 []. Optional when reading a device's
+// outputs: compare counts a missing or an extra one.
+inline constexpr const char* kTensorScaleFile = "tensor_scale.npy";
 
 // Writes the whole directory; `dir` must not exist yet (an existing directory is refused, not
 // merged into). The tree is staged beside `dir` and renamed into place, so a failure leaves

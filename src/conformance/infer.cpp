@@ -1,5 +1,7 @@
 #include "conformance/infer.hpp"
 
+#include "contracts/family_table.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -7,6 +9,7 @@
 
 #include "conformance/emulate.hpp"
 #include "conformance/predicates.hpp"
+#include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -27,7 +30,7 @@ struct Diff {
 
 // Bytes that differ; tensors of another dtype or shape differ in all their bytes.
 std::int64_t differing(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.nbytes() != b.nbytes())
     return static_cast<std::int64_t>(std::max(a.nbytes(), b.nbytes()));
   const auto* p = static_cast<const std::uint8_t*>(a.raw());
   const auto* q = static_cast<const std::uint8_t*>(b.raw());
@@ -58,7 +61,7 @@ Diff compare(const std::optional<DeviceOutput>& device, const ContractRun& run) 
     return d;
   }
   d.payload = differing(device->payload, run.output->payload) + differing(device->output, run.output->output);
-  d.scale = differing(device->scale, run.output->scale);
+  d.scale = differing(device->scale, run.output->scale) + differing(device->tensor_scale, run.output->tensor_scale);
   return d;
 }
 
@@ -271,9 +274,11 @@ std::vector<std::pair<std::string, std::string>> overrides_of(const Contract& c,
 }  // namespace
 
 Family parse_family(const std::string& name) {
-  for (Family f : {Family::mx, Family::int8_block, Family::int8_token, Family::int8_group, Family::hif4, Family::pool})
-    if (name == family_name(f)) return f;
-  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (mx, int8.block, int8.token, int8.group, hif4, pool)");
+  for (const FamilyTraits& f : family_table())
+    if (name == f.name) return f.family;
+  std::string names;
+  for (const FamilyTraits& f : family_table()) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (" + names + ")");
 }
 
 std::vector<std::string> candidate_values(const Contract& c, const std::string& key) {
@@ -287,6 +292,8 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};
     else if (key == "pool") v = {"16", "32", "64", "128", "256"};
+    else if (key == "granularity") v = {"tensor", "row", "group:128", "tile:128x128", "head_block:64"};
+    else if (key == "amax_floor") v = {"0", "1e-12"};
   }
   const std::string current = param_value(c, key);
   if (!current.empty() && std::find(v.begin(), v.end(), current) == v.end()) v.insert(v.begin(), current);

@@ -1,5 +1,7 @@
 #include "conformance/scale_grid.hpp"
 
+#include <algorithm>
+
 #include "contracts/scale_grain.hpp"
 
 #include "qexact/quantize.hpp"
@@ -60,8 +62,24 @@ ScaleGrid::ScaleGrid(const Contract& c, const Shape& x) : c_(c), x_(x) {
                  : c.granularity.kind == Granularity::group ? ceil_div(k, c.granularity.cols)
                                                             : 1;
       elements_ = numel;
+      if (c.family == Family::fp8_scaled) mark_fp8_tails();
       break;
   }
+}
+
+void ScaleGrid::mark_fp8_tails() {
+  // A domain holding fewer elements than a whole one: group:N, tile:MxN and head_block:T cut by
+  // the tensor's edge (tensor and row domains are whole by definition).
+  const ScaleGrain& g = c_.granularity;
+  std::int64_t whole = 0;
+  if (g.kind == Granularity::group) whole = g.cols;
+  if (g.kind == Granularity::tile) whole = static_cast<std::int64_t>(g.rows) * g.cols;
+  if (g.kind == Granularity::head_block && x_.size() == 4) whole = static_cast<std::int64_t>(g.rows) * x_[3];
+  tail_.assign(static_cast<std::size_t>(groups_), false);
+  if (whole == 0) return;
+  std::vector<std::int64_t> size(static_cast<std::size_t>(groups_), 0);
+  for (std::int64_t e = 0; e < elements_; ++e) ++size[static_cast<std::size_t>(group_of(e))];
+  for (std::size_t i = 0; i < size.size(); ++i) tail_[i] = size[i] < whole;
 }
 
 std::int64_t ScaleGrid::group_of(std::int64_t e) const {
@@ -79,6 +97,7 @@ std::int64_t ScaleGrid::group_of(std::int64_t e) const {
 }
 
 bool ScaleGrid::has_tail() const {
+  if (c_.family == Family::fp8_scaled) return std::find(tail_.begin(), tail_.end(), true) != tail_.end();
   switch (c_.family) {
     case Family::mx: return row_len_ % c_.block != 0;
     case Family::int8_block: return x_.size() == 4 && x_[1] % c_.token_block != 0;
@@ -88,6 +107,7 @@ bool ScaleGrid::has_tail() const {
 }
 
 bool ScaleGrid::is_tail_group(std::int64_t g) const {
+  if (c_.family == Family::fp8_scaled) return tail_[static_cast<std::size_t>(g)];
   if (!has_tail()) return false;
   switch (c_.family) {
     case Family::mx:
@@ -164,7 +184,12 @@ std::vector<std::uint8_t> ScaleGrid::codes(const Tensor& payload) const {
   return out;
 }
 
-std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype) {
+std::int64_t ordered_scale(std::uint32_t bits, ScaleCode code, DType scale_dtype) {
+  if (code == ScaleCode::e4m3) {
+    const std::int64_t mag = bits & 0x7Fu;
+    return (bits & 0x80u) != 0 ? -mag : mag;
+  }
+  if (code == ScaleCode::e8m0) return static_cast<std::int64_t>(bits);
   switch (scale_dtype) {
     case DType::f32: {
       const std::int64_t mag = bits & 0x7FFFFFFFu;
@@ -177,6 +202,16 @@ std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype) {
     }
     default: return static_cast<std::int64_t>(bits);
   }
+}
+
+std::string scale_delta_unit(const Contract& c, DType scale_dtype) {
+  switch (family_traits(c.family).scale_code) {
+    case ScaleCode::e8m0: return "E8M0 steps";
+    case ScaleCode::e4m3: return "E4M3 codes";
+    case ScaleCode::ieee: return std::string("ulps of ") + dtype_name(scale_dtype);
+    case ScaleCode::none: break;
+  }
+  return "";
 }
 
 }  // namespace qexact::conformance

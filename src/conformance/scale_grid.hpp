@@ -6,8 +6,10 @@
 // int8.token row, int8.group (row, group), pool.mean (b, cell), HiF4 (row, 64-block).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "contracts/family_table.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
@@ -23,7 +25,8 @@ class ScaleGrid {
   std::int64_t elements() const { return elements_; }
   std::int64_t group_of(std::int64_t element) const;
   std::int64_t row_of(std::int64_t element) const { return row_len_ > 0 ? element / row_len_ : 0; }
-  // A partial last block (MX K % block, int8.block S % token_block, pool S % P).
+  // A partial last block (MX K % block, int8.block S % token_block, pool S % P; fp8.scaled
+  // group:N, tile:MxN and head_block:T domains cut short by the edge of the tensor).
   bool is_tail_group(std::int64_t g) const;
   bool has_tail() const;
 
@@ -42,15 +45,21 @@ class ScaleGrid {
   std::vector<std::uint8_t> codes(const Tensor& payload) const;
 
  private:
+  void mark_fp8_tails();
+
   const Contract& c_;
   Shape x_;
   std::int64_t groups_ = 0, rows_ = 0, elements_ = 0, row_len_ = 0;
   std::int64_t per_row_ = 0;  // MX / int8.group: groups per row; pool: cells
   std::int64_t blocks_ = 0;   // int8.block: token blocks per (b, head)
+  std::vector<bool> tail_;    // fp8.scaled: per scale domain, whether the tensor's edge cuts it short
 };
 
-// Signed integers whose differences count representable steps: E8M0 bytes as they are,
-// float bit patterns as sign-magnitude integers (adjacent floats differ by 1).
-std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype);
+// Signed integers whose differences count representable steps of the scale's own encoding:
+// E8M0 bytes as they are, E4M3 codes and float bit patterns as sign-magnitude integers
+// (adjacent codes, adjacent floats differ by 1).
+std::int64_t ordered_scale(std::uint32_t bits, ScaleCode code, DType scale_dtype);
+// The unit of those differences: "E8M0 steps", "E4M3 codes", "ulps of f32", "ulps of f16".
+std::string scale_delta_unit(const Contract& c, DType scale_dtype);
 
 }  // namespace qexact::conformance

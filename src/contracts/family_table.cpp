@@ -90,14 +90,14 @@ std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
 
 const std::vector<FamilyTraits>& family_table() {
   static const std::vector<FamilyTraits> rows = {
-      {Family::mx, "mx", "§1-2", true, mx_outputs},
-      {Family::int8_block, "int8.block", "§3", true, int8_block_outputs},
-      {Family::int8_token, "int8.token", "§4", true, int8_token_outputs},
-      {Family::int8_group, "int8.group", "§4", true, int8_group_outputs},
-      {Family::hif4, "hif4", "§5", false, nullptr},
-      {Family::pool, "pool", "§6", false, nullptr},
-      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp8_scaled_outputs},
-      {Family::nvfp4, "nvfp4", "§9.2", true, nvfp4_outputs},
+      {Family::mx, "mx", "§1-2", true, ScaleCode::e8m0, mx_outputs},
+      {Family::int8_block, "int8.block", "§3", true, ScaleCode::ieee, int8_block_outputs},
+      {Family::int8_token, "int8.token", "§4", true, ScaleCode::ieee, int8_token_outputs},
+      {Family::int8_group, "int8.group", "§4", true, ScaleCode::ieee, int8_group_outputs},
+      {Family::hif4, "hif4", "§5", false, ScaleCode::none, nullptr},
+      {Family::pool, "pool", "§6", false, ScaleCode::none, nullptr},
+      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, ScaleCode::ieee, fp8_scaled_outputs},
+      {Family::nvfp4, "nvfp4", "§9.2", true, ScaleCode::e4m3, nvfp4_outputs},
   };
   return rows;
 }
