@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contracts/contract_json.hpp"
+#include "contracts/family_table.hpp"
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
 #include "qexact/error.hpp"
@@ -109,9 +110,10 @@ Tensor read_typed(const fs::path& path, DType expected) {
 }  // namespace
 
 std::vector<std::string> device_output_files(const Contract& c) {
-  if (c.family == Family::hif4 || c.family == Family::pool) return {"output.npy"};
-  if (c.tensor_scale == TensorScale::amax) return {"payload.npy", "scale.npy", std::string(kTensorScaleFile)};
-  return {"payload.npy", "scale.npy"};
+  if (output_kind(c) == OutputKind::single) return {"output.npy"};
+  std::vector<std::string> files;
+  for (const std::string& name : output_names(c)) files.push_back(name + ".npy");
+  return files;
 }
 
 void write_case_dir(const fs::path& dir_as_given, const Contract& c, const std::vector<ExportCase>& cases) {
