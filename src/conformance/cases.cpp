@@ -419,15 +419,27 @@ class Generator {
       const Contract c = c_;
       const float top = top_code(c);
       what = "groups with +/-amax where amax scaled by the group's fp32 scale passes the element max";
-      fill = [c, top](Rng& r, std::int64_t size, std::int64_t) {
+      auto passes = [c, top](float amax) {
+        const float s = fp8_nominal_scale(c, amax);
+        const float q = c.scale_kind == ScaleKind::multiplier        ? amax * s
+                        : c.fp8_quotient == Fp8Quotient::reciprocal ? amax * (1.0f / s)
+                                                                    : amax / s;
+        return q > top;
+      };
+      auto draw = [top](Rng& r) {
+        return static_cast<float>(r.uniform(0.5, 2.0) * pow2(static_cast<int>(r.below(9)) - 4) * top);
+      };
+      // Power-of-two scales rounded toward the safe side (scale_pow2) never let amax pass the
+      // max: then there is no such group to build.
+      Rng probe(stream("saturation/feasible"));
+      bool feasible = false;
+      for (int tries = 0; tries < 1000 && !feasible; ++tries) feasible = passes(draw(probe));
+      if (!feasible) return;
+      fill = [passes, draw](Rng& r, std::int64_t size, std::int64_t) {
         float amax = 1.0f;
         for (int tries = 0; tries < 1000; ++tries) {
-          amax = static_cast<float>(r.uniform(0.5, 2.0) * pow2(static_cast<int>(r.below(9)) - 4) * top);
-          const float s = fp8_nominal_scale(c, amax);
-          const float q = c.scale_kind == ScaleKind::multiplier ? amax * s
-                          : c.fp8_quotient == Fp8Quotient::reciprocal ? amax * (1.0f / s)
-                                                                      : amax / s;
-          if (q > top) break;
+          amax = draw(r);
+          if (passes(amax)) break;
         }
         Content v = uniform_content(r, size, amax * 0.9);
         v[static_cast<std::size_t>(r.below(size))] = amax;
@@ -616,14 +628,16 @@ class Generator {
                            "power of two)",
                4, [](Rng& r, std::int64_t size, std::int64_t) { return anchored_content(r, size, 450.0); },
                group_amax_equals("amax_450", 450.0f));
-    add_groups("amax_448_tie", "groups of amax 448 whose other elements are +/-1.0625, +/-3 and -0.001: 1.0625 / 1.0 is a "
-                               "tie of E4M3 (1.0 and 1.125) broken to even",
+    // E4M3: amax 448, x = 1.0625 (between 1.0 and 1.125); E5M2: amax 57344, x = 1.125.
+    const float tie = static_cast<float>(1.0 + pow2(-elem_traits(c_.element).mbits - 1));
+    add_groups("amax_max_tie", "groups of amax = the element max (448 for E4M3: scale 1.0) whose other elements are "
+                               "+/-(1 + half a step) (1.0625 for E4M3: a tie broken to even), +/-3 and -0.001",
                4,
-               [](Rng& r, std::int64_t size, std::int64_t) {
-                 const float pattern[] = {1.0625f, -1.0625f, 3.0f, -3.0f, -0.001f};
+               [top, tie](Rng& r, std::int64_t size, std::int64_t) {
+                 const float pattern[] = {tie, -tie, 3.0f, -3.0f, -0.001f};
                  Content v(static_cast<std::size_t>(size));
                  for (std::size_t i = 0; i < v.size(); ++i) v[i] = pattern[i % 5];
-                 v[static_cast<std::size_t>(r.below(size))] = 448.0f;
+                 v[static_cast<std::size_t>(r.below(size))] = top;
                  return v;
                },
                exact_ties());
