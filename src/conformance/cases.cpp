@@ -467,18 +467,8 @@ class Generator {
 
   void tail_case() {
     // The tail axis is 1 in every convention: K of [T, K] and S of (B, S, N, D).
-    Shape shape;
+    const Shape shape = lab_family(c_.family).tail_shape(c_);
     const std::int64_t len = group_len();
-    switch (c_.family) {
-      case Family::mx: shape = Shape{4, 8 * len + len / 2 + 3}; break;
-      case Family::int8_group: shape = Shape{4, 8 * len + 5}; break;
-      case Family::hif4: shape = Shape{4, 4 * len + 32}; break;
-      case Family::int8_token: shape = Shape{8, 997}; break;
-      case Family::int8_block: shape = Shape{1, 2 * c_.token_block + 37, 2, kHeadDim}; break;
-      case Family::pool: break;
-      case Family::nvfp4: shape = Shape{4, 8 * len + 5}; break;
-      case Family::fp8_scaled: shape = fp8_tail_shape(); break;
-    }
     const ScaleGrain& grain = c_.granularity;
     const bool fp8 = c_.family == Family::fp8_scaled;
     const std::int64_t period = c_.family == Family::int8_block                         ? c_.token_block
@@ -506,20 +496,7 @@ class Generator {
     if (rejects) k.expect_error = ErrorKind::bad_argument;
   }
 
-  // fp8.scaled tails: domains cut short by the tensor's edge along every axis the granularity
-  // blocks (tile: rows and columns; head_block: tokens); tensor and row scales cover whole
-  // rows, so their tail is a row length off the SIMD width.
-  Shape fp8_tail_shape() const {
-    const ScaleGrain& g = c_.granularity;
-    switch (g.kind) {
-      case Granularity::group: return Shape{4, 8 * static_cast<std::int64_t>(g.cols) + 5};
-      case Granularity::tile: return Shape{2 * static_cast<std::int64_t>(g.rows) + 3, 2 * static_cast<std::int64_t>(g.cols) + 5};
-      case Granularity::head_block: return Shape{1, 2 * static_cast<std::int64_t>(g.rows) + 37, 2, kHeadDim};
-      case Granularity::tensor:
-      case Granularity::row: break;
-    }
-    return Shape{8, 997};
-  }
+  // fp8.scaled tails (lab_family): domains cut short by the tensor's edge.
   std::string fp8_tail_words() const {
     switch (c_.granularity.kind) {
       case Granularity::group: return "last dimension % group != 0";

@@ -295,6 +295,17 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
     else if (key == "granularity") v = {"tensor", "row", "group:128", "tile:128x128", "head_block:64"};
     else if (key == "amax_floor") v = {"0", "1e-12"};
   }
+  // A key's choices span families ("quotient": int8's inv_scale, fp8.scaled's multiply): keep
+  // those this contract's family parses.
+  std::erase_if(v, [&](const std::string& value) {
+    Contract probe = c;
+    try {
+      set_param(probe, key, value);
+      return false;
+    } catch (const Error&) {
+      return true;
+    }
+  });
   const std::string current = param_value(c, key);
   if (!current.empty() && std::find(v.begin(), v.end(), current) == v.end()) v.insert(v.begin(), current);
   return v;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "conformance/lab_family.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -314,19 +315,7 @@ Groups::Groups(const Contract& c, const Shape& shape) : shape_(shape) {
     return;
   }
   const std::int64_t k = shape.back();
-  switch (c.family) {
-    case Family::mx: len_ = c.block; break;
-    case Family::int8_group: len_ = c.group; break;
-    case Family::hif4: len_ = 64; break;
-    case Family::int8_token: len_ = k; break;
-    case Family::int8_block: break;
-    case Family::pool: break;  // not a quantizer: no scale groups
-    case Family::nvfp4: len_ = kNvfp4Block; break;
-    case Family::fp8_scaled:
-      if (c.granularity.kind == Granularity::group) len_ = c.granularity.cols;
-      if (c.granularity.kind == Granularity::row) len_ = k;
-      break;  // tensor, tile and head_block scales are not runs along the last axis
-  }
+  len_ = lab_family(c.family).run_len(c, k);
   if (k <= 0 || len_ <= 0) return;
   per_row_ = ceil_div(k, len_);
   count_ = shape_numel(shape) / k * per_row_;
@@ -371,15 +360,7 @@ int working_fraction_bits(const Contract& c, DType input) {
   return input == DType::f16 ? 10 : 23;
 }
 
-float top_code(const Contract& c) {
-  switch (c.family) {
-    case Family::mx:
-    case Family::fp8_scaled: return elem_traits(c.element).max;
-    case Family::hif4: return 7.0f;
-    case Family::nvfp4: return elem_traits(ElemFormat::e2m1).max;
-    default: return 127.0f;
-  }
-}
+float top_code(const Contract& c) { return lab_family(c.family).top_code(c); }
 
 float fp8_nominal_scale(const Contract& c, float amax) {
   if (amax == 0.0f && c.zero_group == ZeroGroup::zero) return 0.0f;
