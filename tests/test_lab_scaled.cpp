@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -238,6 +240,81 @@ TEST(LabScaled, Nvfp4BlockScaleRoundedUpIsAScaleRule) {
   ASSERT_EQ(signatures(r), std::set<std::string>{"scale_rule"});
   EXPECT_FALSE(r.diagnoses[0].confirmed);  // no parameter of the contract rounds the block scale up
   EXPECT_NE(r.diagnoses[0].explanation.find("E4M3"), std::string::npos);
+}
+
+// fp8.scaled devices made with one wrong parameter, diagnosed against the contract: the
+// expected signature, confirmed by a re-run that names the parameter and value.
+struct WrongFp8 {
+  const char* preset;
+  std::vector<std::string> device_overrides;
+  const char* signature;
+  const char* named;  // must appear in the explanation
+};
+
+// [256, 256] values whose magnitude changes every row and every 64 columns, so that every
+// granularity gives other scales, and non-power-of-two amaxes everywhere.
+Tensor fp8_input() {
+  const Shape shape{256, 256};
+  std::vector<float> v = test::normal_values(shape_numel(shape), 1.0f, 17);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] *= std::ldexp(1.0f + static_cast<float>(i / 256 % 7) / 8.0f, static_cast<int>((i / 256 + i % 256 / 64) % 9) - 4);
+  return from_f32_vector(v, shape, DType::f32);
+}
+
+TEST(LabScaled, Fp8SignaturesAreNamedFromWrongDevices) {
+  const WrongFp8 cases[] = {
+      {"fp8.ascend.token", {"quotient=reciprocal"}, "reciprocal_divisor", "quotient=reciprocal"},
+      {"fp8.ascend.token", {"stored=inverse"}, "stored_scale", "stored=inverse"},
+      {"fp8.ascend.token", {"scale_kind=multiplier", "quotient=multiply"}, "stored_scale", "scale_kind=multiplier"},
+      {"fp8.torchao.rowwise", {"scale_kind=descale", "quotient=divide"}, "stored_scale", "scale_kind=descale"},
+      {"fp8.torchao.tensorwise", {"scale_pow2=down"}, "scale_pow2", "scale_pow2=down"},
+      {"fp8.torchao.rowwise", {"scale_pow2=up"}, "scale_pow2", "scale_pow2=up"},
+      {"fp8.ascend.token", {"granularity=tensor"}, "granularity", "granularity=tensor"},
+      {"fp8.ascend.token", {"granularity=group:128"}, "granularity", "granularity=group:128"},
+      {"fp8.ascend.token", {"granularity=tile:128x128"}, "granularity", "granularity=tile:128x128"},
+      {"fp8.torchao.tensorwise", {"granularity=row"}, "granularity", "granularity=row"},
+  };
+  const Tensor x = fp8_input();
+  for (const WrongFp8& w : cases) {
+    const Contract c = make_preset(w.preset);
+    const Contract device = make_contract(w.preset, w.device_overrides);
+    SCOPED_TRACE(std::string(w.preset) + " device " + w.named);
+    const DeviceOutput dev = device_from(device, x);
+    const CompareReport r = compare_device(c, x.view(), dev);
+    ASSERT_FALSE(r.identical());
+    EXPECT_EQ(r.scale_delta_unit, "ulps of f32");
+    ASSERT_FALSE(r.diagnoses.empty());
+    EXPECT_EQ(r.diagnoses[0].signature, w.signature) << r.diagnoses[0].explanation;
+    EXPECT_TRUE(r.diagnoses[0].confirmed) << r.diagnoses[0].explanation;
+    EXPECT_NE(r.diagnoses[0].explanation.find(w.named), std::string::npos) << r.diagnoses[0].explanation;
+  }
+}
+
+// The reciprocal divisor flips few bytes: §9.1's "about 2 ulp, under 0.1% of bytes".
+TEST(LabScaled, Fp8ReciprocalDivisorFlipsFewBytes) {
+  const Tensor x = fp8_input();
+  const Contract c = make_preset("fp8.ascend.token");
+  const CompareReport r = compare_device(c, x.view(), device_from(make_contract("fp8.ascend.token", {"quotient=reciprocal"}), x));
+  std::cout << "quotient=reciprocal vs divide: " << r.payload_bytes_differing << " of " << r.payload_bytes_total
+            << " payload bytes, " << r.scale_bytes_differing << " scale bytes\n";
+  EXPECT_EQ(r.scale_bytes_differing, 0);
+  EXPECT_GT(r.payload_bytes_differing, 0);
+  EXPECT_LT(r.payload_bytes_differing * 1000, r.payload_bytes_total);
+}
+
+// Correct output of every fp8.scaled and nvfp4 preset on its own adversarial cases: identical,
+// nothing diagnosed.
+TEST(LabScaled, NoDiagnosisOnCorrectOutput) {
+  for (const std::string& preset : preset_names()) {
+    const Contract c = make_preset(preset);
+    if (c.family != Family::fp8_scaled && c.family != Family::nvfp4) continue;
+    SCOPED_TRACE(preset);
+    for (const Case& k : adversarial_cases(c, 5)) {
+      if (k.expect_error) continue;
+      const CompareReport r = compare_device(c, k.input.view(), device_from(c, k.input));
+      EXPECT_TRUE(r.identical()) << k.name;
+      EXPECT_TRUE(r.diagnoses.empty()) << k.name;
+    }
+  }
 }
 
 }  // namespace
