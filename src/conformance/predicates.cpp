@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -366,20 +367,25 @@ float fp8_nominal_scale(const Contract& c, float amax) {
   if (amax == 0.0f && c.zero_group == ZeroGroup::zero) return 0.0f;
   const double max_elem = elem_traits(c.element).max;
   const double a = std::max(static_cast<double>(amax), c.amax_floor);
+  if (a == 0.0 && c.zero_group == ZeroGroup::one) return 1.0f;
   const float af = static_cast<float>(a);
   float s = 0.0f;
   if (c.scale_kind == ScaleKind::descale) {
     switch (c.scale_arith) {
-      case ScaleArith::fp32: s = af / static_cast<float>(max_elem); break;
+      case ScaleArith::fp32:
+      case ScaleArith::fp32_satfinite: s = af / static_cast<float>(max_elem); break;
       case ScaleArith::reciprocal: s = af * (1.0f / static_cast<float>(max_elem)); break;
       case ScaleArith::fp64: s = static_cast<float>(a / max_elem); break;
     }
   } else {
     s = c.scale_arith == ScaleArith::fp64 ? static_cast<float>(max_elem / a) : static_cast<float>(max_elem) / af;
   }
+  if (c.scale_arith == ScaleArith::fp32_satfinite && std::isinf(s)) s = std::numeric_limits<float>::max();
+  // down_log2f is taken as down: nominal scales only size the cases (a few-ulp difference below
+  // 2^k does not move a target), and libm's log2f is not the same everywhere.
   if (s > 0.0f && std::isfinite(s) && c.scale_pow2 != ScalePow2::none) {
     const int e = floor_log2(s);
-    s = std::ldexp(1.0f, is_pow2(s) || c.scale_pow2 == ScalePow2::down ? e : e + 1);
+    s = std::ldexp(1.0f, is_pow2(s) || c.scale_pow2 != ScalePow2::up ? e : e + 1);
   }
   return s;
 }
