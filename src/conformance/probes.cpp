@@ -68,7 +68,16 @@ class ProbeBuilder {
     k.input = from_f32_vector(values, shape, dtype);
     k.target = std::move(target);
     k.hits = k.target->count(c_, k.input.view(), Observed{});
-    if (k.hits >= k.target->min_hits) out_.push_back(std::move(k));
+    if (k.hits < k.target->min_hits) return;
+    // A probe whose input the contract itself refuses (non-finite values under
+    // nonfinite_input=reject) is exported as a rejection case: its variants differ in whether
+    // they refuse it.
+    try {
+      run_contract(c_, k.input.view(), RunOptions{Engine::reference, 1});
+    } catch (const Error& e) {
+      k.expect_error = e.kind();
+    }
+    out_.push_back(std::move(k));
   }
 
   void add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
@@ -375,18 +384,20 @@ class ProbeBuilder {
     add_groups("zero_group", "all-zero groups and groups of amax 1e-13 under amax_floor = 1e-12", 32, scaled_amaxes(),
                DType::f32, discriminates("zero_group", param_choices("zero_group"), {"amax_floor=1e-12"}));
     // Granularity: magnitude classes changing every 64 rows and 64 columns of a [256, 256]
-    // tensor, so that tensor, row, group:128 and tile:128x128 scales all differ.
+    // view, so that tensor, row, group:128, tile:128x128 (and head_block:64) scales all differ;
+    // (B, S, N, D) = (2, 64, 2, 128) for a head_block contract, which takes nothing else.
     {
-      const Shape shape{256, 256};
+      const Shape shape = c.granularity.kind == Granularity::head_block ? Shape{2, 64, 2, 128} : Shape{256, 256};
       Content v(static_cast<std::size_t>(shape_numel(shape)));
       Rng r(case_seed(kProbeSeed, "granularity"));
       for (std::size_t i = 0; i < v.size(); ++i) {
         const int cls = static_cast<int>((i / 256 / 64 + i % 256 / 64 + i / 256 % 7) % 9) - 4;
         v[i] = static_cast<float>(r.uniform(-1.0, 1.0) * pow2(cls));
       }
-      add("granularity", "[256, 256] with magnitude classes changing along both axes: tensor, row, group:128, "
-          "tile:128x128",
-          shape, DType::f32, v, discriminates("granularity", {"tensor", "row", "group:128", "tile:128x128"}));
+      add("granularity", "[256, 256] (or (2, 64, 2, 128)) with magnitude classes changing along both axes: tensor, "
+          "row, group:128, tile:128x128, head_block:64",
+          shape, DType::f32, v,
+          discriminates("granularity", {"tensor", "row", "group:128", "tile:128x128", "head_block:64"}));
     }
   }
 
