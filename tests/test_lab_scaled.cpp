@@ -4,6 +4,7 @@
 // made with one deliberately wrong parameter (with no diagnosis at all on correct output).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -334,6 +335,50 @@ TEST(LabScaled, NoDiagnosisOnCorrectOutput) {
       EXPECT_TRUE(r.identical()) << k.name;
       EXPECT_TRUE(r.diagnoses.empty()) << k.name;
     }
+  }
+}
+
+// The seed presets reject non-finite input naming the first offending element: every rejection
+// case of every finite-only fp8.scaled / nvfp4 contract, on both engines.
+TEST(LabScaled, NonFiniteRejectionsNameTheFirstIndex) {
+  std::vector<Contract> contracts;
+  for (const std::string& preset : preset_names()) {
+    const Contract c = make_preset(preset);
+    if ((c.family == Family::fp8_scaled || c.family == Family::nvfp4) && c.nonfinite_input == NonFiniteInput::reject)
+      contracts.push_back(c);
+  }
+  contracts.push_back(make_contract("nvfp4.torchao", {"nonfinite_input=reject"}));
+  for (const Contract& c : contracts) {
+    SCOPED_TRACE(c.preset);
+    int checked = 0;
+    for (const Case& k : adversarial_cases(c, 9)) {
+      if (k.expect_error != ErrorKind::bad_input) continue;
+      const std::vector<float> v = to_f32_vector(k.input.view());
+      const auto first = static_cast<std::int64_t>(
+          std::find_if(v.begin(), v.end(), [](float f) { return !std::isfinite(f); }) - v.begin());
+      ASSERT_LT(first, static_cast<std::int64_t>(v.size())) << k.name;
+      const Shape& s = k.input.shape();
+      std::string where;
+      if (s.size() == 4) {
+        const std::int64_t d = first % s[3], n = first / s[3] % s[2], t = first / (s[3] * s[2]) % s[1],
+                           b = first / (s[3] * s[2] * s[1]);
+        where = "(b " + std::to_string(b) + ", s " + std::to_string(t) + ", n " + std::to_string(n) + ", d " +
+                std::to_string(d) + ")";
+      } else {
+        where = "(row " + std::to_string(first / s.back()) + ", column " + std::to_string(first % s.back()) + ")";
+      }
+      for (const Engine e : {Engine::reference, Engine::fast}) {
+        try {
+          quantize(c, k.input.view(), RunOptions{e, 2});
+          ADD_FAILURE() << k.name << " was not rejected";
+        } catch (const Error& err) {
+          EXPECT_EQ(err.kind(), ErrorKind::bad_input) << k.name;
+          EXPECT_NE(std::string(err.what()).find(where), std::string::npos) << k.name << ": " << err.what() << " vs " << where;
+        }
+      }
+      ++checked;
+    }
+    EXPECT_EQ(checked, 9);  // +inf, -inf, NaN at the first, middle and last position of a group
   }
 }
 
