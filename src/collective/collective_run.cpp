@@ -232,7 +232,7 @@ TensorReport run_all_to_all(const MpiSession& s, const Prepared& p, const Collec
   if (!t.quantized()) {
     const Timings tm = time_interleaved(s, o.iterations, bf16_op, [] {});
     const Tensor got = join_chunks(bf16_recv, head_chunk_shape_tensor, t.axis, world);
-    QuantResult g{got, Tensor(DType::u8, {0}), ""}, w{expected, Tensor(DType::u8, {0}), ""};
+    QuantResult g{got, Tensor(DType::u8, {0}), "", {}}, w{expected, Tensor(DType::u8, {0}), "", {}};
     BlockMap none{[](std::int64_t) { return std::int64_t{0}; }, [](std::int64_t) { return std::int64_t{0}; },
                   [](std::int64_t) { return false; }};
     fill_drift(r, compare_quantized(g, w, none));
@@ -298,7 +298,7 @@ TensorReport run_all_gather_plain(const MpiSession& s, const Prepared& p, const 
       s, o.iterations, [&] { all_gather_equal(s, p.local.raw(), p.local.nbytes(), recv.data()); }, [] {});
   const Tensor got = join_chunks(recv, p.local, p.plan->axis, world);
   TensorReport r;
-  QuantResult g{got, Tensor(DType::u8, {0}), ""}, w{p.full, Tensor(DType::u8, {0}), ""};
+  QuantResult g{got, Tensor(DType::u8, {0}), "", {}}, w{p.full, Tensor(DType::u8, {0}), "", {}};
   BlockMap none{[](std::int64_t) { return std::int64_t{0}; }, [](std::int64_t) { return std::int64_t{0}; },
                 [](std::int64_t) { return false; }};
   fill_drift(r, compare_quantized(g, w, none));
@@ -357,8 +357,8 @@ TensorReport run_pool_mean(const MpiSession& s, const Prepared& p, const Collect
     return false;
   };
   TensorReport r;
-  fill_drift(r, compare_quantized({got, Tensor(DType::u8, {0}), ""}, {want, Tensor(DType::u8, {0}), ""}, blocks));
-  const Drift u = compare_quantized({uniform, Tensor(DType::u8, {0}), ""}, {want, Tensor(DType::u8, {0}), ""}, blocks);
+  fill_drift(r, compare_quantized({got, Tensor(DType::u8, {0}), "", {}}, {want, Tensor(DType::u8, {0}), "", {}}, blocks));
+  const Drift u = compare_quantized({uniform, Tensor(DType::u8, {0}), "", {}}, {want, Tensor(DType::u8, {0}), "", {}}, blocks);
   r.tail_cell = seq % t.pool != 0 ? cells - 1 : -1;
   r.uniform_cells_differing = static_cast<std::int64_t>(u.differing_blocks.size());
   r.uniform_differs_on_tail_only =
