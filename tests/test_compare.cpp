@@ -29,7 +29,7 @@ Tensor f32_tensor(const Shape& shape, const std::vector<float>& v) { return from
 
 DeviceOutput device_from(const Contract& c, const Tensor& x) {
   const ContractOutput o = run_contract(c, x.view(), kRef);
-  return DeviceOutput{o.payload, o.scale, o.tensor_scale, o.output};
+  return DeviceOutput{o.payload, o.scale, o.output, o.tensor_scale};
 }
 
 std::int64_t differing(const Tensor& a, const Tensor& b) {

@@ -37,7 +37,7 @@ Tensor normal_tensor(const Shape& shape, unsigned seed, float scale = 1.0f) {
 
 DeviceOutput device_from(const Contract& c, const Tensor& x) {
   const ContractOutput o = run_contract(c, x.view(), kRef);
-  return DeviceOutput{o.payload, o.scale, o.tensor_scale, o.output};
+  return DeviceOutput{o.payload, o.scale, o.output, o.tensor_scale};
 }
 
 std::set<std::string> signatures(const CompareReport& r) {
@@ -235,7 +235,7 @@ TEST(LabScaled, Nvfp4BlockScaleRoundedUpIsAScaleRule) {
   }
   ASSERT_GT(bumped, 0);
   const QuantResult q = ref::quantize_with_scales(c, x.view(), scale.view());
-  const DeviceOutput dev{q.payload, q.scale, q.tensor_scale, {}};
+  const DeviceOutput dev{q.payload, q.scale, {}, q.tensor_scale};
   const CompareReport r = compare_device(c, x.view(), dev);
   EXPECT_EQ(r.scales_differing, bumped);
   EXPECT_EQ(r.scale_delta_histogram, (std::map<std::int64_t, std::int64_t>{{1, bumped}}));

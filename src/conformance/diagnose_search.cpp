@@ -98,10 +98,10 @@ std::vector<std::string> grains_for(const Shape& x) {
 }
 
 // The values tried for one parameter: its choices, or the grains of the shape.
-std::vector<std::string> candidates(const std::string& key, const Shape& x) {
+std::vector<std::string> candidates(Family f, const std::string& key, const Shape& x) {
   if (key == "granularity") return grains_for(x);
-  if (key == "amax_floor") return {"0", "1e-12"};
-  return param_choices(key);
+  if (key == "amax_floor") return {"0", "1e-12", "0.001953125"};  // none, torchao's EPS, vLLM's 1/512
+  return param_choices(f, key);
 }
 
 class Search {
@@ -133,7 +133,7 @@ class Search {
     std::vector<Changes> found, refused;
     const auto ps = params(base);
     for (const auto& [key, current] : ps)
-      for (const std::string& value : candidates(key, x_.shape)) {
+      for (const std::string& value : candidates(base.family, key, x_.shape)) {
         if (value == current) continue;
         const Changes ch{{key, value}};
         const std::optional<Contract> v = changed(base, ch);
@@ -147,7 +147,7 @@ class Search {
     for (const Changes& first : refused)
       for (const auto& [key, current] : ps) {
         if (key == first[0].first) continue;
-        for (const std::string& value : candidates(key, x_.shape)) {
+        for (const std::string& value : candidates(base.family, key, x_.shape)) {
           if (value == current) continue;
           Changes ch = first;
           ch.emplace_back(key, value);

@@ -1,7 +1,5 @@
 #include "conformance/infer.hpp"
 
-#include "contracts/family_table.hpp"
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -274,38 +272,29 @@ std::vector<std::pair<std::string, std::string>> overrides_of(const Contract& c,
 }  // namespace
 
 Family parse_family(const std::string& name) {
-  for (const FamilyTraits& f : family_table())
-    if (name == f.name) return f.family;
-  std::string names;
-  for (const FamilyTraits& f : family_table()) names += (names.empty() ? "" : ", ") + std::string(f.name);
-  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (" + names + ")");
+  std::string known;
+  for (const FamilyTraits& t : family_table()) {
+    if (name == t.name) return t.family;
+    known += (known.empty() ? "" : ", ") + std::string(t.name);
+  }
+  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (" + known + ")");
 }
 
 std::vector<std::string> candidate_values(const Contract& c, const std::string& key) {
-  std::vector<std::string> v = param_choices(key);
+  std::vector<std::string> v = param_choices(c.family, key);
   if (v.empty()) {
     if (key == "block") v = {"16", "32"};
     else if (key == "token_block") v = {"32", "64", "128"};
     else if (key == "group") v = {"16", "32", "64", "128"};
     else if (key == "scale_min") v = {"0", "1e-08", "1e-07", "1e-06", "1e-05"};
+    else if (key == "granularity")
+      v = {"tensor", "row", "group:32", "group:64", "group:128", "tile:32x32", "tile:128x128", "head_block:64"};
+    else if (key == "amax_floor") v = {"0", "1e-12", "0.001953125"};  // none, torchao's EPS, vLLM's 1/512
     else if (key == "range") v = {"127", "128"};
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};
     else if (key == "pool") v = {"16", "32", "64", "128", "256"};
-    else if (key == "granularity") v = {"tensor", "row", "group:128", "tile:128x128", "head_block:64"};
-    else if (key == "amax_floor") v = {"0", "1e-12"};
   }
-  // A key's choices span families ("quotient": int8's inv_scale, fp8.scaled's multiply): keep
-  // those this contract's family parses.
-  std::erase_if(v, [&](const std::string& value) {
-    Contract probe = c;
-    try {
-      set_param(probe, key, value);
-      return false;
-    } catch (const Error&) {
-      return true;
-    }
-  });
   const std::string current = param_value(c, key);
   if (!current.empty() && std::find(v.begin(), v.end(), current) == v.end()) v.insert(v.begin(), current);
   return v;

@@ -286,7 +286,7 @@ class ProbeBuilder {
                  out[0] = amax;
                  return out;
                },
-               f32, discriminates("quotient", param_choices("quotient"), {"scale_mode=before"}));
+               f32, discriminates("quotient", param_choices(c_.family, "quotient"), {"scale_mode=before"}));
 
     const std::vector<double> tiny = {0.0, 1e-38, 1e-30, 1e-20, 1e-12, 1e-10, 1e-9, 1e-8, 5e-8, 1e-7, 2e-7, 1e-6, 1e-5, 1e-4};
     const Fill tiny_fill = [tiny](Rng& r, std::int64_t size, std::int64_t g) {
@@ -339,7 +339,7 @@ class ProbeBuilder {
   // spelled): each on the input that moves it, kept only where its values disagree.
   void scaled_parameter_probes(const std::vector<std::pair<std::string, Fill>>& inputs, std::int64_t groups) {
     for (const auto& [key, value] : params(c_)) {
-      const std::vector<std::string> choices = param_choices(key);
+      const std::vector<std::string> choices = param_choices(c_.family, key);
       if (choices.empty()) continue;
       for (const auto& [name, fill] : inputs) {
         const std::size_t before = out_.size();
@@ -382,7 +382,7 @@ class ProbeBuilder {
     };
     scaled_parameter_probes({{"amax", scaled_amaxes()}, {"quotient", quotient}, {"nonfinite", nonfinite}}, 32);
     add_groups("zero_group", "all-zero groups and groups of amax 1e-13 under amax_floor = 1e-12", 32, scaled_amaxes(),
-               DType::f32, discriminates("zero_group", param_choices("zero_group"), {"amax_floor=1e-12"}));
+               DType::f32, discriminates("zero_group", param_choices(c_.family, "zero_group"), {"amax_floor=1e-12"}));
     // Granularity: magnitude classes changing every 64 rows and 64 columns of a [256, 256]
     // view, so that tensor, row, group:128, tile:128x128 (and head_block:64) scales all differ;
     // (B, S, N, D) = (2, 64, 2, 128) for a head_block contract, which takes nothing else.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts/scale_grain.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
 
@@ -30,6 +31,10 @@ struct FamilyTraits {
   ScaleCode scale_code;  // how its "scale" output encodes a scale
   // The outputs for input shape x, checked; called only where `quantizes`.
   std::vector<OutputSpec> (*outputs)(const Contract& c, const Shape& x);
+  // Which elements share one scale, as a granularity over x (contracts/scale_grain.hpp): the
+  // scale domains that the lab, the collective judge and the references index by. Null for pool
+  // (its cells are not scale domains).
+  ScaleGrain (*grain)(const Contract& c);
 };
 
 const FamilyTraits& family_traits(Family f);
