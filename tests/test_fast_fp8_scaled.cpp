@@ -56,20 +56,22 @@ class FastFp8Scaled : public PerTarget {
 // element grid times the domain's scale, and a spread of magnitudes.
 std::vector<float> adversarial(std::int64_t n, std::uint32_t seed, float amax) {
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> kind(0, 5);
+  std::uniform_int_distribution<int> kind(0, 7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const float s = amax / 448.0f;
+  const float s4 = amax / 448.0f, s5 = amax / 57344.0f;  // E4M3's and E5M2's descales
   std::vector<float> v(static_cast<std::size_t>(n));
   for (auto& x : v) {
     switch (kind(rng)) {
       case 0: x = u(rng) * amax; break;
-      case 1: x = std::ldexp(u(rng), -9) * s * 448.0f / 448.0f * 512.0f; break;  // E4M3 subnormal range
-      case 2: x = (std::floor(u(rng) * 32.0f) + 0.5f) * std::ldexp(1.0f, -9) * s; break;  // subnormal ties
-      case 3: x = (1.0f + 0.0625f * static_cast<float>(std::floor(u(rng) * 8.0f))) * s * 16.0f; break;  // normal ties
+      case 1: x = std::ldexp(1.0f + u(rng) * 0.0625f, -6) * s4; break;   // E4M3's subnormal/normal edge
+      case 2: x = (std::floor(u(rng) * 32.0f) + 0.5f) * std::ldexp(1.0f, -9) * s4; break;  // E4M3 subnormal ties
+      case 3: x = (1.0f + 0.0625f * static_cast<float>(std::floor(u(rng) * 8.0f))) * s4 * 16.0f; break;  // normal ties
       case 4: x = std::bit_cast<float>(std::bit_cast<std::uint32_t>(u(rng) * amax) ^ 1u); break;
+      case 5: x = std::ldexp(1.0f + u(rng) * 0.125f, -14) * s5; break;   // E5M2's subnormal/normal edge
+      case 6: x = (std::floor(u(rng) * 8.0f) + 0.5f) * std::ldexp(1.0f, -16) * s5; break;  // E5M2 subnormal ties
       default: x = 0.0f;
     }
-    if (std::fabs(x) > amax) x = std::copysign(amax, x);
+    if (!(std::fabs(x) <= amax)) x = std::copysign(amax, x);
   }
   if (!v.empty()) v[0] = amax;
   return v;

@@ -381,6 +381,8 @@ TEST(Fp8Scaled, BadShapesAndParametersAreRefused) {
   EXPECT_THROW(make_contract("fp8.ascend.token", {"granularity=tile:0x4"}), Error);
   EXPECT_THROW(make_contract("fp8.ascend.token", {"scale_arith=fp32_satfinite"}), Error);  // descale
   EXPECT_THROW(make_contract("fp8.ascend.token", {"element=e2m1"}), Error);
+  EXPECT_THROW(make_contract("fp8.ascend.token", {"amax_floor=1e39"}), Error);  // past fp32
+  EXPECT_THROW(make_contract("fp8.ascend.token", {"amax_floor=-1"}), Error);
 }
 
 TEST(Fp8Scaled, EmptyTensors) {

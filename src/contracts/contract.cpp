@@ -695,7 +695,8 @@ void validate(const Contract& c) {
         bad("quotient=multiply multiplies by the multiplier: it needs scale_kind=multiplier");
       if (c.fp8_quotient != Fp8Quotient::multiply && c.scale_kind != ScaleKind::descale)
         bad(std::string("quotient=") + name_of(kFp8Quotients, c.fp8_quotient) + " uses a descale: it needs scale_kind=descale");
-      if (!(c.amax_floor >= 0.0) || !std::isfinite(c.amax_floor)) bad("amax_floor must be finite and >= 0");
+      if (!(c.amax_floor >= 0.0) || !(c.amax_floor <= std::numeric_limits<float>::max()))
+        bad("amax_floor must be >= 0 and within fp32's range");  // fp32 scale arithmetic rounds it to fp32
       if (c.zero_group == ZeroGroup::floor && c.amax_floor == 0.0)
         bad("zero_group=floor takes an all-zero group through the amax floor: it needs amax_floor > 0");
       if (c.scale_arith == ScaleArith::fp32_satfinite && c.scale_kind != ScaleKind::multiplier)
