@@ -10,10 +10,6 @@ namespace {
 
 using I = std::int64_t;
 
-bool fp8_runs(const Contract& c) {
-  return c.granularity.kind == Granularity::group || c.granularity.kind == Granularity::row;
-}
-
 I fp8_group_len(const Contract& c) {
   const ScaleGrain& g = c.granularity;
   switch (g.kind) {
@@ -61,31 +57,26 @@ Shape eight_per_row(I len, I n) { return Shape{(n + 7) / 8, 8 * len}; }
 const LabFamily kRows[] = {
     {Family::mx, [](const Contract& c) -> I { return c.block; },
      [](const Contract& c, I n) { return eight_per_row(c.block, n); },
-     [](const Contract& c) { return Shape{4, 8 * static_cast<I>(c.block) + c.block / 2 + 3}; }, element_max,
-     [](const Contract& c, I) -> I { return c.block; }},
+     [](const Contract& c) { return Shape{4, 8 * static_cast<I>(c.block) + c.block / 2 + 3}; }, element_max},
     {Family::int8_block, [](const Contract& c) -> I { return static_cast<I>(c.token_block) * kCaseHeadDim; },
      [](const Contract& c, I n) { return Shape{1, (n + 1) / 2 * c.token_block, 2, kCaseHeadDim}; },
      [](const Contract& c) { return Shape{1, 2 * static_cast<I>(c.token_block) + 37, 2, kCaseHeadDim}; },
-     [](const Contract&) { return 127.0f; }, [](const Contract&, I) -> I { return 0; }},
+     [](const Contract&) { return 127.0f; }},
     {Family::int8_token, [](const Contract&) -> I { return kCaseRowLen; },
      [](const Contract&, I n) { return Shape{n, kCaseRowLen}; }, [](const Contract&) { return Shape{8, 997}; },
-     [](const Contract&) { return 127.0f; }, [](const Contract&, I k) -> I { return k; }},
+     [](const Contract&) { return 127.0f; }},
     {Family::int8_group, [](const Contract& c) -> I { return c.group; },
      [](const Contract& c, I n) { return eight_per_row(c.group, n); },
-     [](const Contract& c) { return Shape{4, 8 * static_cast<I>(c.group) + 5}; }, [](const Contract&) { return 127.0f; },
-     [](const Contract& c, I) -> I { return c.group; }},
+     [](const Contract& c) { return Shape{4, 8 * static_cast<I>(c.group) + 5}; }, [](const Contract&) { return 127.0f; }},
     {Family::hif4, [](const Contract&) -> I { return 64; }, [](const Contract&, I n) { return Shape{(n + 3) / 4, 4 * 64}; },
-     [](const Contract&) { return Shape{4, 4 * 64 + 32}; }, [](const Contract&) { return 7.0f; },
-     [](const Contract&, I) -> I { return 64; }},
+     [](const Contract&) { return Shape{4, 4 * 64 + 32}; }, [](const Contract&) { return 7.0f; }},
     {Family::pool, [](const Contract& c) -> I { return c.pool; }, [](const Contract& c, I n) { return Shape{1, n * c.pool, 8}; },
-     [](const Contract&) { return Shape{}; }, [](const Contract&) { return 0.0f; },
-     [](const Contract&, I) -> I { return 0; }},  // not a quantizer: no scale groups
-    {Family::fp8_scaled, fp8_group_len, fp8_shape_for_groups, fp8_tail_shape, element_max,
-     [](const Contract& c, I k) -> I { return !fp8_runs(c) ? 0 : c.granularity.kind == Granularity::row ? k : c.granularity.cols; }},
+     [](const Contract&) { return Shape{}; }, [](const Contract&) { return 0.0f; }},  // not a quantizer
+    {Family::fp8_scaled, fp8_group_len, fp8_shape_for_groups, fp8_tail_shape, element_max},
     {Family::nvfp4, [](const Contract&) -> I { return kNvfp4Block; },
      [](const Contract&, I n) { return eight_per_row(kNvfp4Block, n); },
      [](const Contract&) { return Shape{4, 8 * kNvfp4Block + 5}; },
-     [](const Contract&) { return elem_traits(ElemFormat::e2m1).max; }, [](const Contract&, I) -> I { return kNvfp4Block; }},
+     [](const Contract&) { return elem_traits(ElemFormat::e2m1).max; }},
 };
 
 }  // namespace

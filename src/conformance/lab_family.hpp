@@ -1,8 +1,8 @@
 // What the conformance lab needs of each family, one row per family (beside
 // contracts/family_table's rows, which say what a family *is*): how the lab's cases lay out
-// scale groups, the shape of the tail case, the largest code a group's scale maps its amax onto,
-// and how the groups run along the last axis. The lab asks this table instead of switching on
-// the family; a new family is one row here.
+// scale groups, the shape of the tail case and the largest code a group's scale maps its amax
+// onto (which elements share a scale is the family row's grain). The lab asks this table instead
+// of switching on the family; a new family is one row here.
 #pragma once
 #include <cstdint>
 
@@ -26,10 +26,6 @@ struct LabFamily {
   // The largest code magnitude a group's scale maps amax onto: the element max (MX,
   // fp8.scaled), 127 (int8), 7 (HiF4), 6 (nvfp4).
   float (*top_code)(const Contract& c);
-  // Elements of a group along the last axis of a row of length k when groups are runs of the
-  // last axis; 0 when they are not (int8.block token blocks, fp8.scaled tensor / tile /
-  // head_block, pool).
-  std::int64_t (*run_len)(const Contract& c, std::int64_t k);
 };
 
 const LabFamily& lab_family(Family f);

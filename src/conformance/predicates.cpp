@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "conformance/lab_family.hpp"
+#include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -284,61 +285,50 @@ Predicate make(const std::string& name, const std::string& description,
 // ---- Groups ----------------------------------------------------------------------------
 
 Groups::Groups(const Contract& c, const Shape& shape) : shape_(shape) {
-  if (c.family == Family::fp8_scaled && c.granularity.kind != Granularity::group &&
-      c.granularity.kind != Granularity::row) {
-    Shape scale;
-    try {
-      scale = grain_scale_shape(c.granularity, shape, "fp8.scaled");
-    } catch (const Error&) {
-      return;  // a shape the granularity refuses has no groups
-    }
-    count_ = shape_numel(scale);
-    const std::int64_t n = shape_numel(shape);
-    offsets_.assign(static_cast<std::size_t>(count_ + 1), 0);
-    std::vector<std::int64_t> of(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) {
-      of[static_cast<std::size_t>(i)] = grain_scale_index(c.granularity, shape, i);
-      ++offsets_[static_cast<std::size_t>(of[static_cast<std::size_t>(i)] + 1)];
-    }
-    for (std::size_t g = 0; g + 1 < offsets_.size(); ++g) offsets_[g + 1] += offsets_[g];
-    std::vector<std::int64_t> next(offsets_.begin(), offsets_.end() - 1);
-    members_.resize(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) members_[static_cast<std::size_t>(next[static_cast<std::size_t>(of[static_cast<std::size_t>(i)])]++)] = i;
+  // The family row's grain says which elements share a scale (pool: none, not a quantizer).
+  const auto grain_of = family_traits(c.family).grain;
+  if (!grain_of || shape.empty()) return;
+  const ScaleGrain grain = grain_of(c);
+  if (grain.kind == Granularity::group || grain.kind == Granularity::row) {
+    // Runs along the last axis: computed, not listed.
+    const std::int64_t k = shape.back();
+    len_ = grain.kind == Granularity::row ? k : grain.cols;
+    if (k <= 0 || len_ <= 0) return;
+    per_row_ = ceil_div(k, len_);
+    count_ = shape_numel(shape) / k * per_row_;
     return;
   }
-  if (shape.empty()) return;
-  if (c.family == Family::int8_block) {
-    if (shape.size() != 4 || c.token_block < 1) return;
-    blocked_tokens_ = true;
-    len_ = c.token_block;
-    per_row_ = ceil_div(shape[1], len_);
-    count_ = shape[0] * shape[2] * per_row_;
-    return;
+  // tensor, tile:MxN, head_block:T: members listed per domain, in C order.
+  Shape scale;
+  try {
+    scale = grain_scale_shape(grain, shape, family_name(c.family));
+  } catch (const Error&) {
+    return;  // a shape the granularity refuses has no groups
   }
-  const std::int64_t k = shape.back();
-  len_ = lab_family(c.family).run_len(c, k);
-  if (k <= 0 || len_ <= 0) return;
-  per_row_ = ceil_div(k, len_);
-  count_ = shape_numel(shape) / k * per_row_;
+  count_ = shape_numel(scale);
+  const std::int64_t n = shape_numel(shape);
+  offsets_.assign(static_cast<std::size_t>(count_ + 1), 0);
+  std::vector<std::int64_t> of(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    of[static_cast<std::size_t>(i)] = grain_scale_index(grain, shape, i);
+    ++offsets_[static_cast<std::size_t>(of[static_cast<std::size_t>(i)] + 1)];
+  }
+  for (std::size_t g = 0; g + 1 < offsets_.size(); ++g) offsets_[g + 1] += offsets_[g];
+  std::vector<std::int64_t> next(offsets_.begin(), offsets_.end() - 1);
+  members_.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    members_[static_cast<std::size_t>(next[static_cast<std::size_t>(of[static_cast<std::size_t>(i)])]++)] = i;
 }
 
 std::int64_t Groups::size(std::int64_t g) const {
   if (!offsets_.empty()) return offsets_[static_cast<std::size_t>(g + 1)] - offsets_[static_cast<std::size_t>(g)];
   const std::int64_t j = g % per_row_;
-  if (blocked_tokens_) return std::min(len_, shape_[1] - j * len_) * shape_[3];
   return std::min(len_, shape_.back() - j * len_);
 }
 
 std::int64_t Groups::member(std::int64_t g, std::int64_t i) const {
   if (!offsets_.empty()) return members_[static_cast<std::size_t>(offsets_[static_cast<std::size_t>(g)] + i)];
-  const std::int64_t j = g % per_row_;
-  if (blocked_tokens_) {
-    const std::int64_t s_len = shape_[1], heads = shape_[2], d_len = shape_[3];
-    const std::int64_t b = g / (heads * per_row_), head = (g / per_row_) % heads;
-    const std::int64_t s = j * len_ + i / d_len, d = i % d_len;
-    return ((b * s_len + s) * heads + head) * d_len + d;
-  }
-  return (g / per_row_) * shape_.back() + j * len_ + i;
+  return (g / per_row_) * shape_.back() + (g % per_row_) * len_ + i;
 }
 
 std::int64_t mx_scale_offset(const Contract& c, std::int64_t groups_per_row, std::int64_t row, std::int64_t g) {

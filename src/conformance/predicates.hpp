@@ -35,9 +35,9 @@ class Groups {
   std::int64_t member(std::int64_t g, std::int64_t i) const;
 
  private:
-  bool blocked_tokens_ = false;  // int8.block: groups span token_block rows of one head
-  // Scale domains that are not runs along the last axis (fp8.scaled tensor, tile:MxN,
-  // head_block:T): members listed per domain, from contracts/scale_grain's element -> scale map.
+  // Scale domains that are not runs along the last axis (int8.block and fp8.scaled head_block:T,
+  // tensor, tile:MxN): members listed per domain, from contracts/scale_grain's element -> scale
+  // map of the family row's grain.
   std::vector<std::int64_t> offsets_, members_;
   Shape shape_;
   std::int64_t len_ = 0;         // elements of a full group along the last axis

@@ -2,8 +2,9 @@
 // domain ("group") and which row each element belongs to, each group's scale read out of the
 // contract's layout (E8M0 byte, or the f32/f16 bits of an int8 scale), each element's code
 // (E2M1 nibbles unpacked), and which groups are partial tails. Groups are numbered in the C
-// order of the logical scale grid: MX (row, group), int8.block (b, head, token block),
-// int8.token row, int8.group (row, group), pool.mean (b, cell), HiF4 (row, 64-block).
+// order of the logical scale grid, the family row's grain's scale shape (contracts/scale_grain):
+// MX (row, group), int8.block (b, head, token block), int8.token row, int8.group (row, group),
+// HiF4 (row, 64-block), nvfp4 (row, 16-block), fp8.scaled its granularity's; pool.mean (b, cell).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,14 +46,12 @@ class ScaleGrid {
   std::vector<std::uint8_t> codes(const Tensor& payload) const;
 
  private:
-  void mark_fp8_tails();
-
   const Contract& c_;
   Shape x_;
   std::int64_t groups_ = 0, rows_ = 0, elements_ = 0, row_len_ = 0;
   std::int64_t per_row_ = 0;  // MX / int8.group: groups per row; pool: cells
-  std::int64_t blocks_ = 0;   // int8.block: token blocks per (b, head)
-  std::vector<bool> tail_;    // fp8.scaled: per scale domain, whether the tensor's edge cuts it short
+  ScaleGrain grain_;           // which elements share a scale (the family row's grain; pool: none)
+  Shape grid_;                 // the logical grid (shape())
 };
 
 // Signed integers whose differences count representable steps of the scale's own encoding:
