@@ -523,27 +523,7 @@ class Generator {
   }
 
   void amax_sweep_case() {
-    std::vector<double> amaxes;
-    const double t = top_code(c_);
-    switch (c_.family) {
-      case Family::mx:
-      case Family::fp8_scaled: {
-        const int emax = elem_traits(c_.element).emax;
-        for (int k : {-10, -7, -2, -1, 0, 1, 4, 10}) amaxes.push_back(t * pow2(k));
-        amaxes.push_back(pow2(emax));
-        amaxes.push_back(pow2(emax + 1));
-        for (double seedval : {450.0, 1000.0, 230.0, 480.0, 510.0}) amaxes.push_back(seedval / 448.0 * t);
-        break;
-      }
-      case Family::hif4:
-        for (int k : {-40, -10, -1, 0, 1, 10, 16}) amaxes.push_back(t * pow2(k));
-        for (double v : {7.4375, 10.5, 13.125, 13.5625, 1e6, 1e-20}) amaxes.push_back(v);
-        break;
-      default:
-        for (int k : {-12, -7, -2, 0, 1, 5, 12}) amaxes.push_back(t * pow2(k));
-        for (double v : {1.0, 100.0, 126.5, 127.5, 1000.0, 3.14159265}) amaxes.push_back(v);
-        break;
-    }
+    const std::vector<double> amaxes = lab_family(c_.family).sweep_amaxes(c_);
     std::string list;
     for (double a : amaxes) {
       char buf[32];

@@ -5,6 +5,7 @@
 // of switching on the family; a new family is one row here.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
@@ -26,6 +27,8 @@ struct LabFamily {
   // The largest code magnitude a group's scale maps amax onto: the element max (MX,
   // fp8.scaled), 127 (int8), 7 (HiF4), 6 (nvfp4).
   float (*top_code)(const Contract& c);
+  // The amaxes of the amax_sweep case: top * 2^k and values that stress the scale rule.
+  std::vector<double> (*sweep_amaxes)(const Contract& c);
 };
 
 const LabFamily& lab_family(Family f);
