@@ -302,6 +302,30 @@ TEST(LabScaled, Fp8SignaturesAreNamedFromWrongDevices) {
   }
 }
 
+// The converse directions: a contract with power-of-two scales against a device without, and
+// a device with another element format.
+TEST(LabScaled, Fp8Pow2OffAndElementAreNamed) {
+  const Tensor x = fp8_input();
+  struct Pair {
+    std::vector<std::string> contract, device;
+    const char* signature;
+    const char* named;
+  };
+  const Pair pairs[] = {
+      {{"scale_pow2=down"}, {}, "scale_pow2", "scale_pow2=none"},
+      {{}, {"element=e5m2"}, "element", "element=e5m2"},
+  };
+  for (const Pair& p : pairs) {
+    SCOPED_TRACE(p.named);
+    const Contract c = make_contract("fp8.torchao.tensorwise", p.contract);
+    const CompareReport r = compare_device(c, x.view(), device_from(make_contract("fp8.torchao.tensorwise", p.device), x));
+    ASSERT_FALSE(r.diagnoses.empty());
+    EXPECT_EQ(r.diagnoses[0].signature, p.signature) << r.diagnoses[0].explanation;
+    EXPECT_TRUE(r.diagnoses[0].confirmed);
+    EXPECT_NE(r.diagnoses[0].explanation.find(p.named), std::string::npos) << r.diagnoses[0].explanation;
+  }
+}
+
 // The reciprocal divisor flips few bytes (§9.1: "about 2 ulp, under 0.1% of bytes"): none to a
 // handful of 1M random values, and on the quotient probe only one-code steps with equal scales.
 TEST(LabScaled, Fp8ReciprocalDivisorFlipsFewBytes) {
