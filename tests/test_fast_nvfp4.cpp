@@ -26,7 +26,7 @@ QEXACT_INSTANTIATE_PER_TARGET(FastNvfp4);
 std::vector<Contract> contracts() {
   return {make_preset("nvfp4.torchao"), make_contract("nvfp4.torchao", {"tensor_scale=amax"}),
           make_contract("nvfp4.torchao", {"nonfinite_input=reject"}),
-          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"})};
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"}), make_preset("nvfp4.te")};
 }
 
 // E4M3 values (positive, finite) and the E2M1 rounding thresholds.

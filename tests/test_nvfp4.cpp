@@ -210,5 +210,24 @@ TEST(Nvfp4Reference, DequantizeMultipliesByTheTensorScaleTimesTheBlockScale) {
   }
 }
 
+// nvfp4.te (TransformerEngine's arithmetic, source-read): S_enc = 2688 / 7; block 0 (amax 6):
+// 6 * (S_enc * fp32(1/6)) = 384 -> 0x7C; the all-zero block's scale is 0 (no 2^-6 clamp) and its
+// multiplier FLT_MAX; tensor_scale.npy holds the amax, 7.
+TEST(Nvfp4Reference, TransformerEngineTwoLevel) {
+  const std::vector<float> x = check_blocks();
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const Contract c = make_preset("nvfp4.te");
+    const QuantResult r = quantize(c, make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(bits(*r.tensor_scale.data<float>()), bits(7.0f));
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[0], 0x7C);
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[1], 0x7E);
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[2], 0x00);
+    EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0x27);
+    const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), r.tensor_scale.view(), {2, 32}, RunOptions{e, 1});
+    EXPECT_EQ(bits(d.data<float>()[0]), bits(6.0f * ((384.0f * 7.0f) * (1.0f / 2688.0f))));
+  }
+  EXPECT_THROW((void)make_contract("nvfp4.te", {"nonfinite_input=propagate"}), Error);
+}
+
 }  // namespace
 }  // namespace qexact
