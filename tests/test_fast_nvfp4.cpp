@@ -167,18 +167,9 @@ TEST_P(FastNvfp4, LargeTensorAmaxPassIsThreadIndependent) {
 // Strided views (transposed, every other row, every other column) and random f16 bit patterns
 // (NaN and inf included): the fast engine reads them as the reference does.
 TEST_P(FastNvfp4, NonContiguousViewsAndRandomHalfBits) {
-  std::mt19937 rng(5);
-  const std::int64_t rows = 37, k = 96;
-  std::vector<float> base(static_cast<std::size_t>(rows * k * 2));
-  for (auto& v : base) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 0.37f;
-  const TensorView transposed{DType::f32, {rows, k}, {1, rows}, base.data()};
-  const TensorView strided{DType::f32, {rows, k}, {2 * k, 1}, base.data()};
-  const TensorView cols{DType::f32, {rows, k}, {2 * k, 2}, base.data()};
-  std::vector<std::uint16_t> h(base.size());
-  for (auto& b : h) b = static_cast<std::uint16_t>(rng());
-  const TensorView half = make_view(DType::f16, {rows * 2, k}, h.data());
+  const test::StridedViews views;
   for (const Contract& c : contracts())
-    for (const TensorView* v : {&transposed, &strided, &cols, &half})
+    for (const TensorView* v : views.all())
       expect_same(c, *v, label(c) + " view " + dtype_name(v->dtype) + " " + shape_str(v->strides));
 }
 
