@@ -99,6 +99,15 @@ TEST(Nvfp4Reference, ShapesAndLeadingDims) {
   const QuantResult one = quantize(single(), make_view(DType::f32, {16}, x.data()), kRef);
   EXPECT_EQ(one.payload.shape(), Shape{8});
   EXPECT_EQ(one.scale.shape(), Shape{1});
+  // Empty tensors: empty outputs; two level, t = 0 / 2688 = 0 in both engines.
+  for (const Shape& empty : {Shape{0, 16}, Shape{3, 0}}) {
+    for (const Engine e : {Engine::reference, Engine::fast}) {
+      const QuantResult r = quantize(two_level(), make_view(DType::f32, empty, x.data()), RunOptions{e, 2});
+      EXPECT_EQ(r.payload.nbytes(), 0u);
+      EXPECT_EQ(r.scale.nbytes(), 0u);
+      EXPECT_EQ(*r.tensor_scale.data<float>(), 0.0f);
+    }
+  }
 }
 
 TEST(Nvfp4Reference, LastAxisNotAMultipleOf16IsRejected) {
