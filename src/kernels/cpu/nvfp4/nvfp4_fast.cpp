@@ -17,18 +17,6 @@
 namespace qexact::fast {
 namespace {
 
-// The first non-finite element (C order) as "(row r, column c)" of the [rows, K] view, if any.
-void reject_nonfinite(const kernels::Nvfp4Plan& p, std::int64_t k) {
-  const std::int64_t n = p.blocks * kNvfp4Block;
-  if (kernels::nvfp4_abs_max_bits(p.dtype, p.data, 0, n) < 0x7F800000u) return;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = kernels::load_scalar_f32(p.dtype, p.data, i);
-    if (!std::isfinite(v))
-      fail(ErrorKind::bad_input, "nvfp4: non-finite input " + std::to_string(v) + " at (row " + std::to_string(i / k) +
-                                     ", column " + std::to_string(i % k) + ") (nonfinite_input=reject)");
-  }
-}
-
 // max |x| over the whole input as fp32 bits (a max is exact in any order: thread-independent).
 std::uint32_t abs_max_bits(const kernels::Nvfp4Plan& p, int threads) {
   const std::int64_t n = p.blocks * kNvfp4Block;
@@ -43,10 +31,20 @@ std::uint32_t abs_max_bits(const kernels::Nvfp4Plan& p, int threads) {
   return m;
 }
 
+// The first non-finite element (C order) as "(row r, column c)" of the [rows, K] view; called
+// once the |x| max has shown there is one.
+[[noreturn]] void reject_nonfinite(const kernels::Nvfp4Plan& p, std::int64_t k) {
+  const std::int64_t n = p.blocks * kNvfp4Block;
+  std::int64_t i = 0;
+  while (i + 1 < n && std::isfinite(kernels::load_scalar_f32(p.dtype, p.data, i))) ++i;
+  const float v = kernels::load_scalar_f32(p.dtype, p.data, i);
+  fail(ErrorKind::bad_input, "nvfp4: non-finite input " + std::to_string(v) + " at (row " + std::to_string(i / k) +
+                                 ", column " + std::to_string(i % k) + ") (nonfinite_input=reject)");
+}
+
 // t = amax / (448 * 6), torchao's per_tensor_amax_to_scale(torch.max(torch.abs(x))); a NaN amax
 // is the one torch.max returns for the dtype (f32 0xFFFFFFFF, bf16 0x7FC00000; f16 as bf16).
-float tensor_scale_of(const kernels::Nvfp4Plan& p, int threads) {
-  std::uint32_t m = abs_max_bits(p, threads);
+float tensor_scale_of(const kernels::Nvfp4Plan& p, std::uint32_t m) {
   if (m > 0x7F800000u) m = p.dtype == DType::f32 ? 0xFFFFFFFFu : 0x7FC00000u;
   return kernels::nvfp4::div_x86(kernels::nvfp4::value(m), 448.0f * 6.0f);
 }
@@ -68,15 +66,18 @@ std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uin
   p.blocks = shape_numel(x.shape) / kNvfp4Block;
   p.payload = payload;
   p.scale = scale;
-  if (c.nonfinite_input == NonFiniteInput::reject) reject_nonfinite(p, x.shape.back());
+  // One parallel |x| max serves the non-finite check and the tensor scale.
+  const bool reject = c.nonfinite_input == NonFiniteInput::reject;
+  const std::uint32_t amax_bits = reject || c.tensor_scale != TensorScale::none ? abs_max_bits(p, threads) : 0u;
+  if (reject && amax_bits >= 0x7F800000u) reject_nonfinite(p, x.shape.back());
   if (c.tensor_scale == TensorScale::amax) {
     p.two_level = true;
-    p.tensor_scale = tensor_scale_of(p, threads);
+    p.tensor_scale = tensor_scale_of(p, amax_bits);
     *tensor_scale = p.tensor_scale;
   } else if (c.tensor_scale == TensorScale::te) {
     // TransformerEngine stores the amax (finite: te needs nonfinite_input=reject) and quantizes
     // with S_enc = 2688 / amax, capped at FLT_MAX, 1 where the amax is 0 or S_enc underflows.
-    const float amax = kernels::nvfp4::value(abs_max_bits(p, threads));
+    const float amax = kernels::nvfp4::value(amax_bits);
     const float s_enc = std::min(448.0f * 6.0f / amax, std::numeric_limits<float>::max());
     p.te = true;
     p.tensor_scale = amax == 0.0f || s_enc == 0.0f ? 1.0f : s_enc;
