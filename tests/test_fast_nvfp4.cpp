@@ -26,7 +26,7 @@ QEXACT_INSTANTIATE_PER_TARGET(FastNvfp4);
 std::vector<Contract> contracts() {
   return {make_preset("nvfp4.torchao"), make_contract("nvfp4.torchao", {"tensor_scale=amax"}),
           make_contract("nvfp4.torchao", {"nonfinite_input=reject"}),
-          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"})};
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"}), make_preset("nvfp4.te")};
 }
 
 // E4M3 values (positive, finite) and the E2M1 rounding thresholds.
@@ -162,6 +162,15 @@ TEST_P(FastNvfp4, LargeTensorAmaxPassIsThreadIndependent) {
   const test::Storage sn(x);
   expect_same(c, sn.view(DType::f32, {256, 1024}), "large two level f32 NaN");
   expect_same(c, sn.view(DType::bf16, {256, 1024}), "large two level bf16 NaN");
+}
+
+// Strided views (transposed, every other row, every other column) and random f16 bit patterns
+// (NaN and inf included): the fast engine reads them as the reference does.
+TEST_P(FastNvfp4, NonContiguousViewsAndRandomHalfBits) {
+  const test::StridedViews views;
+  for (const Contract& c : contracts())
+    for (const TensorView* v : views.all())
+      expect_same(c, *v, label(c) + " view " + dtype_name(v->dtype) + " " + shape_str(v->strides));
 }
 
 }  // namespace

@@ -99,6 +99,15 @@ TEST(Nvfp4Reference, ShapesAndLeadingDims) {
   const QuantResult one = quantize(single(), make_view(DType::f32, {16}, x.data()), kRef);
   EXPECT_EQ(one.payload.shape(), Shape{8});
   EXPECT_EQ(one.scale.shape(), Shape{1});
+  // Empty tensors: empty outputs; two level, t = 0 / 2688 = 0 in both engines.
+  for (const Shape& empty : {Shape{0, 16}, Shape{3, 0}}) {
+    for (const Engine e : {Engine::reference, Engine::fast}) {
+      const QuantResult r = quantize(two_level(), make_view(DType::f32, empty, x.data()), RunOptions{e, 2});
+      EXPECT_EQ(r.payload.nbytes(), 0u);
+      EXPECT_EQ(r.scale.nbytes(), 0u);
+      EXPECT_EQ(*r.tensor_scale.data<float>(), 0.0f);
+    }
+  }
 }
 
 TEST(Nvfp4Reference, LastAxisNotAMultipleOf16IsRejected) {
@@ -208,6 +217,25 @@ TEST(Nvfp4Reference, DequantizeMultipliesByTheTensorScaleTimesTheBlockScale) {
     EXPECT_EQ(bits(d2.data<float>()[48]), bits(6.0f * (ts * 0.0625f)));
     EXPECT_THROW((void)dequantize(two_level(), t.payload.view(), t.scale.view(), {2, 32}, RunOptions{e, 1}), Error);
   }
+}
+
+// nvfp4.te (TransformerEngine's arithmetic, source-read): S_enc = 2688 / 7; block 0 (amax 6):
+// 6 * (S_enc * fp32(1/6)) = 384 -> 0x7C; the all-zero block's scale is 0 (no 2^-6 clamp) and its
+// multiplier FLT_MAX; tensor_scale.npy holds the amax, 7.
+TEST(Nvfp4Reference, TransformerEngineTwoLevel) {
+  const std::vector<float> x = check_blocks();
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const Contract c = make_preset("nvfp4.te");
+    const QuantResult r = quantize(c, make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(bits(*r.tensor_scale.data<float>()), bits(7.0f));
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[0], 0x7C);
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[1], 0x7E);
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[2], 0x00);
+    EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0x27);
+    const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), r.tensor_scale.view(), {2, 32}, RunOptions{e, 1});
+    EXPECT_EQ(bits(d.data<float>()[0]), bits(6.0f * ((384.0f * 7.0f) * (1.0f / 2688.0f))));
+  }
+  EXPECT_THROW((void)make_contract("nvfp4.te", {"nonfinite_input=propagate"}), Error);
 }
 
 }  // namespace

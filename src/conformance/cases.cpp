@@ -622,13 +622,24 @@ class Generator {
 
   // contracts §9.2's check values and edges. Group 0 pins the tensor scale (see pinned).
   void nvfp4_extras() {
+    // With the tensor scale pinned (t = 1, te's S_enc = 1) a block's unrounded scale is amax / 6
+    // (te: amax * fp32(1/6)): the amax whose unrounded scale is exactly the midpoint, found
+    // among the floats next to 6 * mid.
+    const Contract c = c_;
+    auto tie_amax = [c](float mid) {
+      const float t = nvfp4_nominal_tensor_scale(c, 2688.0f);
+      float a = 6.0f * mid;
+      for (int step = 0; step < 8 && nvfp4_unrounded_block_scale(c, a, t) != mid; ++step)
+        a = std::nextafter(a, nvfp4_unrounded_block_scale(c, a, t) < mid ? INFINITY : 0.0f);
+      return a;
+    };
     add_groups("block_scale_ties", "blocks whose amax / 6 is the midpoint of two E4M3 values (the block scale's own tie)",
                16,
-               pinned([](Rng& r, std::int64_t size, std::int64_t) {
+               pinned([tie_amax](Rng& r, std::int64_t size, std::int64_t) {
                  const std::vector<float>& e4m3 = elem_value_table(ElemFormat::e4m3);
                  // Normal E4M3 values from 2^-6 (code 8) to 256: their midpoints times 6 are exact.
                  const auto i = static_cast<std::size_t>(8 + r.below(112 - 8));
-                 return anchored_content(r, size, 6.0 * (static_cast<double>(e4m3[i]) + e4m3[i + 1]) / 2.0);
+                 return anchored_content(r, size, tie_amax((e4m3[i] + e4m3[i + 1]) / 2.0f));
                }),
                block_scale_ties());
     add_groups("block_scale_clamp", "blocks of amax below 6 * 2^-6 (the scale clamps to 2^-6, code 0x08), all-zero "

@@ -232,10 +232,12 @@ std::optional<ScaledOp> nvfp4_op(const Contract& c, const Input& in, const Obser
     if (sc.dtype() != DType::u8 || g >= sc.numel()) return std::nullopt;
     s = elem_decode(ElemFormat::e4m3, sc.data<std::uint8_t>()[g]);
     const Tensor& ts = obs.quant->tensor_scale;
-    if (c.tensor_scale == TensorScale::amax) {
+    if (c.tensor_scale != TensorScale::none) {
       if (ts.dtype() != DType::f32 || ts.numel() != 1) return std::nullopt;
       t = ts.data<float>()[0];
     }
+    // te stores the tensor amax; its steps use S_enc = 2688 / amax.
+    if (c.tensor_scale == TensorScale::te) t = nvfp4_nominal_tensor_scale(c, t);
   } else {
     t = nvfp4_nominal_tensor_scale(c, in.tensor_amax);
     s = nvfp4_nominal_block_scale(c, group_amax(in, g), t);
@@ -243,6 +245,8 @@ std::optional<ScaledOp> nvfp4_op(const Contract& c, const Input& in, const Obser
   if (!(s > 0.0f) || !std::isfinite(s)) return std::nullopt;
   if (c.tensor_scale == TensorScale::none) return ScaledOp{true, 1.0f / s};
   if (!(t > 0.0f) || !std::isfinite(t)) return std::nullopt;
+  if (c.tensor_scale == TensorScale::te)
+    return ScaledOp{true, std::min(1.0f / (s * (1.0f / t)), std::numeric_limits<float>::max())};
   return ScaledOp{true, (1.0f / t) / s};
 }
 
@@ -381,15 +385,36 @@ float fp8_nominal_scale(const Contract& c, float amax) {
 }
 
 float nvfp4_nominal_tensor_scale(const Contract& c, float tensor_amax) {
-  return c.tensor_scale == TensorScale::amax ? tensor_amax / (448.0f * 6.0f) : 0.0f;
+  switch (c.tensor_scale) {
+    case TensorScale::amax: return tensor_amax / (448.0f * 6.0f);
+    case TensorScale::te: {
+      const float s = std::min(448.0f * 6.0f / tensor_amax, std::numeric_limits<float>::max());
+      return tensor_amax == 0.0f || s == 0.0f ? 1.0f : s;
+    }
+    case TensorScale::none: break;
+  }
+  return 0.0f;
 }
 
 float nvfp4_nominal_block_scale(const Contract& c, float amax, float tensor_scale) {
+  if (c.tensor_scale == TensorScale::te)  // saturated, no lower clamp
+    return elem_decode(ElemFormat::e4m3,
+                       elem_encode(ElemFormat::e4m3, nvfp4_unrounded_block_scale(c, amax, tensor_scale), Rounding::rne,
+                                   Overflow::saturate));
   float s = amax / 6.0f;
   if (c.tensor_scale == TensorScale::amax) s = s / tensor_scale;
   if (!(s == s)) return s;  // NaN (an all-zero tensor's 0 / 0)
   s = std::clamp(s, 0x1p-6f, 448.0f);
   return elem_decode(ElemFormat::e4m3, elem_encode(ElemFormat::e4m3, s, Rounding::rne, Overflow::saturate));
+}
+
+float nvfp4_unrounded_block_scale(const Contract& c, float amax, float tensor_scale) {
+  switch (c.tensor_scale) {
+    case TensorScale::none: return amax / 6.0f;
+    case TensorScale::amax: return amax / 6.0f / tensor_scale;
+    case TensorScale::te: return amax * (tensor_scale * (1.0f / 6.0f));
+  }
+  return amax / 6.0f;
 }
 
 float int8_nominal_scale(const Contract& c, float amax) {
@@ -749,8 +774,7 @@ Predicate empty_rows() {
 // nvfp4: a block's E4M3 scale before rounding (and before the clamp), nominal.
 namespace {
 float nvfp4_unrounded_scale(const Contract& c, const Input& in, std::int64_t g) {
-  const float s = group_amax(in, g) / 6.0f;
-  return c.tensor_scale == TensorScale::amax ? s / nvfp4_nominal_tensor_scale(c, in.tensor_amax) : s;
+  return nvfp4_unrounded_block_scale(c, group_amax(in, g), nvfp4_nominal_tensor_scale(c, in.tensor_amax));
 }
 }  // namespace
 

@@ -66,9 +66,12 @@ float int8_nominal_scale(const Contract& c, float amax);
 // and scale_pow2; before `stored`) for a group of max |x| = amax; 0 for an all-zero group under
 // zero_group=zero.
 float fp8_nominal_scale(const Contract& c, float amax);
-// nvfp4: the tensor scale fp32(tensor_amax / 2688) (0 without one), and a block's decoded E4M3
-// scale e4m3(clamp(fp32(amax / 6) [/ t], 2^-6, 448)).
+// nvfp4: the tensor scale t its block steps use (amax: fp32(tensor_amax / 2688); te:
+// S_enc = 2688 / tensor_amax, capped at FLT_MAX, 1 for a zero amax; none: 0), a block's scale
+// before E4M3 rounding (fp32(amax / 6) [/ t]; te: amax * (S_enc * fp32(1/6))), and its decoded
+// E4M3 scale (clamped to [2^-6, 448]; te: saturated, no lower clamp).
 float nvfp4_nominal_tensor_scale(const Contract& c, float tensor_amax);
+float nvfp4_unrounded_block_scale(const Contract& c, float amax, float tensor_scale);
 float nvfp4_nominal_block_scale(const Contract& c, float amax, float tensor_scale);
 
 // Fraction bits of the precision amax is compared in: 7 (bf16) where the input or the MX

@@ -10,6 +10,7 @@
 // NaN's sign and reads back as (sign | 0x7FF00000); E2M1 has no NaN and torchao's conversion
 // makes a code from the NaN's bits (formats/torchao_nan.hpp).
 #include <bit>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -95,6 +96,19 @@ float tensor_scale_of(const std::vector<float>& v, DType dtype) {
   return peer_div(amax, kE4m3Max * kE2m1Max);
 }
 
+// tensor_scale=te (TransformerEngine, source-read; inputs are finite): the stored tensor value is
+// the amax itself; the quantizer uses S_enc = 2688 / amax, capped at FLT_MAX, and 1 where the
+// amax is 0 or S_enc underflows to 0.
+float te_amax(const std::vector<float>& v) {
+  float amax = 0.0f;
+  for (float x : v) amax = std::max(amax, std::fabs(x));
+  return amax;
+}
+float te_encode_scale(float amax) {
+  const float s = std::min(kE4m3Max * kE2m1Max / amax, std::numeric_limits<float>::max());
+  return amax == 0.0f || s == 0.0f ? 1.0f : s;
+}
+
 // max |x| over a block; NaN (canonical, as torch.amax gives it) if the block holds one.
 float block_amax(const float* x) {
   float m = 0.0f;
@@ -107,16 +121,21 @@ float block_amax(const float* x) {
 }
 
 // The E4M3 code of a block's scale: e4m3(clamp(amax / 6, 2^-6, 448)), or with a tensor scale
-// e4m3(clamp((amax / 6) / t, 2^-6, 448)).
+// e4m3(clamp((amax / 6) / t, 2^-6, 448)); te: e4m3(amax * (S_enc * fp32(1/6))), saturated, no
+// lower clamp. `t` is S_enc for te.
 std::uint8_t block_scale_code(const Contract& c, float amax, float t) {
+  if (c.tensor_scale == TensorScale::te) return e4m3_code(amax * (t * (1.0f / kE2m1Max)));
   float s = peer_div(amax, kE2m1Max);
   if (c.tensor_scale == TensorScale::amax) s = peer_div(s, t);
   return e4m3_code(clamp_keep_nan(s, kE4m3Tiny, kE4m3Max));
 }
 
-// What the block's elements are multiplied by: 1 / s, or (1 / t) / s.
+// What the block's elements are multiplied by: 1 / s, or (1 / t) / s; te: 1 / (s * (1 / S_enc))
+// capped at FLT_MAX (a zero scale multiplies by FLT_MAX).
 float block_multiplier(const Contract& c, std::uint8_t code, float t) {
   const float s = e4m3_value(code);
+  if (c.tensor_scale == TensorScale::te)
+    return std::min(1.0f / (s * (1.0f / t)), std::numeric_limits<float>::max());
   const float one = c.tensor_scale == TensorScale::amax ? peer_div(1.0f, t) : 1.0f;
   return peer_div(one, s);
 }
@@ -151,10 +170,11 @@ QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const Te
     r.scale = contiguous_copy(*given);
   }
   float t = 1.0f;
-  if (c.tensor_scale == TensorScale::amax) {
-    t = tensor_scale_of(v, x.dtype);
+  if (c.tensor_scale != TensorScale::none) {
+    const float stored = c.tensor_scale == TensorScale::te ? te_amax(v) : tensor_scale_of(v, x.dtype);
+    t = c.tensor_scale == TensorScale::te ? te_encode_scale(stored) : stored;
     r.tensor_scale = Tensor(DType::f32, specs[2].shape);
-    *r.tensor_scale.data<float>() = t;
+    *r.tensor_scale.data<float>() = stored;
   }
   std::uint8_t* payload = r.payload.data<std::uint8_t>();
   std::uint8_t* scale = r.scale.data<std::uint8_t>();
@@ -176,7 +196,8 @@ QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, c
 }
 
 // torchao NVFP4Tensor.dequantize: e2m1 * (t * s) with the product t * s rounded to fp32 first
-// (get_hp_scales), or e2m1 * s single level. Every NaN comes out canonical, as dequantize_mx.
+// (get_hp_scales), or e2m1 * s single level; te (dequantize_nvfp4.cuh): e2m1 * ((s * amax) *
+// fp32(1 / 2688)). Every NaN comes out canonical, as dequantize_mx.
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape) {
   validate(c);
@@ -186,9 +207,9 @@ Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const Tens
     fail(ErrorKind::bad_argument, "nvfp4 dequantize takes u8 payload " + shape_str(specs[0].shape) +
                                       " and u8 E4M3 scales " + shape_str(specs[1].shape));
   float t = 1.0f;
-  if (c.tensor_scale == TensorScale::amax) {
+  if (c.tensor_scale != TensorScale::none) {
     if (tensor_scale.data == nullptr || tensor_scale.dtype != DType::f32 || shape_numel(tensor_scale.shape) != 1)
-      fail(ErrorKind::bad_argument, "nvfp4 tensor_scale=amax dequantize takes an f32 [] tensor_scale");
+      fail(ErrorKind::bad_argument, "nvfp4 dequantize with a tensor scale takes an f32 [] tensor_scale");
     t = to_f32_vector(tensor_scale)[0];
   }
   const Tensor p = contiguous_copy(payload);
@@ -201,6 +222,7 @@ Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const Tens
     const std::uint8_t code = static_cast<std::uint8_t>(i % 2 == 0 ? byte & 0x0F : byte >> 4);
     float m = e4m3_value(s.data<std::uint8_t>()[i / kNvfp4Block]);
     if (c.tensor_scale == TensorScale::amax) m = t * m;
+    if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (kE4m3Max * kE2m1Max));
     const float v = elem_decode(ElemFormat::e2m1, code) * m;
     o[i] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
   }

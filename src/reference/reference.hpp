@@ -47,7 +47,8 @@ QuantResult quantize_fp8_scaled_with_scales(const Contract& c, const TensorView&
 Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 
 // nvfp4 (contracts §9.2): u8 packed E2M1 pairs, u8 E4M3 block scales, f32 [] tensor scale when
-// tensor_scale=amax (else QuantResult::tensor_scale stays empty and `tensor_scale` is ignored).
+// tensor_scale=amax (t) or te (the amax); else QuantResult::tensor_scale stays empty and
+// `tensor_scale` is ignored.
 QuantResult quantize_nvfp4(const Contract& c, const TensorView& x);
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape);

@@ -49,7 +49,7 @@ std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std
                                      int threads);
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                                 const Shape& x_shape, float* out, int threads);
-// nvfp4: tensor_scale is null unless the contract has tensor_scale=amax (then one f32).
+// nvfp4: tensor_scale is null unless the contract has a tensor scale (tensor_scale=amax or te: one f32).
 std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
                                 float* tensor_scale, int threads);
 void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,

@@ -4,6 +4,7 @@
 // NaN operand, `x * multiplier` the multiplier's NaN, an invalid operation the x86 default NaN.
 #pragma once
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #include "formats/torchao_nan.hpp"
@@ -57,6 +58,15 @@ inline float e4m3_scale_value(std::uint8_t code) {
   return value(sign | ((e + 120u) << 23) | (m << 20));
 }
 
+// E4M3 code of a finite v >= 0, rounded to nearest even and saturated at 448 (cvt satfinite):
+// subnormals (below 2^-6) are multiples of 2^-9, and v * 2^9 is exact.
+inline std::uint8_t e4m3_satfinite_code(float v) {
+  if (v >= 448.0f) return 0x7E;
+  if (v < 0x1p-6f) return static_cast<std::uint8_t>(std::nearbyint(v * 512.0f));
+  const std::uint32_t b = bits(v);
+  return static_cast<std::uint8_t>(((b + 0x7FFFFu + ((b >> 20) & 1u)) >> 20) - (120u << 3));
+}
+
 struct BlockScale {
   std::uint8_t code;
   float multiplier;  // elements are x * multiplier
@@ -69,6 +79,14 @@ inline BlockScale block_scale(bool two_level, float amax, float t) {
   const std::uint8_t code = e4m3_clamped_code(s);
   const float one = two_level ? div_x86(1.0f, t) : 1.0f;
   return {code, div_x86(one, e4m3_scale_value(code))};
+}
+
+// TransformerEngine (tensor_scale=te): e4m3(amax * (S_enc * fp32(1/6))), the multiplier
+// 1 / (s * (1 / S_enc)) capped at FLT_MAX.
+inline BlockScale te_block_scale(float amax, float s_enc) {
+  const std::uint8_t code = e4m3_satfinite_code(amax * (s_enc * (1.0f / 6.0f)));
+  const float m = 1.0f / (e4m3_scale_value(code) * (1.0f / s_enc));
+  return {code, m < 0x1.fffffep127f ? m : 0x1.fffffep127f};
 }
 
 // E2M1 code of |v| <= 6 (clamped) by its round-to-nearest-even thresholds: a tie goes to the

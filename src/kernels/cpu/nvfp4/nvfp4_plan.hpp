@@ -11,7 +11,8 @@ struct Nvfp4Plan {
   const std::uint8_t* data = nullptr;  // contiguous input, blocks of 16 back to back
   std::int64_t blocks = 0;
   bool two_level = false;
-  float tensor_scale = 1.0f;  // t, two_level only
+  bool te = false;            // TransformerEngine's arithmetic (tensor_scale=te)
+  float tensor_scale = 1.0f;  // two_level: t; te: S_enc
   std::uint8_t* payload = nullptr;
   std::uint8_t* scale = nullptr;
 };

@@ -92,7 +92,8 @@ void QuantizeBlocksOf(const Nvfp4Plan& p, std::int64_t first, std::int64_t last)
     const std::uint32_t amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
     // torch.amax's NaN is the canonical one; only its E4M3 code (0x7F) matters here.
     const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
-    const nvfp4::BlockScale s = nvfp4::block_scale(p.two_level, amax, p.tensor_scale);
+    const nvfp4::BlockScale s =
+        p.te ? nvfp4::te_block_scale(amax, p.tensor_scale) : nvfp4::block_scale(p.two_level, amax, p.tensor_scale);
     p.scale[b] = s.code;
     std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
     if (amax_bits < 0x7F800000u && std::isfinite(s.multiplier)) {
