@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -114,5 +115,25 @@ inline void expect_same_outcome(const Outcome& want, const Outcome& got, const s
         << want.tensors[i].nbytes() << " bytes";
   }
 }
+
+// Awkward views of one [37, 96] f32 tensor (values k * 0.37, k in [-1000, 1000], seed 5): its
+// transpose in storage, every other row and every other column of a taller tensor, and a
+// [74, 96] tensor of random f16 bit patterns (NaN and inf included).
+struct StridedViews {
+  static constexpr std::int64_t kRows = 37, kCols = 96;
+  std::vector<float> base;
+  std::vector<std::uint16_t> half_bits;
+  TensorView transposed, strided, cols, half;
+  StridedViews() : base(static_cast<std::size_t>(kRows * kCols * 2)), half_bits(base.size()) {
+    std::mt19937 rng(5);
+    for (auto& v : base) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 0.37f;
+    for (auto& b : half_bits) b = static_cast<std::uint16_t>(rng());
+    transposed = TensorView{DType::f32, {kRows, kCols}, {1, kRows}, base.data()};
+    strided = TensorView{DType::f32, {kRows, kCols}, {2 * kCols, 1}, base.data()};
+    cols = TensorView{DType::f32, {kRows, kCols}, {2 * kCols, 2}, base.data()};
+    half = make_view(DType::f16, {kRows * 2, kCols}, half_bits.data());
+  }
+  std::vector<const TensorView*> all() const { return {&transposed, &strided, &cols, &half}; }
+};
 
 }  // namespace qexact::test

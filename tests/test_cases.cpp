@@ -22,6 +22,7 @@ namespace {
 constexpr std::uint64_t kSeed = 20261130;
 
 bool finite_only(const Contract& c) {
+  if (c.family == Family::fp8_scaled || c.family == Family::nvfp4) return c.nonfinite_input == NonFiniteInput::reject;
   return c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
 }
 
@@ -46,6 +47,12 @@ std::set<std::string> expected_names(const Contract& c) {
     names.insert("randn_bf16");
     names.insert("randn_f16");
   }
+  if (c.family == Family::fp8_scaled)
+    for (const char* n : {"amax_450", "amax_max_tie", "subnormal_edge"}) names.insert(n);
+  if (c.family == Family::nvfp4)
+    for (const char* n : {"block_scale_ties", "block_scale_clamp", "tensor_amax_huge", "tensor_amax_tiny",
+                          "tensor_amax_subnormal"})
+      names.insert(n);
   return names;
 }
 
@@ -119,7 +126,8 @@ TEST(Cases, RejectionCasesFollowTheContract) {
       const bool non_finite = k.name.rfind("pos_inf", 0) == 0 || k.name.rfind("neg_inf", 0) == 0 ||
                               k.name.rfind("nan_", 0) == 0;
       const bool tail_rejected = k.name == "tail" && ((c.family == Family::mx && c.tail == TailRule::reject) ||
-                                                      c.family == Family::int8_group || c.family == Family::hif4);
+                                                      c.family == Family::int8_group || c.family == Family::hif4 ||
+                                                      c.family == Family::nvfp4);
       if (non_finite && finite_only(c)) {
         ASSERT_TRUE(k.expect_error.has_value()) << k.name;
         EXPECT_EQ(*k.expect_error, ErrorKind::bad_input) << k.name;
@@ -301,6 +309,9 @@ TEST(Cases, ActivationSetIsFiniteAndShapedPerFamily) {
       if (c.family == Family::int8_block) {
         ASSERT_EQ(s.size(), 4u);
         EXPECT_EQ(s[1] % c.token_block, 0);
+      } else if (c.family == Family::fp8_scaled && c.granularity.kind == Granularity::head_block) {
+        ASSERT_EQ(s.size(), 4u);
+        EXPECT_EQ(s[1] % c.granularity.rows, 0);
       } else {
         ASSERT_EQ(s.size(), 2u);
         EXPECT_EQ(s[1] % 64, 0);

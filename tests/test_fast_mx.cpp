@@ -157,23 +157,11 @@ TEST_P(FastMx, SpecialGroupsInsideBatchesOfGroups) {
 }
 
 TEST_P(FastMx, NonContiguousViewsAndHalfInputs) {
-  std::mt19937 rng(5);
   std::cout << "seed 5\n";
-  const std::int64_t rows = 37, k = 96;
-  std::vector<float> base(static_cast<std::size_t>(rows * k * 2));
-  for (auto& v : base) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 0.37f;
-  // Transposed storage: element (r, c) at c * rows + r.
-  const TensorView transposed{DType::f32, {rows, k}, {1, rows}, base.data()};
-  // Every other row of a taller tensor.
-  const TensorView strided{DType::f32, {rows, k}, {2 * k, 1}, base.data()};
-  // Every other column.
-  const TensorView cols{DType::f32, {rows, k}, {2 * k, 2}, base.data()};
-  std::vector<std::uint16_t> h(base.size());
-  for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<std::uint16_t>(rng());
-  const TensorView half = make_view(DType::f16, {rows * 2, k}, h.data());
+  const test::StridedViews views;
   for (const char* preset : {"mxfp8.ascend", "mx.ocp", "mx.ocp.e2m1", "mxfp8.te"}) {
     const Contract c = make_contract(preset);
-    for (const TensorView* v : {&transposed, &strided, &cols, &half})
+    for (const TensorView* v : views.all())
       for (int threads : {1, 7}) expect_same(c, *v, threads, std::string(preset) + " view " + shape_str(v->strides));
   }
 }

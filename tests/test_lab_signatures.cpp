@@ -110,6 +110,18 @@ std::vector<Device> devices() {
       {"swizzled layout", "mxfp8.ascend",
        {"--preset", "mxfp8.ascend", "--param", "layout=swizzled", "--param", "tail=reject"}, {},
        {"scale_layout", "tail_rule"}, {{"layout", "swizzled"}, {"tail", "reject"}}, "", ""},
+      // contracts §9: the porting mistakes of fp8.scaled and nvfp4.
+      {"fp8 recomputed divisor", "fp8.ascend.token", {"--preset", "fp8.ascend.token", "--param", "quotient=reciprocal"},
+       {}, {"reciprocal_divisor"}, {{"quotient", "reciprocal"}}, "", ""},
+      {"fp8 1/s stored", "fp8.ascend.token", {"--preset", "fp8.ascend.token", "--param", "stored=inverse"}, {},
+       {"stored_scale"}, {{"stored", "inverse"}}, "", ""},
+      {"fp8 per-tensor instead of per-row", "fp8.ascend.token",
+       {"--preset", "fp8.ascend.token", "--param", "granularity=tensor"}, {}, {"granularity"},
+       {{"granularity", "tensor"}}, "", ""},
+      {"fp8 power-of-two scales", "fp8.torchao.rowwise", {"--preset", "fp8.torchao.rowwise", "--param", "scale_pow2=up"},
+       {}, {"scale_pow2"}, {{"scale_pow2", "up"}}, "", ""},
+      {"nvfp4 two level", "nvfp4.torchao", {"--preset", "nvfp4.torchao", "--param", "tensor_scale=amax"}, {},
+       {"tensor_scale"}, {{"tensor_scale", "amax"}}, "", ""},
   };
 }
 

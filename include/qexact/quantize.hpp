@@ -32,7 +32,7 @@ struct QuantResult {
   Tensor scale;         // MX: u8 E8M0 in the contract's layout; int8: f32 (or f16 when scale_store=f16);
                         // fp8.scaled: f32; nvfp4: u8 E4M3 codes
   std::string path;     // which implementation path ran: "groupwise", "single_pass", "two_pass_chunked"
-  Tensor tensor_scale;  // nvfp4 tensor_scale=amax: f32 []; otherwise empty (no elements, no bytes)
+  Tensor tensor_scale;  // nvfp4 tensor_scale=amax (t) or te (the amax): f32 []; otherwise empty
 
   // The outputs by name, in output_specs order: payload, scale, then tensor_scale where the
   // contract produces one.
@@ -58,7 +58,7 @@ QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o
 // fp32 values of a quantized tensor of original shape `x_shape`.
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                   const RunOptions& o = {});
-// The same for a contract with a tensor scale (nvfp4 tensor_scale=amax): `tensor_scale` is its
+// The same for a contract with a tensor scale (nvfp4 tensor_scale=amax or te): `tensor_scale` is its
 // f32 [] output. For any other contract it must be an empty view (data == nullptr).
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale,
                   const TensorView& tensor_scale, const Shape& x_shape, const RunOptions& o = {});
@@ -85,7 +85,7 @@ Tensor hif4_unpack(const TensorView& scale, const TensorView& value, const RunOp
 // quantize_into returns QuantResult::path.
 std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
                           const MutableTensorView& scale, const RunOptions& o = {});
-// With a tensor-scale output (nvfp4 tensor_scale=amax: f32 []); an empty view (data == nullptr)
+// With a tensor-scale output (nvfp4 tensor_scale=amax or te: f32 []); an empty view (data == nullptr)
 // for contracts without one.
 std::string quantize_into(const Contract& c, const TensorView& x, const MutableTensorView& payload,
                           const MutableTensorView& scale, const MutableTensorView& tensor_scale,

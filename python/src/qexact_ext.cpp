@@ -66,9 +66,11 @@ std::tuple<OutArray, OutArray, std::string> quantize_array(const InArray& x, boo
 
 // Views of a quantized (payload, scale) pair, with the dtypes the contract's quantize returns.
 std::pair<TensorView, TensorView> quantized_views(const Contract& c, const InArray& payload, const InArray& scale) {
-  const bool mx = c.family == Family::mx;
-  const DType scale_dtype = mx ? DType::u8 : c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-  return {view_of(payload, false, "payload", {mx ? DType::u8 : DType::i8}), view_of(scale, false, "scale", {scale_dtype})};
+  // int8 families: i8 payload; MX, fp8.scaled and nvfp4: u8 codes. MX and nvfp4 scales are u8 codes.
+  const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
+  const bool byte_scales = c.family == Family::mx || c.family == Family::nvfp4;
+  const DType scale_dtype = byte_scales ? DType::u8 : c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+  return {view_of(payload, false, "payload", {int8 ? DType::i8 : DType::u8}), view_of(scale, false, "scale", {scale_dtype})};
 }
 
 OutArray dequantize_arrays(const InArray& payload, const InArray& scale, const std::vector<std::int64_t>& x_shape,

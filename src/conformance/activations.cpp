@@ -11,10 +11,10 @@ namespace {
 constexpr std::uint64_t kActivationSeed = 0xAC71'7A71'0115'5EEDull;
 
 Shape activation_shape(const Contract& c) {
-  switch (c.family) {
-    case Family::int8_block: return Shape{1, 128, 4, 64};  // (B, S, N, D)
-    default: return Shape{32, 512};                        // [tokens, channels]; 512 % 64 == 0
-  }
+  const bool heads = c.family == Family::int8_block ||
+                     (c.family == Family::fp8_scaled && c.granularity.kind == Granularity::head_block);
+  return heads ? Shape{1, 128, 4, 64}  // (B, S, N, D)
+               : Shape{32, 512};       // [tokens, channels]; 512 % 64 == 0
 }
 
 // Activations are bf16 where the producer is a bf16 network, an f32 workspace for the

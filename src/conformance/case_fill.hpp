@@ -8,59 +8,18 @@
 #include <vector>
 
 #include "conformance/cases.hpp"
+#include "conformance/lab_family.hpp"
 #include "conformance/predicates.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::conformance {
 
-inline constexpr std::int64_t kCaseRowLen = 256;  // int8.token row length Q
-inline constexpr std::int64_t kCaseHeadDim = 16;  // int8.block D (small: the references are scalar)
-
 // Elements that share one scale (pool: one pooling window).
-inline std::int64_t case_group_len(const Contract& c) {
-  switch (c.family) {
-    case Family::mx: return c.block;
-    case Family::int8_group: return c.group;
-    case Family::hif4: return 64;
-    case Family::int8_token: return kCaseRowLen;
-    case Family::int8_block: return static_cast<std::int64_t>(c.token_block) * kCaseHeadDim;
-    case Family::pool: return c.pool;
-    case Family::nvfp4: return kNvfp4Block;
-    case Family::fp8_scaled:
-      switch (c.granularity.kind) {
-        case Granularity::group: return c.granularity.cols;
-        case Granularity::tile: return static_cast<std::int64_t>(c.granularity.rows) * c.granularity.cols;
-        case Granularity::head_block: return static_cast<std::int64_t>(c.granularity.rows) * kCaseHeadDim;
-        case Granularity::tensor:
-        case Granularity::row: return kCaseRowLen;
-      }
-  }
-  return 1;
-}
+inline std::int64_t case_group_len(const Contract& c) { return lab_family(c.family).group_len(c); }
 
 // A shape of at least n full groups.
-inline Shape case_shape_for_groups(const Contract& c, std::int64_t n) {
-  const std::int64_t len = case_group_len(c);
-  switch (c.family) {
-    case Family::mx:
-    case Family::int8_group: return Shape{(n + 7) / 8, 8 * len};
-    case Family::hif4: return Shape{(n + 3) / 4, 4 * len};
-    case Family::int8_token: return Shape{n, kCaseRowLen};
-    case Family::int8_block: return Shape{1, (n + 1) / 2 * c.token_block, 2, kCaseHeadDim};
-    case Family::pool: return Shape{1, n * len, 8};
-    case Family::nvfp4: return Shape{(n + 7) / 8, 8 * len};
-    case Family::fp8_scaled:
-      switch (c.granularity.kind) {
-        case Granularity::group: return Shape{(n + 7) / 8, 8 * len};
-        case Granularity::tile: return Shape{c.granularity.rows * ((n + 1) / 2), 2 * c.granularity.cols};
-        case Granularity::head_block: return Shape{1, (n + 1) / 2 * c.granularity.rows, 2, kCaseHeadDim};
-        case Granularity::tensor: return Shape{1, n * len};  // one scale, whatever n
-        case Granularity::row: return Shape{n, kCaseRowLen};
-      }
-  }
-  return Shape{n, len};
-}
+inline Shape case_shape_for_groups(const Contract& c, std::int64_t n) { return lab_family(c.family).shape_for_groups(c, n); }
 
 inline double pow2(int k) { return std::ldexp(1.0, k); }
 

@@ -98,8 +98,8 @@ using Content = std::vector<float>;
 // of a group to 2^k (MX: element max * 2^k; int8: 127 * 2^k).
 Content tie_values(const Contract& c, int k) {
   Content out;
-  if (c.family == Family::mx) {
-    const std::vector<float>& table = elem_value_table(c.element);
+  if (c.family == Family::mx || c.family == Family::fp8_scaled || c.family == Family::nvfp4) {
+    const std::vector<float>& table = elem_value_table(c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element);
     for (std::size_t i = 0; i + 1 < table.size(); ++i) {
       const double mid = (static_cast<double>(table[i]) + table[i + 1]) / 2.0;
       out.push_back(static_cast<float>(mid * pow2(k)));
@@ -178,8 +178,23 @@ class Generator {
   std::int64_t group_len() const { return case_group_len(c_); }
   Shape shape_for_groups(std::int64_t n) const { return case_shape_for_groups(c_, n); }
 
+  // The int8 families, and the families whose nonfinite_input parameter says reject.
   bool finite_only() const {
-    return c_.family == Family::int8_block || c_.family == Family::int8_token || c_.family == Family::int8_group;
+    if (c_.family == Family::int8_block || c_.family == Family::int8_token || c_.family == Family::int8_group)
+      return true;
+    for (const auto& [key, value] : params(c_))
+      if (key == "nonfinite_input") return value == "reject";
+    return false;
+  }
+
+  // nvfp4: group 0 of a case holds amax 2688 = 448 * 6, so that a two-level contract's tensor
+  // scale is exactly 1 and every other block's E4M3 scale is what a single-level one gives.
+  bool pins_tensor_scale() const { return c_.family == Family::nvfp4; }
+  Fill pinned(Fill fill) const {
+    if (!pins_tensor_scale()) return fill;
+    return [fill](Rng& r, std::int64_t size, std::int64_t g) {
+      return g == 0 ? anchored_content(r, size, 2688.0) : fill(r, size, g);
+    };
   }
 
   Case& add(const std::string& name, const std::string& description, const Shape& shape, DType dtype,
@@ -239,7 +254,11 @@ class Generator {
         for (int type = 0; type < 4; ++type) groups.push_back(hif4_tie_block(type, k));
     } else {
       const std::int64_t slots = group_len() - 1;  // one element pins the scale
-      for (int k : c_.family == Family::mx ? std::vector<int>{0, -30} : std::vector<int>{0, -12}) {
+      if (pins_tensor_scale()) groups.push_back(Content(static_cast<std::size_t>(group_len()), 0.0f));
+      const std::vector<int> domains = c_.family == Family::mx      ? std::vector<int>{0, -30}
+                                       : c_.family == Family::nvfp4 ? std::vector<int>{0, -4}  // E4M3 scales 2^k
+                                                                    : std::vector<int>{0, -12};
+      for (int k : domains) {
         const Content ties = tie_values(c_, k);
         const auto n_ties = static_cast<std::int64_t>(ties.size());
         const double anchor = top_code(c_) * pow2(k);
@@ -252,14 +271,16 @@ class Generator {
         }
       }
     }
-    const std::string what = c_.family == Family::mx     ? "every midpoint of the element format"
+    const std::string what = c_.family == Family::mx || c_.family == Family::fp8_scaled || c_.family == Family::nvfp4
+                                 ? "every midpoint of the element format"
                              : c_.family == Family::hif4 ? "every midpoint of the S1P2 grid at each micro-exponent level"
                                                          : "every exact tie (n + 1/2) * scale";
     add_groups("ties", what + " and its negative, in two exponent domains, with an anchor pinning the scale",
                static_cast<std::int64_t>(groups.size()),
-               [groups](Rng&, std::int64_t size, std::int64_t g) {
+               [groups, pin = pins_tensor_scale()](Rng&, std::int64_t size, std::int64_t g) {
                  Content v = groups[static_cast<std::size_t>(g) % groups.size()];
                  v.resize(static_cast<std::size_t>(size));
+                 if (pin && g == 0) v[0] = 2688.0f;
                  return v;
                },
                exact_ties());
@@ -387,6 +408,44 @@ class Generator {
         v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(r.sign() * (7.0 + (g % 8 + 0.5) / 8.0) * k);
         return v;
       };
+    } else if (c_.family == Family::nvfp4) {
+      what = "blocks of amax 7 * 2^k: the E4M3 scale 1.125 * 2^k maps 7 to 6.22, saturated to 6 (group 0 pins the "
+             "tensor scale to 1)";
+      fill = pinned([](Rng& r, std::int64_t size, std::int64_t) {
+        return anchored_content(r, size, 7.0 * pow2(static_cast<int>(r.below(9)) - 4));
+      });
+    } else if (c_.family == Family::fp8_scaled) {
+      // amax whose scale rounds so that amax scaled by it passes the element max.
+      const Contract c = c_;
+      const float top = top_code(c);
+      what = "groups with +/-amax where amax scaled by the group's fp32 scale passes the element max";
+      auto passes = [c, top](float amax) {
+        const float s = fp8_nominal_scale(c, amax);
+        const float q = c.scale_kind == ScaleKind::multiplier        ? amax * s
+                        : c.fp8_quotient == Fp8Quotient::reciprocal ? amax * (1.0f / s)
+                                                                    : amax / s;
+        return q > top;
+      };
+      auto draw = [top](Rng& r) {
+        return static_cast<float>(r.uniform(0.5, 2.0) * pow2(static_cast<int>(r.below(9)) - 4) * top);
+      };
+      // Power-of-two scales rounded toward the safe side (scale_pow2) never let amax pass the
+      // max: then there is no such group to build.
+      Rng probe(stream("saturation/feasible"));
+      bool feasible = false;
+      for (int tries = 0; tries < 1000 && !feasible; ++tries) feasible = passes(draw(probe));
+      if (!feasible) return;
+      fill = [passes, draw](Rng& r, std::int64_t size, std::int64_t) {
+        float amax = 1.0f;
+        for (int tries = 0; tries < 1000; ++tries) {
+          amax = draw(r);
+          if (passes(amax)) break;
+        }
+        Content v = uniform_content(r, size, amax * 0.9);
+        v[static_cast<std::size_t>(r.below(size))] = amax;
+        v[static_cast<std::size_t>(r.below(size))] = -amax;
+        return v;
+      };
     } else {
       // amax whose stored scale rounds below amax / 127, so amax / scale > 127.
       const Contract c = c_;
@@ -408,21 +467,16 @@ class Generator {
 
   void tail_case() {
     // The tail axis is 1 in every convention: K of [T, K] and S of (B, S, N, D).
-    Shape shape;
+    const Shape shape = lab_family(c_.family).tail_shape(c_);
     const std::int64_t len = group_len();
-    switch (c_.family) {
-      case Family::mx: shape = Shape{4, 8 * len + len / 2 + 3}; break;
-      case Family::int8_group: shape = Shape{4, 8 * len + 5}; break;
-      case Family::hif4: shape = Shape{4, 4 * len + 32}; break;
-      case Family::int8_token: shape = Shape{8, 997}; break;
-      case Family::int8_block: shape = Shape{1, 2 * c_.token_block + 37, 2, kHeadDim}; break;
-      case Family::pool: break;
-      case Family::nvfp4: shape = Shape{4, 8 * len + 5}; break;
-      case Family::fp8_scaled: shape = Shape{4 * len + 3, 8 * len + 5}; break;
-    }
-    const std::int64_t period = c_.family == Family::int8_block ? c_.token_block
-                                : c_.family == Family::int8_token ? 16
-                                                                  : len;
+    const ScaleGrain& grain = c_.granularity;
+    const bool fp8 = c_.family == Family::fp8_scaled;
+    const std::int64_t period = c_.family == Family::int8_block                         ? c_.token_block
+                                : fp8 && grain.kind == Granularity::head_block          ? grain.rows
+                                : fp8 && grain.kind == Granularity::tile                ? grain.cols
+                                : fp8 && grain.kind == Granularity::group               ? len
+                                : c_.family == Family::int8_token || fp8                ? 16
+                                                                                        : len;
     const std::int64_t tail_from = shape[1] / period * period;  // the partial part along axis 1
     Rng r(stream("tail"));
     Content v(static_cast<std::size_t>(shape_numel(shape)));
@@ -432,13 +486,26 @@ class Generator {
       v[i] = static_cast<float>(r.normal() * (along >= tail_from ? 4.0 : 1.0));  // a tail with its own scale
     }
     const bool rejects = (c_.family == Family::mx && c_.tail == TailRule::reject) ||
-                         c_.family == Family::int8_group || c_.family == Family::hif4;
-    const std::string what = c_.family == Family::int8_block   ? "S % token_block != 0"
-                             : c_.family == Family::int8_token ? "Q = 997 (prime: Q % 16 != 0)"
-                                                               : "last dimension % group != 0";
+                         c_.family == Family::int8_group || c_.family == Family::hif4 || c_.family == Family::nvfp4;
+    std::string what = c_.family == Family::int8_block   ? "S % token_block != 0"
+                       : c_.family == Family::int8_token ? "Q = 997 (prime: Q % 16 != 0)"
+                                                         : "last dimension % group != 0";
+    if (fp8) what = fp8_tail_words();
     Case& k = add("tail", std::string(rejects ? "rejection: " : "") + what + "; the partial part holds larger values",
                   shape, dtype_, v, tail());
     if (rejects) k.expect_error = ErrorKind::bad_argument;
+  }
+
+  // fp8.scaled tails (lab_family): domains cut short by the tensor's edge.
+  std::string fp8_tail_words() const {
+    switch (c_.granularity.kind) {
+      case Granularity::group: return "last dimension % group != 0";
+      case Granularity::tile: return "2-D tile tails: rows % M != 0 and columns % N != 0";
+      case Granularity::head_block: return "head_block tails: S % T != 0";
+      case Granularity::tensor:
+      case Granularity::row: break;
+    }
+    return "C = 997 (prime: C % 16 != 0)";
   }
 
   void max_outside_first16() {
@@ -456,26 +523,7 @@ class Generator {
   }
 
   void amax_sweep_case() {
-    std::vector<double> amaxes;
-    const double t = top_code(c_);
-    switch (c_.family) {
-      case Family::mx: {
-        const int emax = elem_traits(c_.element).emax;
-        for (int k : {-10, -7, -2, -1, 0, 1, 4, 10}) amaxes.push_back(t * pow2(k));
-        amaxes.push_back(pow2(emax));
-        amaxes.push_back(pow2(emax + 1));
-        for (double seedval : {450.0, 1000.0, 230.0, 480.0, 510.0}) amaxes.push_back(seedval / 448.0 * t);
-        break;
-      }
-      case Family::hif4:
-        for (int k : {-40, -10, -1, 0, 1, 10, 16}) amaxes.push_back(t * pow2(k));
-        for (double v : {7.4375, 10.5, 13.125, 13.5625, 1e6, 1e-20}) amaxes.push_back(v);
-        break;
-      default:
-        for (int k : {-12, -7, -2, 0, 1, 5, 12}) amaxes.push_back(t * pow2(k));
-        for (double v : {1.0, 100.0, 126.5, 127.5, 1000.0, 3.14159265}) amaxes.push_back(v);
-        break;
-    }
+    const std::vector<double> amaxes = lab_family(c_.family).sweep_amaxes(c_);
     std::string list;
     for (double a : amaxes) {
       char buf[32];
@@ -502,6 +550,8 @@ class Generator {
 
   void family_extras() {
     if (c_.family == Family::mx) marker();
+    if (c_.family == Family::fp8_scaled) fp8_extras();
+    if (c_.family == Family::nvfp4) nvfp4_extras();
     if (c_.family == Family::mx && c_.prequant == Prequant::bf16) {
       add_groups("randn_f32", "standard normal values given as f32 (the contract rounds them to bf16)",
                  random_groups(), normal_fill(1.0), std::nullopt, DType::f32);
@@ -525,6 +575,99 @@ class Generator {
                  std::nullopt, DType::bf16);
       add_groups("randn_f16", "standard normal values given as f16", random_groups(), normal_fill(1.0), std::nullopt,
                  DType::f16);
+    }
+  }
+
+  // contracts §9.1's check values and edges, in every scale domain.
+  void fp8_extras() {
+    const float top = top_code(c_);
+    add_groups("amax_450", "groups of amax 450 (scale fp32(450 / 448) = 1.00446426868438720703125 for E4M3: not a "
+                           "power of two)",
+               4, [](Rng& r, std::int64_t size, std::int64_t) { return anchored_content(r, size, 450.0); },
+               group_amax_equals("amax_450", 450.0f));
+    // E4M3: amax 448, x = 1.0625 (between 1.0 and 1.125); E5M2: amax 57344, x = 1.125.
+    const float tie = static_cast<float>(1.0 + pow2(-elem_traits(c_.element).mbits - 1));
+    add_groups("amax_max_tie", "groups of amax = the element max (448 for E4M3: scale 1.0) whose other elements are "
+                               "+/-(1 + half a step) (1.0625 for E4M3: a tie broken to even), +/-3 and -0.001",
+               4,
+               [top, tie](Rng& r, std::int64_t size, std::int64_t) {
+                 const float pattern[] = {tie, -tie, 3.0f, -3.0f, -0.001f};
+                 Content v(static_cast<std::size_t>(size));
+                 for (std::size_t i = 0; i < v.size(); ++i) v[i] = pattern[i % 5];
+                 v[static_cast<std::size_t>(r.below(size))] = top;
+                 return v;
+               },
+               exact_ties());
+    // Values on the element format's subnormal grid, its midpoints and the normal boundary,
+    // under an anchor that makes the scale 2^k.
+    const ElemTraits& t = elem_traits(c_.element);
+    const double min_normal = pow2(1 - t.bias), step = min_normal / pow2(t.mbits);
+    add_groups("subnormal_edge",
+               "groups of amax max * 2^k whose other elements scale onto the element format's subnormal codes, their "
+               "midpoints and the smallest normal +/- half a step",
+               8,
+               [top, min_normal, step](Rng& r, std::int64_t size, std::int64_t) {
+                 const double k = pow2(static_cast<int>(r.below(9)) - 4);
+                 Content v(static_cast<std::size_t>(size));
+                 for (std::size_t i = 0; i < v.size(); ++i) {
+                   const double m = static_cast<double>(i % 19) / 2.0;  // 0, 1/2, 1, ... 9 steps
+                   const double y = i % 19 == 18 ? min_normal + step / 2.0 : m * step;
+                   v[i] = static_cast<float>(r.sign() * y * k);
+                 }
+                 v[static_cast<std::size_t>(r.below(size))] = static_cast<float>(top * k);
+                 return v;
+               },
+               scaled_subnormals());
+  }
+
+  // contracts §9.2's check values and edges. Group 0 pins the tensor scale (see pinned).
+  void nvfp4_extras() {
+    // With the tensor scale pinned (t = 1, te's S_enc = 1) a block's unrounded scale is amax / 6
+    // (te: amax * fp32(1/6)): the amax whose unrounded scale is exactly the midpoint, found
+    // among the floats next to 6 * mid.
+    const Contract c = c_;
+    auto tie_amax = [c](float mid) {
+      const float t = nvfp4_nominal_tensor_scale(c, 2688.0f);
+      float a = 6.0f * mid;
+      for (int step = 0; step < 8 && nvfp4_unrounded_block_scale(c, a, t) != mid; ++step)
+        a = std::nextafter(a, nvfp4_unrounded_block_scale(c, a, t) < mid ? INFINITY : 0.0f);
+      return a;
+    };
+    add_groups("block_scale_ties", "blocks whose amax / 6 is the midpoint of two E4M3 values (the block scale's own tie)",
+               16,
+               pinned([tie_amax](Rng& r, std::int64_t size, std::int64_t) {
+                 const std::vector<float>& e4m3 = elem_value_table(ElemFormat::e4m3);
+                 // Normal E4M3 values from 2^-6 (code 8) to 256: their midpoints times 6 are exact.
+                 const auto i = static_cast<std::size_t>(8 + r.below(112 - 8));
+                 return anchored_content(r, size, tie_amax((e4m3[i] + e4m3[i + 1]) / 2.0f));
+               }),
+               block_scale_ties());
+    add_groups("block_scale_clamp", "blocks of amax below 6 * 2^-6 (the scale clamps to 2^-6, code 0x08), all-zero "
+                                    "blocks among them, and negative values that round to -0",
+               16,
+               pinned([](Rng& r, std::int64_t size, std::int64_t g) {
+                 if (g % 4 == 1) return Content(static_cast<std::size_t>(size), 0.0f);
+                 Content v = anchored_content(r, size, 0.09375 * pow2(-static_cast<int>(r.below(12))));
+                 v[static_cast<std::size_t>(r.below(size))] = -0x1p-40f;
+                 return v;
+               }),
+               block_scale_clamped());
+    // The tensor scale at its extremes: amax / 2688 large, tiny, and subnormal in fp32 (whose
+    // reciprocal overflows).
+    struct Extreme {
+      const char* name;
+      double amax;
+      const char* words;
+    };
+    for (const Extreme& e : {Extreme{"tensor_amax_huge", 3.0e38, "3e38 (t = 1.1e35)"},
+                             Extreme{"tensor_amax_tiny", 1.0e-30, "1e-30 (t = 3.7e-34)"},
+                             Extreme{"tensor_amax_subnormal", 1.0e-36, "1e-36 (t = 3.7e-40 is subnormal; 1 / t overflows)"}}) {
+      const double amax = e.amax;
+      add_groups(e.name, std::string("a tensor of max |x| ") + e.words + ", blocks spread over 2^-20 of it", 8,
+                 [amax](Rng& r, std::int64_t size, std::int64_t g) {
+                   return anchored_content(r, size, g == 0 ? amax : amax * pow2(-static_cast<int>(r.below(21))));
+                 },
+                 tensor_amax_between(e.name, static_cast<float>(amax), static_cast<float>(amax)));
     }
   }
 

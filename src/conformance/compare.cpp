@@ -7,6 +7,7 @@
 #include "conformance/contract_output.hpp"
 #include "conformance/diagnose.hpp"
 #include "conformance/scale_grid.hpp"
+#include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::conformance {
@@ -34,6 +35,22 @@ bool element_differs(const Tensor& a, const Tensor& b, std::int64_t e, std::size
   const auto off = static_cast<std::size_t>(e) * size;
   return std::memcmp(static_cast<const std::uint8_t*>(a.raw()) + off, static_cast<const std::uint8_t*>(b.raw()) + off,
                      size) != 0;
+}
+
+// The tensor scale (nvfp4 tensor_scale=amax): a missing or extra one differs in all its bytes.
+void compare_tensor_scale(const ContractOutput& ref, const DeviceOutput& device, CompareReport& rep) {
+  const Tensor& r = ref.tensor_scale;
+  const Tensor& d = device.tensor_scale;
+  if (r.nbytes() == 0 && d.nbytes() == 0) return;
+  rep.tensor_scale_bytes_total = static_cast<std::int64_t>(std::max(r.nbytes(), d.nbytes()));
+  if (r.nbytes() != d.nbytes() || r.dtype() != d.dtype() || r.shape() != d.shape() || r.dtype() != DType::f32) {
+    rep.tensor_scale_bytes_differing = rep.tensor_scale_bytes_total;
+    return;
+  }
+  rep.tensor_scale_bytes_differing = differing_bytes(r, d);
+  const std::uint32_t rb = r.data<std::uint32_t>()[0], db = d.data<std::uint32_t>()[0];
+  rep.tensor_scale_delta =
+      ordered_scale(db, ScaleCode::ieee, DType::f32) - ordered_scale(rb, ScaleCode::ieee, DType::f32);
 }
 
 }  // namespace
@@ -81,7 +98,9 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
         mark(e);
       }
     const DType sd = ref.scale.dtype();
-    rep.scale_delta_unit = sd == DType::u8 ? "E8M0 steps" : std::string("ulps of ") + dtype_name(sd);
+    const ScaleCode code = family_traits(c.family).scale_code;
+    rep.scale_delta_unit = scale_delta_unit(c, sd);
+    compare_tensor_scale(ref, device, rep);
     if (device.scale.shape() == ref.scale.shape()) {
       rep.scale_bytes_total = static_cast<std::int64_t>(ref.scale.nbytes());
       rep.scale_bytes_differing = differing_bytes(ref.scale, device.scale);
@@ -89,7 +108,7 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
       for (std::int64_t g = 0; g < grid.groups(); ++g) {
         const auto i = static_cast<std::size_t>(g);
         if (rs[i] == ds[i]) continue;
-        const std::int64_t delta = ordered_scale(ds[i], sd) - ordered_scale(rs[i], sd);
+        const std::int64_t delta = ordered_scale(ds[i], code, sd) - ordered_scale(rs[i], code, sd);
         ++rep.scales_differing;
         ++rep.scale_delta_histogram[delta];
         rep.max_scale_delta = std::max<std::int64_t>(rep.max_scale_delta, delta < 0 ? -delta : delta);
@@ -149,7 +168,8 @@ CompareReport compare_refusal(const Contract& c, const TensorView& x) {
   rep.payload_bytes_total = rep.payload_bytes_differing = static_cast<std::int64_t>(payload.nbytes());
   rep.scale_bytes_total = rep.scale_bytes_differing = static_cast<std::int64_t>(ref.scale.nbytes());
   if (output_kind(c) == OutputKind::payload_scale)
-    rep.scale_delta_unit = ref.scale.dtype() == DType::u8 ? "E8M0 steps" : std::string("ulps of ") + dtype_name(ref.scale.dtype());
+    rep.scale_delta_unit = scale_delta_unit(c, ref.scale.dtype());
+  rep.tensor_scale_bytes_total = rep.tensor_scale_bytes_differing = static_cast<std::int64_t>(ref.tensor_scale.nbytes());
   rep.elements_total = rep.elements_differing = grid.elements();
   rep.groups_total = rep.groups_differing = grid.groups();
   if (output_kind(c) == OutputKind::payload_scale) rep.scales_differing = grid.groups();

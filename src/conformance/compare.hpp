@@ -1,7 +1,7 @@
 // Comparing a device's outputs for an input with the contract's reference outputs, computed in
 // the same process by the reference engine (contracts §8.1-8.2): payload and scale bytes
-// differing as absolute counts, the scale deltas (MX: E8M0 steps; float scales: units in the
-// last place), the groups (scale domains) and rows affected, the first differences, and the
+// differing as absolute counts, the scale deltas in the scale's own encoding (MX: E8M0 steps;
+// nvfp4: E4M3 codes; float scales: units in the last place), an nvfp4 tensor scale, the groups (scale domains) and rows affected, the first differences, and the
 // diagnoses of diagnose.hpp. HiF4 and pool.mean have one output, counted as the payload.
 #pragma once
 #include <cstdint>
@@ -27,7 +27,7 @@ struct Diagnosis {
 struct CompareReport {
   std::int64_t payload_bytes_total = 0, payload_bytes_differing = 0;
   std::int64_t scale_bytes_total = 0, scale_bytes_differing = 0;
-  std::string scale_delta_unit;  // "E8M0 steps", "ulps of f32", "ulps of f16"; "" without scales
+  std::string scale_delta_unit;  // "E8M0 steps", "E4M3 codes", "ulps of f32", "ulps of f16"; "" without scales
   std::int64_t max_scale_delta = 0;
   std::map<std::int64_t, std::int64_t> scale_delta_histogram;  // device - reference -> groups
   std::int64_t elements_total = 0, elements_differing = 0;
@@ -36,9 +36,15 @@ struct CompareReport {
   std::int64_t rows_total = 0, rows_differing = 0;
   std::int64_t first_payload_difference = -1;  // flat element index (C order), -1: none
   std::int64_t first_scale_difference = -1;    // flat group index on the logical grid, -1: none
+  // The fp32 tensor scale (nvfp4 tensor_scale=amax), when the contract or the device has one:
+  // its bytes, and device - reference in ulps of f32 when both have it. 0 / 0 when neither has.
+  std::int64_t tensor_scale_bytes_total = 0, tensor_scale_bytes_differing = 0;
+  std::int64_t tensor_scale_delta = 0;
   std::vector<Diagnosis> diagnoses;
 
-  bool identical() const { return payload_bytes_differing == 0 && scale_bytes_differing == 0; }
+  bool identical() const {
+    return payload_bytes_differing == 0 && scale_bytes_differing == 0 && tensor_scale_bytes_differing == 0;
+  }
 };
 
 // The device's outputs for x: payload + scale for the quantizing families, `output` for HiF4

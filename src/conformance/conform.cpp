@@ -189,7 +189,10 @@ void run_quant_case(const Contract& c, const Case& k, bool activation, PresetRep
     rep.paths.insert(first.path);
     auto same = [&](const QuantResult& r, const std::string& what) {
       const bool payload_ok = same_bytes(first.payload, r.payload, rep.payload);
-      const bool scale_ok = same_bytes(first.scale, r.scale, rep.scale);
+      // The tensor scale (nvfp4 two level) counts with the scales.
+      const bool block_scale_ok = same_bytes(first.scale, r.scale, rep.scale);
+      const bool tensor_scale_ok = same_bytes(first.tensor_scale, r.tensor_scale, rep.scale);
+      const bool scale_ok = block_scale_ok && tensor_scale_ok;
       if (!payload_ok || !scale_ok)
         rep.fail(k.name, what + " gives different " +
                              (payload_ok ? "scale" : scale_ok ? "payload" : "payload and scale") + " bytes");
@@ -219,9 +222,10 @@ void run_quant_case(const Contract& c, const Case& k, bool activation, PresetRep
         rep.fail(k.name, "the budget override did not change the path (both " + r.path + ")");
     }
     check_observed_target(c, k, Observed{&first, nullptr}, rep);
-    const Tensor y = dequantize(c, first.payload.view(), first.scale.view(), x.shape, kReference);
+    const TensorView ts = first.tensor_scale.nbytes() > 0 ? first.tensor_scale.view() : TensorView{};
+    const Tensor y = dequantize(c, first.payload.view(), first.scale.view(), ts, x.shape, kReference);
     ByteCount dequantized;
-    if (!same_bytes(y, dequantize(c, first.payload.view(), first.scale.view(), x.shape, kFast), dequantized))
+    if (!same_bytes(y, dequantize(c, first.payload.view(), first.scale.view(), ts, x.shape, kFast), dequantized))
       rep.fail(k.name, "the fast dequantize differs in " + std::to_string(dequantized.differing) + " of " +
                            std::to_string(dequantized.checked) + " bytes");
     if (all_finite(x)) record_sqnr(rep, activation, to_f32_vector(x), to_f32_vector(y.view()));
@@ -363,6 +367,7 @@ std::string row(const std::string& preset, const std::string& cases, const std::
 }  // namespace
 
 int run_conform(const ConformOptions& opts, std::ostream& out) {
+  for (const std::string& preset : opts.presets) make_preset(preset);  // an unknown name is an error before any work
   out << "qexact conform: the fast kernels and the reference, byte for byte (docs/contracts.md §8)\n";
   out << "seed " << opts.seed << "\n";
   out << "fast engine: SIMD target " << kernels::active_target() << ", " << resolve_threads(kFast)
@@ -377,7 +382,7 @@ int run_conform(const ConformOptions& opts, std::ostream& out) {
   out << row("preset", "cases", "targets", "rejected", "payload bytes diff/chk", "scale bytes diff/chk", "SQNR cases",
              "SQNR acts", "path");
   std::vector<PresetReport> reports;
-  for (const std::string& preset : preset_names()) {
+  for (const std::string& preset : opts.presets.empty() ? preset_names() : opts.presets) {
     PresetReport rep = check_preset(preset, opts.seed);
     std::string paths;
     for (const std::string& p : rep.paths) paths += (paths.empty() ? "" : "+") + p;

@@ -8,11 +8,14 @@
 #pragma once
 #include <cstdint>
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace qexact::conformance {
 
 struct ConformOptions {
   std::uint64_t seed = 20261130;
+  std::vector<std::string> presets;  // only these (each a known preset); empty: every preset
 };
 
 // Prints the seed and a table (preset, cases, targets hit, rejections, payload and scale bytes

@@ -9,7 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "conformance/diagnose_search.hpp"
 #include "conformance/scale_grid.hpp"
+#include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
@@ -241,17 +243,18 @@ class Stager {
   bool scale_diagnoses(const std::vector<std::size_t>& diff, const std::vector<std::int64_t>& following,
                        std::vector<Diagnosis>& out) const {
     const DType sd = ref_.scale.dtype();
+    const ScaleCode code = family_traits(c_.family).scale_code;
     std::map<std::int64_t, std::int64_t> hist;
     bool nonfinite_only = true;
     for (std::size_t g : diff) {
-      ++hist[ordered_scale(ds_[g], sd) - ordered_scale(rs_[g], sd)];
+      ++hist[ordered_scale(ds_[g], code, sd) - ordered_scale(rs_[g], code, sd)];
       nonfinite_only = nonfinite_only && nonfinite_[g];
     }
     const auto n = static_cast<std::int64_t>(diff.size());
     const bool all_minus_one = hist.size() == 1 && hist.begin()->first == -1;
     std::string deltas;
     for (const auto& [d, count] : hist) deltas += (deltas.empty() ? "" : ", ") + std::to_string(d) + ": " + std::to_string(count);
-    const std::string unit = sd == DType::u8 ? "E8M0 steps" : std::string("ulps");
+    const std::string unit = code == ScaleCode::ieee ? std::string("ulps") : scale_delta_unit(c_, sd);
 
     struct Suspect {
       std::string signature;
@@ -613,6 +616,7 @@ std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, con
                                      const DeviceOutput& dev, bool layout_checked) {
   if (c.family == Family::pool) return diagnose_pool(c, x, ref, dev);
   if (c.family == Family::hif4) return {};  // no parameters to vary: the counts say it all
+  if (diagnosed_by_search(c)) return diagnose_by_search(c, x, ref, dev);
 
   const bool same_shape = dev.scale.shape() == ref.scale.shape();
   if (!layout_checked && (!same_shape || !same_bytes(dev.scale, ref.scale))) {

@@ -28,7 +28,7 @@ struct Diff {
 
 // Bytes that differ; tensors of another dtype or shape differ in all their bytes.
 std::int64_t differing(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.nbytes() != b.nbytes())
     return static_cast<std::int64_t>(std::max(a.nbytes(), b.nbytes()));
   const auto* p = static_cast<const std::uint8_t*>(a.raw());
   const auto* q = static_cast<const std::uint8_t*>(b.raw());
@@ -59,7 +59,7 @@ Diff compare(const std::optional<DeviceOutput>& device, const ContractRun& run) 
     return d;
   }
   d.payload = differing(device->payload, run.output->payload) + differing(device->output, run.output->output);
-  d.scale = differing(device->scale, run.output->scale);
+  d.scale = differing(device->scale, run.output->scale) + differing(device->tensor_scale, run.output->tensor_scale);
   return d;
 }
 

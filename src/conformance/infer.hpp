@@ -63,6 +63,6 @@ InferResult infer_contract(const CaseDir& dir, const InferOptions& o = {});
 // Enumerated parameters: param_choices(key); numeric ones: a list per parameter.
 std::vector<std::string> candidate_values(const Contract& c, const std::string& key);
 
-Family parse_family(const std::string& name);  // "mx", "int8.block", "int8.token", "int8.group", "hif4"
+Family parse_family(const std::string& name);  // a family_table() name: "mx", "int8.block", ..., "nvfp4"
 
 }  // namespace qexact::conformance

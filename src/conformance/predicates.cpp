@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 
+#include "conformance/lab_family.hpp"
+#include "contracts/family_table.hpp"
+#include "contracts/scale_grain.hpp"
+#include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
 #include "qexact/formats/fp16.hpp"
@@ -35,6 +40,7 @@ struct Input {
   Groups groups;
   Shape shape;
   DType dtype;
+  float tensor_amax = 0.0f;  // max |x| over the finite elements (nvfp4's tensor scale)
 };
 
 Input read_input(const Contract& c, const TensorView& x) {
@@ -42,6 +48,8 @@ Input read_input(const Contract& c, const TensorView& x) {
   in.v = in.raw;
   if (c.family == Family::mx && c.prequant == Prequant::bf16)
     for (float& f : in.v) f = round_bf16(f);
+  for (float f : in.v)
+    if (std::isfinite(f)) in.tensor_amax = std::max(in.tensor_amax, std::fabs(f));
   return in;
 }
 
@@ -189,6 +197,85 @@ bool is_half_integer_multiple(double a, double s) {
   return a == (std::floor(t) + 0.5) * s;
 }
 
+// fp8.scaled and nvfp4: what a group's elements meet before rounding onto the element grid,
+// x / operand or x * operand, from the observed scale outputs or the nominal scale.
+struct ScaledOp {
+  bool multiply = false;
+  float operand = 1.0f;
+  float apply(float x) const { return multiply ? x * operand : x / operand; }
+};
+
+std::optional<ScaledOp> fp8_op_for(const Contract& c, float used) {
+  if (!(used > 0.0f) || !std::isfinite(used)) return std::nullopt;  // zero groups: payload 0
+  switch (c.fp8_quotient) {
+    case Fp8Quotient::divide: return ScaledOp{false, used};
+    case Fp8Quotient::reciprocal: return ScaledOp{true, 1.0f / used};
+    case Fp8Quotient::multiply: return ScaledOp{true, used};
+  }
+  return std::nullopt;
+}
+
+std::optional<ScaledOp> fp8_op(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
+  if (obs.quant) {
+    const Tensor& t = obs.quant->scale;
+    if (t.dtype() != DType::f32 || g >= t.numel()) return std::nullopt;
+    const float stored = t.data<float>()[g];
+    return fp8_op_for(c, c.stored == StoredScale::inverse ? 1.0f / stored : stored);
+  }
+  return fp8_op_for(c, fp8_nominal_scale(c, group_amax(in, g)));
+}
+
+std::optional<ScaledOp> nvfp4_op(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
+  float s = 0.0f, t = 0.0f;
+  if (obs.quant) {
+    const Tensor& sc = obs.quant->scale;
+    if (sc.dtype() != DType::u8 || g >= sc.numel()) return std::nullopt;
+    s = elem_decode(ElemFormat::e4m3, sc.data<std::uint8_t>()[g]);
+    const Tensor& ts = obs.quant->tensor_scale;
+    if (c.tensor_scale != TensorScale::none) {
+      if (ts.dtype() != DType::f32 || ts.numel() != 1) return std::nullopt;
+      t = ts.data<float>()[0];
+    }
+    // te stores the tensor amax; its steps use S_enc = 2688 / amax.
+    if (c.tensor_scale == TensorScale::te) t = nvfp4_nominal_tensor_scale(c, t);
+  } else {
+    t = nvfp4_nominal_tensor_scale(c, in.tensor_amax);
+    s = nvfp4_nominal_block_scale(c, group_amax(in, g), t);
+  }
+  if (!(s > 0.0f) || !std::isfinite(s)) return std::nullopt;
+  if (c.tensor_scale == TensorScale::none) return ScaledOp{true, 1.0f / s};
+  if (!(t > 0.0f) || !std::isfinite(t)) return std::nullopt;
+  if (c.tensor_scale == TensorScale::te)
+    return ScaledOp{true, std::min(1.0f / (s * (1.0f / t)), std::numeric_limits<float>::max())};
+  return ScaledOp{true, (1.0f / t) / s};
+}
+
+// The scaled family's op for group g (fp8.scaled or nvfp4 only).
+std::optional<ScaledOp> scaled_op(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
+  return c.family == Family::nvfp4 ? nvfp4_op(c, in, obs, g) : fp8_op(c, in, obs, g);
+}
+
+const std::vector<float>& scaled_table(const Contract& c) {
+  return elem_value_table(c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element);
+}
+
+bool is_scaled_family(const Contract& c) { return c.family == Family::fp8_scaled || c.family == Family::nvfp4; }
+
+// Elements of groups with an op whose scaled magnitude satisfies pred.
+template <class Pred>
+std::int64_t count_scaled(const Contract& c, const Input& in, const Observed& obs, Pred&& pred) {
+  std::int64_t n = 0;
+  for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+    const std::optional<ScaledOp> op = scaled_op(c, in, obs, g);
+    if (!op) continue;
+    for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+      const float x = value(in, g, i);
+      if (std::isfinite(x)) n += pred(std::fabs(op->apply(x))) ? 1 : 0;
+    }
+  }
+  return n;
+}
+
 Predicate make(const std::string& name, const std::string& description,
                std::function<std::int64_t(const Contract&, const Input&, const Observed&)> f) {
   return Predicate{name, description, 1,
@@ -202,49 +289,50 @@ Predicate make(const std::string& name, const std::string& description,
 // ---- Groups ----------------------------------------------------------------------------
 
 Groups::Groups(const Contract& c, const Shape& shape) : shape_(shape) {
-  if (shape.empty()) return;
-  if (c.family == Family::int8_block) {
-    if (shape.size() != 4 || c.token_block < 1) return;
-    blocked_tokens_ = true;
-    len_ = c.token_block;
-    per_row_ = ceil_div(shape[1], len_);
-    count_ = shape[0] * shape[2] * per_row_;
+  // The family row's grain says which elements share a scale (pool: none, not a quantizer).
+  const auto grain_of = family_traits(c.family).grain;
+  if (!grain_of || shape.empty()) return;
+  const ScaleGrain grain = grain_of(c);
+  if (grain.kind == Granularity::group || grain.kind == Granularity::row) {
+    // Runs along the last axis: computed, not listed.
+    const std::int64_t k = shape.back();
+    len_ = grain.kind == Granularity::row ? k : grain.cols;
+    if (k <= 0 || len_ <= 0) return;
+    per_row_ = ceil_div(k, len_);
+    count_ = shape_numel(shape) / k * per_row_;
     return;
   }
-  const std::int64_t k = shape.back();
-  switch (c.family) {
-    case Family::mx: len_ = c.block; break;
-    case Family::int8_group: len_ = c.group; break;
-    case Family::hif4: len_ = 64; break;
-    case Family::int8_token: len_ = k; break;
-    case Family::int8_block: break;
-    case Family::pool: break;  // not a quantizer: no scale groups
-    case Family::nvfp4: len_ = kNvfp4Block; break;
-    case Family::fp8_scaled:
-      if (c.granularity.kind == Granularity::group) len_ = c.granularity.cols;
-      if (c.granularity.kind == Granularity::row) len_ = k;
-      break;  // tensor, tile and head_block scales are not runs along the last axis
+  // tensor, tile:MxN, head_block:T: members listed per domain, in C order.
+  Shape scale;
+  try {
+    scale = grain_scale_shape(grain, shape, family_name(c.family));
+  } catch (const Error&) {
+    return;  // a shape the granularity refuses has no groups
   }
-  if (k <= 0 || len_ <= 0) return;
-  per_row_ = ceil_div(k, len_);
-  count_ = shape_numel(shape) / k * per_row_;
+  count_ = shape_numel(scale);
+  const std::int64_t n = shape_numel(shape);
+  offsets_.assign(static_cast<std::size_t>(count_ + 1), 0);
+  std::vector<std::int64_t> of(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    of[static_cast<std::size_t>(i)] = grain_scale_index(grain, shape, i);
+    ++offsets_[static_cast<std::size_t>(of[static_cast<std::size_t>(i)] + 1)];
+  }
+  for (std::size_t g = 0; g + 1 < offsets_.size(); ++g) offsets_[g + 1] += offsets_[g];
+  std::vector<std::int64_t> next(offsets_.begin(), offsets_.end() - 1);
+  members_.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    members_[static_cast<std::size_t>(next[static_cast<std::size_t>(of[static_cast<std::size_t>(i)])]++)] = i;
 }
 
 std::int64_t Groups::size(std::int64_t g) const {
+  if (!offsets_.empty()) return offsets_[static_cast<std::size_t>(g + 1)] - offsets_[static_cast<std::size_t>(g)];
   const std::int64_t j = g % per_row_;
-  if (blocked_tokens_) return std::min(len_, shape_[1] - j * len_) * shape_[3];
   return std::min(len_, shape_.back() - j * len_);
 }
 
 std::int64_t Groups::member(std::int64_t g, std::int64_t i) const {
-  const std::int64_t j = g % per_row_;
-  if (blocked_tokens_) {
-    const std::int64_t s_len = shape_[1], heads = shape_[2], d_len = shape_[3];
-    const std::int64_t b = g / (heads * per_row_), head = (g / per_row_) % heads;
-    const std::int64_t s = j * len_ + i / d_len, d = i % d_len;
-    return ((b * s_len + s) * heads + head) * d_len + d;
-  }
-  return (g / per_row_) * shape_.back() + j * len_ + i;
+  if (!offsets_.empty()) return members_[static_cast<std::size_t>(offsets_[static_cast<std::size_t>(g)] + i)];
+  return (g / per_row_) * shape_.back() + (g % per_row_) * len_ + i;
 }
 
 std::int64_t mx_scale_offset(const Contract& c, std::int64_t groups_per_row, std::int64_t row, std::int64_t g) {
@@ -267,12 +355,66 @@ int working_fraction_bits(const Contract& c, DType input) {
   return input == DType::f16 ? 10 : 23;
 }
 
-float top_code(const Contract& c) {
-  switch (c.family) {
-    case Family::mx: return elem_traits(c.element).max;
-    case Family::hif4: return 7.0f;
-    default: return 127.0f;
+float top_code(const Contract& c) { return lab_family(c.family).top_code(c); }
+
+float fp8_nominal_scale(const Contract& c, float amax) {
+  if (amax == 0.0f && c.zero_group == ZeroGroup::zero) return 0.0f;
+  const double max_elem = elem_traits(c.element).max;
+  const double a = std::max(static_cast<double>(amax), c.amax_floor);
+  if (a == 0.0 && c.zero_group == ZeroGroup::one) return 1.0f;
+  const float af = static_cast<float>(a);
+  float s = 0.0f;
+  if (c.scale_kind == ScaleKind::descale) {
+    switch (c.scale_arith) {
+      case ScaleArith::fp32:
+      case ScaleArith::fp32_satfinite: s = af / static_cast<float>(max_elem); break;
+      case ScaleArith::reciprocal: s = af * (1.0f / static_cast<float>(max_elem)); break;
+      case ScaleArith::fp64: s = static_cast<float>(a / max_elem); break;
+    }
+  } else {
+    s = c.scale_arith == ScaleArith::fp64 ? static_cast<float>(max_elem / a) : static_cast<float>(max_elem) / af;
   }
+  if (c.scale_arith == ScaleArith::fp32_satfinite && std::isinf(s)) s = std::numeric_limits<float>::max();
+  // down_log2f is taken as down: nominal scales only size the cases (a few-ulp difference below
+  // 2^k does not move a target), and libm's log2f is not the same everywhere.
+  if (s > 0.0f && std::isfinite(s) && c.scale_pow2 != ScalePow2::none) {
+    const int e = floor_log2(s);
+    s = std::ldexp(1.0f, is_pow2(s) || c.scale_pow2 != ScalePow2::up ? e : e + 1);
+  }
+  return s;
+}
+
+float nvfp4_nominal_tensor_scale(const Contract& c, float tensor_amax) {
+  switch (c.tensor_scale) {
+    case TensorScale::amax: return tensor_amax / (448.0f * 6.0f);
+    case TensorScale::te: {
+      const float s = std::min(448.0f * 6.0f / tensor_amax, std::numeric_limits<float>::max());
+      return tensor_amax == 0.0f || s == 0.0f ? 1.0f : s;
+    }
+    case TensorScale::none: break;
+  }
+  return 0.0f;
+}
+
+float nvfp4_nominal_block_scale(const Contract& c, float amax, float tensor_scale) {
+  if (c.tensor_scale == TensorScale::te)  // saturated, no lower clamp
+    return elem_decode(ElemFormat::e4m3,
+                       elem_encode(ElemFormat::e4m3, nvfp4_unrounded_block_scale(c, amax, tensor_scale), Rounding::rne,
+                                   Overflow::saturate));
+  float s = amax / 6.0f;
+  if (c.tensor_scale == TensorScale::amax) s = s / tensor_scale;
+  if (!(s == s)) return s;  // NaN (an all-zero tensor's 0 / 0)
+  s = std::clamp(s, 0x1p-6f, 448.0f);
+  return elem_decode(ElemFormat::e4m3, elem_encode(ElemFormat::e4m3, s, Rounding::rne, Overflow::saturate));
+}
+
+float nvfp4_unrounded_block_scale(const Contract& c, float amax, float tensor_scale) {
+  switch (c.tensor_scale) {
+    case TensorScale::none: return amax / 6.0f;
+    case TensorScale::amax: return amax / 6.0f / tensor_scale;
+    case TensorScale::te: return amax * (tensor_scale * (1.0f / 6.0f));
+  }
+  return amax / 6.0f;
 }
 
 float int8_nominal_scale(const Contract& c, float amax) {
@@ -302,8 +444,13 @@ Predicate exact_ties() {
   return make(
       "exact_ties",
       "elements whose x / decoded scale lies exactly on the midpoint of two adjacent representable values "
-      "(int8: n + 1/2; HiF4: mant on the midpoints of its 0.25 grid)",
+      "(int8: n + 1/2; HiF4: mant on the midpoints of its 0.25 grid; fp8.scaled, nvfp4: x scaled as the contract "
+      "scales it)",
       [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
+        if (is_scaled_family(c)) {
+          const std::vector<float>& table = scaled_table(c);
+          return count_scaled(c, in, obs, [&](float a) { return is_midpoint(table, a); });
+        }
         switch (c.family) {
           case Family::mx: {
             const std::vector<float>& table = elem_value_table(c.element);
@@ -467,8 +614,13 @@ Predicate saturation() {
   return make(
       "saturation",
       "elements past the largest code: MX |x| / 2^(floor(log2 amax) - emax) > element max (the band the floor "
-      "scale saturates); int8 |x| / scale > 127; HiF4 codes clamped to 7",
+      "scale saturates); int8 |x| / scale > 127; HiF4 codes clamped to 7; fp8.scaled and nvfp4 |x| scaled by "
+      "the group's scale > the element max (448, 57344; 6)",
       [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
+        if (is_scaled_family(c)) {
+          const float top = top_code(c);
+          return count_scaled(c, in, obs, [top](float a) { return a > top; });
+        }
         switch (c.family) {
           case Family::mx: {
             const ElemTraits& t = elem_traits(c.element);
@@ -504,13 +656,21 @@ Predicate saturation() {
 
 Predicate tail() {
   return make("tail",
-              "partial groups: MX, int8.group, HiF4 rows with K % group != 0; int8.block (b, head) with "
-              "S % token_block != 0; int8.token rows with Q % 16 != 0 (a partial SIMD vector)",
+              "partial groups: MX, int8.group, HiF4, nvfp4 rows with K % group != 0; int8.block (b, head) with "
+              "S % token_block != 0; fp8.scaled group, tile and head_block domains cut short by the tensor's "
+              "edge; int8.token and fp8.scaled tensor / row rows with K % 16 != 0 (a partial SIMD vector)",
               [](const Contract& c, const Input& in, const Observed&) -> std::int64_t {
                 const Shape& s = in.shape;
                 if (s.empty()) return 0;
                 if (c.family == Family::int8_block)
                   return s.size() == 4 && s[1] % c.token_block != 0 ? s[0] * s[2] : 0;
+                const Granularity grain = c.granularity.kind;
+                if (c.family == Family::fp8_scaled && grain != Granularity::tensor && grain != Granularity::row) {
+                  // Domains the tensor's edge cuts short: fewer elements than the largest one.
+                  std::int64_t whole = 0;
+                  for (std::int64_t g = 0; g < in.groups.count(); ++g) whole = std::max(whole, in.groups.size(g));
+                  return count_groups(in, [&](std::int64_t g) { return in.groups.size(g) < whole; });
+                }
                 const std::int64_t k = s.back();
                 if (k <= 0) return 0;
                 const std::int64_t rows = shape_numel(s) / k;
@@ -609,6 +769,51 @@ Predicate empty_rows() {
               [](const Contract&, const Input& in, const Observed&) -> std::int64_t {
                 return !in.shape.empty() && in.shape[0] == 0 ? 1 : 0;
               });
+}
+
+// nvfp4: a block's E4M3 scale before rounding (and before the clamp), nominal.
+namespace {
+float nvfp4_unrounded_scale(const Contract& c, const Input& in, std::int64_t g) {
+  return nvfp4_unrounded_block_scale(c, group_amax(in, g), nvfp4_nominal_tensor_scale(c, in.tensor_amax));
+}
+}  // namespace
+
+Predicate scaled_subnormals() {
+  return make("scaled_subnormals",
+              "elements whose value scaled by the group's scale is a non-zero value below the element format's "
+              "smallest normal (fp8.scaled, nvfp4)",
+              [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
+                if (!is_scaled_family(c)) return 0;
+                const ElemTraits& t = elem_traits(c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element);
+                const float min_normal = std::ldexp(1.0f, 1 - t.bias);
+                return count_scaled(c, in, obs, [min_normal](float a) { return a > 0.0f && a < min_normal; });
+              });
+}
+
+Predicate block_scale_ties() {
+  return make("block_scale_ties", "nvfp4 blocks whose unrounded scale fp32(amax / 6) [/ t] is the midpoint of two E4M3 values",
+              [](const Contract& c, const Input& in, const Observed&) -> std::int64_t {
+                if (c.family != Family::nvfp4) return 0;
+                const std::vector<float>& table = elem_value_table(ElemFormat::e4m3);
+                return count_groups(in, [&](std::int64_t g) { return is_midpoint(table, nvfp4_unrounded_scale(c, in, g)); });
+              });
+}
+
+Predicate block_scale_clamped() {
+  return make("block_scale_clamped", "nvfp4 blocks whose unrounded scale fp32(amax / 6) [/ t] is below 2^-6 (clamped up to it)",
+              [](const Contract& c, const Input& in, const Observed&) -> std::int64_t {
+                if (c.family != Family::nvfp4) return 0;
+                return count_groups(in, [&](std::int64_t g) { return nvfp4_unrounded_scale(c, in, g) < 0x1p-6f; });
+              });
+}
+
+Predicate tensor_amax_between(const std::string& name, float lo, float hi) {
+  char desc[128];
+  std::snprintf(desc, sizeof desc, "the tensor's max |x| over finite elements lies in [%g, %g]", static_cast<double>(lo),
+                static_cast<double>(hi));
+  return make(name, desc, [lo, hi](const Contract&, const Input& in, const Observed&) -> std::int64_t {
+    return in.tensor_amax >= lo && in.tensor_amax <= hi ? 1 : 0;
+  });
 }
 
 }  // namespace qexact::conformance

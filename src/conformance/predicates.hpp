@@ -24,7 +24,8 @@ namespace qexact::conformance {
 
 // The scale groups a contract forms on an input shape, numbered in the order of its scale
 // tensor (MX: row-major (row, group) before any layout; int8.block: (b, head, token block);
-// int8.token: rows; int8.group: (row, group); HiF4: (row, 64-block)). Members are C-order flat
+// int8.token: rows; int8.group: (row, group); HiF4: (row, 64-block); nvfp4: (row, 16-block);
+// fp8.scaled: the C order of its scale tensor, for every granularity). Members are C-order flat
 // indices in the group's reduction order. A partial last group has only its real elements.
 class Groups {
  public:
@@ -34,7 +35,10 @@ class Groups {
   std::int64_t member(std::int64_t g, std::int64_t i) const;
 
  private:
-  bool blocked_tokens_ = false;  // int8.block: groups span token_block rows of one head
+  // Scale domains that are not runs along the last axis (int8.block and fp8.scaled head_block:T,
+  // tensor, tile:MxN): members listed per domain, from contracts/scale_grain's element -> scale
+  // map of the family row's grain.
+  std::vector<std::int64_t> offsets_, members_;
   Shape shape_;
   std::int64_t len_ = 0;         // elements of a full group along the last axis
   std::int64_t per_row_ = 0;     // groups per row (along the last axis) or token blocks per head
@@ -58,12 +62,24 @@ struct Predicate {
 // scale_store; qmax = 127 for both ranges), as stored.
 float int8_nominal_scale(const Contract& c, float amax);
 
+// fp8.scaled: the scale the quotient uses (descale or multiplier, after amax_floor, scale_arith
+// and scale_pow2; before `stored`) for a group of max |x| = amax; 0 for an all-zero group under
+// zero_group=zero.
+float fp8_nominal_scale(const Contract& c, float amax);
+// nvfp4: the tensor scale t its block steps use (amax: fp32(tensor_amax / 2688); te:
+// S_enc = 2688 / tensor_amax, capped at FLT_MAX, 1 for a zero amax; none: 0), a block's scale
+// before E4M3 rounding (fp32(amax / 6) [/ t]; te: amax * (S_enc * fp32(1/6))), and its decoded
+// E4M3 scale (clamped to [2^-6, 448]; te: saturated, no lower clamp).
+float nvfp4_nominal_tensor_scale(const Contract& c, float tensor_amax);
+float nvfp4_unrounded_block_scale(const Contract& c, float amax, float tensor_scale);
+float nvfp4_nominal_block_scale(const Contract& c, float amax, float tensor_scale);
+
 // Fraction bits of the precision amax is compared in: 7 (bf16) where the input or the MX
 // contract's prequant_round is bf16, 10 for f16 input, else 23.
 int working_fraction_bits(const Contract& c, DType input);
 
-// The largest code magnitude a group's scale maps amax onto: the element max (MX), 127 (int8),
-// 7 (HiF4).
+// The largest code magnitude a group's scale maps amax onto: the element max (MX, fp8.scaled),
+// 127 (int8), 7 (HiF4), 6 (nvfp4).
 float top_code(const Contract& c);
 
 // ---- the predicates of §8.4 ------------------------------------------------------------
@@ -91,6 +107,11 @@ Predicate amax_sweep();               // groups whose amax is top * 2^k (top: el
 Predicate negative_zero();            // elements that are -0.0
 Predicate bf16_binade_cross();        // groups whose fp32 amax changes binade under bf16 rounding
 Predicate empty_rows();               // int8.token: R == 0
+// §9 (fp8.scaled, nvfp4): x as the contract scales it, by the group's scale.
+Predicate scaled_subnormals();        // elements scaled into the element format's subnormal range
+Predicate block_scale_ties();         // nvfp4 blocks whose fp32(amax / 6) [/ t] is an E4M3 midpoint
+Predicate block_scale_clamped();      // nvfp4 blocks whose fp32(amax / 6) [/ t] is below 2^-6 (the clamp)
+Predicate tensor_amax_between(const std::string& name, float lo, float hi);  // lo <= max |x| <= hi
 
 // Flat offset of MX group (row, g) in the scale tensor of the contract's layout.
 std::int64_t mx_scale_offset(const Contract& c, std::int64_t groups_per_row, std::int64_t row, std::int64_t g);

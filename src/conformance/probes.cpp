@@ -7,6 +7,7 @@
 
 #include "conformance/case_fill.hpp"
 #include "conformance/emulate.hpp"
+#include "conformance/predicates.hpp"
 #include "qexact/formats/element.hpp"
 
 namespace qexact::conformance {
@@ -22,7 +23,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // Every output byte of one run, payload then scale (HiF4: the output tensor).
 std::vector<std::uint8_t> output_bytes(const DeviceOutput& out) {
   std::vector<std::uint8_t> b;
-  for (const Tensor* t : {&out.payload, &out.scale, &out.output}) {
+  for (const Tensor* t : {&out.payload, &out.scale, &out.tensor_scale, &out.output}) {
     const auto* p = static_cast<const std::uint8_t*>(t->raw());
     b.insert(b.end(), p, p + t->nbytes());
   }
@@ -48,8 +49,8 @@ class ProbeBuilder {
       case Family::int8_group: int8(); break;
       case Family::hif4: hif4(); break;
       case Family::pool: pool(); break;
-      case Family::fp8_scaled:
-      case Family::nvfp4: break;
+      case Family::fp8_scaled: fp8(); break;
+      case Family::nvfp4: nvfp4(); break;
     }
     return std::move(out_);
   }
@@ -67,7 +68,16 @@ class ProbeBuilder {
     k.input = from_f32_vector(values, shape, dtype);
     k.target = std::move(target);
     k.hits = k.target->count(c_, k.input.view(), Observed{});
-    if (k.hits >= k.target->min_hits) out_.push_back(std::move(k));
+    if (k.hits < k.target->min_hits) return;
+    // A probe whose input the contract itself refuses (non-finite values under
+    // nonfinite_input=reject) is exported as a rejection case: its variants differ in whether
+    // they refuse it.
+    try {
+      run_contract(c_, k.input.view(), RunOptions{Engine::reference, 1});
+    } catch (const Error& e) {
+      k.expect_error = e.kind();
+    }
+    out_.push_back(std::move(k));
   }
 
   void add_groups(const std::string& name, const std::string& description, std::int64_t n, const Fill& fill,
@@ -308,6 +318,96 @@ class ProbeBuilder {
       add("granularity", "magnitude classes changing every 16 tokens and 16 channels: the domain size", shape, f32, v,
           discriminates(param, sizes));
     }
+  }
+
+  // ---- fp8.scaled and nvfp4 (contracts §9) ----
+
+  // Groups of amax drawn over 2^-8 .. 2^8 times the element max (none a power of two), the
+  // seed's 450 / 1000 / 230 / 480 / 510 scaled to the max, tiny and all-zero groups.
+  Fill scaled_amaxes() const {
+    const double top = top_code(c_);
+    return [top](Rng& r, std::int64_t size, std::int64_t g) {
+      const double seeds[] = {450.0, 1000.0, 230.0, 480.0, 510.0};
+      if (g % 16 == 15) return Content(static_cast<std::size_t>(size), 0.0f);
+      if (g % 16 == 14) return anchored_content(r, size, 1e-13);
+      if (g % 16 < 5) return anchored_content(r, size, seeds[g % 16] / 448.0 * top);
+      return anchored_content(r, size, r.uniform(1.0, 2.0) * top * pow2(static_cast<int>(r.below(17)) - 8));
+    };
+  }
+
+  // One probe per enumerated parameter of the family (params(c) and param_choices, nothing
+  // spelled): each on the input that moves it, kept only where its values disagree.
+  void scaled_parameter_probes(const std::vector<std::pair<std::string, Fill>>& inputs, std::int64_t groups) {
+    for (const auto& [key, value] : params(c_)) {
+      const std::vector<std::string> choices = param_choices(c_.family, key);
+      if (choices.empty()) continue;
+      for (const auto& [name, fill] : inputs) {
+        const std::size_t before = out_.size();
+        add_groups(key + "_" + name, "the values of " + key + " on " + name + " groups", groups, fill, DType::f32,
+                   discriminates(key, choices));
+        if (out_.size() > before) break;  // the first input that moves it is enough
+      }
+    }
+  }
+
+  void fp8() {
+    const Contract c = c_;
+    const std::vector<float>& table = elem_value_table(c.element);
+    // Quotients: per group of a random amax, elements near midpoints of the element grid (times
+    // the nominal descale) where x / s and x * fp32(1 / s) round apart.
+    const Fill quotient = [c, &table](Rng& r, std::int64_t size, std::int64_t) {
+      const double top = top_code(c);
+      Content v;
+      float amax = 1.0f;
+      for (int tries = 0; tries < 64 && v.size() < 4; ++tries) {
+        v.clear();
+        amax = static_cast<float>(r.uniform(1.0, 2.0) * top * pow2(static_cast<int>(r.below(9)) - 4));
+        const float s = amax / static_cast<float>(top), inv = 1.0f / s;
+        auto code = [&](float q) { return elem_encode(c.element, q, Rounding::rne, Overflow::saturate); };
+        for (std::size_t i = 0; i + 1 < table.size() && static_cast<std::int64_t>(v.size()) + 1 < size; ++i) {
+          float x = static_cast<float>((static_cast<double>(table[i]) + table[i + 1]) / 2.0 * s);
+          for (int step = 0; step < 3; ++step, x = std::nextafter(x, 0.0f))
+            if (code(x / s) != code(x * inv)) v.push_back((i % 2 ? -1.0f : 1.0f) * x);
+        }
+      }
+      Content out = uniform_content(r, size, amax * (1.0 - 0x1p-6));
+      for (std::size_t i = 0; i < v.size() && static_cast<std::int64_t>(i) + 1 < size; ++i) out[i + 1] = v[i];
+      out[0] = amax;
+      return out;
+    };
+    const Fill nonfinite = [](Rng& r, std::int64_t size, std::int64_t g) {
+      Content v = uniform_content(r, size, 2.0);
+      v[static_cast<std::size_t>(g % size)] = g % 3 == 0 ? kInf : g % 3 == 1 ? -kInf : kNaN;
+      return v;
+    };
+    scaled_parameter_probes({{"amax", scaled_amaxes()}, {"quotient", quotient}, {"nonfinite", nonfinite}}, 32);
+    add_groups("zero_group", "all-zero groups and groups of amax 1e-13 under amax_floor = 1e-12", 32, scaled_amaxes(),
+               DType::f32, discriminates("zero_group", param_choices(c_.family, "zero_group"), {"amax_floor=1e-12"}));
+    // Granularity: magnitude classes changing every 64 rows and 64 columns of a [256, 256]
+    // view, so that tensor, row, group:128, tile:128x128 (and head_block:64) scales all differ;
+    // (B, S, N, D) = (2, 64, 2, 128) for a head_block contract, which takes nothing else.
+    {
+      const Shape shape = c.granularity.kind == Granularity::head_block ? Shape{2, 64, 2, 128} : Shape{256, 256};
+      Content v(static_cast<std::size_t>(shape_numel(shape)));
+      Rng r(case_seed(kProbeSeed, "granularity"));
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const int cls = static_cast<int>((i / 256 / 64 + i % 256 / 64 + i / 256 % 7) % 9) - 4;
+        v[i] = static_cast<float>(r.uniform(-1.0, 1.0) * pow2(cls));
+      }
+      add("granularity", "[256, 256] (or (2, 64, 2, 128)) with magnitude classes changing along both axes: tensor, "
+          "row, group:128, tile:128x128, head_block:64",
+          shape, DType::f32, v,
+          discriminates("granularity", {"tensor", "row", "group:128", "tile:128x128", "head_block:64"}));
+    }
+  }
+
+  void nvfp4() {
+    const Fill nonfinite = [](Rng& r, std::int64_t size, std::int64_t g) {
+      Content v = uniform_content(r, size, 2.0);
+      v[static_cast<std::size_t>(g % size)] = g % 3 == 0 ? kInf : g % 3 == 1 ? -kInf : kNaN;
+      return v;
+    };
+    scaled_parameter_probes({{"amax", scaled_amaxes()}, {"nonfinite", nonfinite}}, 32);
   }
 
   // ---- HiF4 ----

@@ -1,9 +1,12 @@
 #include "conformance/scale_grid.hpp"
 
+#include <algorithm>
+
+#include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
+#include "qexact/error.hpp"
 
 #include "qexact/quantize.hpp"
-#include "reference/int8_steps.hpp"
 #include "reference/reference.hpp"
 
 namespace qexact::conformance {
@@ -16,85 +19,64 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b > 0 ? (a + b - 
 ScaleGrid::ScaleGrid(const Contract& c, const Shape& x) : c_(c), x_(x) {
   const std::int64_t numel = shape_numel(x);
   const std::int64_t k = x.empty() ? 1 : x.back();
-  switch (c.family) {
-    case Family::mx:
-      per_row_ = ceil_div(k, c.block);
-      row_len_ = k;
-      rows_ = k > 0 ? numel / k : 0;
-      groups_ = rows_ * per_row_;
-      elements_ = numel;
-      break;
-    case Family::int8_block:
-    case Family::int8_token:
-    case Family::int8_group:
-      row_len_ = k;
-      rows_ = k > 0 ? numel / k : 0;
-      groups_ = shape_numel(scale_shape(c, x));
-      per_row_ = c.family == Family::int8_group ? k / c.group : 1;
-      blocks_ = c.family == Family::int8_block ? ceil_div(x[1], c.token_block) : 0;
-      elements_ = numel;
-      break;
-    case Family::pool: {
-      // Elements are the means (B, cells, F...); a group is one (b, cell).
-      per_row_ = x.size() >= 2 ? ceil_div(x[1], c.pool) : 0;
-      Shape out = x;
-      if (out.size() >= 2) out[1] = per_row_;
-      elements_ = shape_numel(out);
-      groups_ = x.empty() ? 0 : x[0] * per_row_;
-      row_len_ = groups_ > 0 ? elements_ / groups_ : 0;
-      rows_ = groups_;
-      break;
-    }
-    case Family::hif4:
-      row_len_ = k;
-      rows_ = k > 0 ? numel / k : 0;
-      groups_ = numel / 64;
-      elements_ = numel;
-      break;
-    case Family::fp8_scaled:
-    case Family::nvfp4:
-      row_len_ = k;
-      rows_ = k > 0 ? numel / k : 0;
-      groups_ = shape_numel(scale_shape(c, x));
-      per_row_ = c.family == Family::nvfp4 ? k / kNvfp4Block
-                 : c.granularity.kind == Granularity::group ? ceil_div(k, c.granularity.cols)
-                                                            : 1;
-      elements_ = numel;
-      break;
+  const auto grain_of = family_traits(c.family).grain;
+  if (!grain_of) {
+    // pool.mean: elements are the means (B, cells, F...); a group is one (b, cell).
+    per_row_ = x.size() >= 2 ? ceil_div(x[1], c.pool) : 0;
+    Shape out = x;
+    if (out.size() >= 2) out[1] = per_row_;
+    elements_ = shape_numel(out);
+    groups_ = x.empty() ? 0 : x[0] * per_row_;
+    row_len_ = groups_ > 0 ? elements_ / groups_ : 0;
+    rows_ = groups_;
+    grid_ = x.empty() ? Shape{} : Shape{x[0], per_row_};
+    return;
   }
+  // The family row's grain numbers the groups: the C order of its scale shape (MX's before its
+  // layout; HiF4's 64-blocks along the last axis).
+  grain_ = grain_of(c);
+  row_len_ = k;
+  rows_ = k > 0 ? numel / k : 0;
+  elements_ = numel;
+  try {
+    grid_ = grain_scale_shape(grain_, x, family_name(c.family));
+  } catch (const Error&) {
+    return;  // a shape the contract refuses: no groups
+  }
+  groups_ = shape_numel(grid_);
+  per_row_ = grain_.kind == Granularity::group ? ceil_div(k, grain_.cols) : 1;
 }
 
 std::int64_t ScaleGrid::group_of(std::int64_t e) const {
-  switch (c_.family) {
-    case Family::mx: return e / row_len_ * per_row_ + (e % row_len_) / c_.block;
-    case Family::int8_block: return ref::int8::scale_index_of(c_, x_, e);
-    case Family::int8_token:
-    case Family::int8_group: return ref::int8::scale_index_of(c_, x_, e);
-    case Family::pool:
-    case Family::hif4: return row_len_ > 0 ? e / (c_.family == Family::hif4 ? 64 : row_len_) : 0;
-    case Family::fp8_scaled: return grain_scale_index(c_.granularity, x_, e);
-    case Family::nvfp4: return e / kNvfp4Block;
-  }
-  return 0;
+  if (!family_traits(c_.family).grain) return row_len_ > 0 ? e / row_len_ : 0;
+  return grain_scale_index(grain_, x_, e);
 }
 
 bool ScaleGrid::has_tail() const {
-  switch (c_.family) {
-    case Family::mx: return row_len_ % c_.block != 0;
-    case Family::int8_block: return x_.size() == 4 && x_[1] % c_.token_block != 0;
-    case Family::pool: return x_.size() >= 2 && x_[1] % c_.pool != 0;
-    default: return false;
+  if (!family_traits(c_.family).grain) return x_.size() >= 2 && x_[1] % c_.pool != 0;
+  switch (grain_.kind) {
+    case Granularity::group: return row_len_ % grain_.cols != 0;
+    case Granularity::tile: return rows_ % grain_.rows != 0 || row_len_ % grain_.cols != 0;
+    case Granularity::head_block: return x_.size() == 4 && x_[1] % grain_.rows != 0;
+    case Granularity::tensor:
+    case Granularity::row: break;
   }
+  return false;
 }
 
 bool ScaleGrid::is_tail_group(std::int64_t g) const {
   if (!has_tail()) return false;
-  switch (c_.family) {
-    case Family::mx:
-    case Family::pool: return g % per_row_ == per_row_ - 1;
-    case Family::int8_block: return g % blocks_ == blocks_ - 1;
-    default: return false;
+  if (!family_traits(c_.family).grain) return g % per_row_ == per_row_ - 1;
+  const std::int64_t last = grid_.empty() ? 1 : grid_.back();  // domains along the grid's last axis
+  switch (grain_.kind) {
+    case Granularity::group:
+    case Granularity::head_block: return g % last == last - 1;
+    case Granularity::tile:
+      return (rows_ % grain_.rows != 0 && g / last == grid_[0] - 1) || (row_len_ % grain_.cols != 0 && g % last == last - 1);
+    case Granularity::tensor:
+    case Granularity::row: break;
   }
+  return false;
 }
 
 std::vector<std::uint32_t> ScaleGrid::scale_bits(const Tensor& scale) const {
@@ -129,23 +111,7 @@ Tensor ScaleGrid::scale_tensor(const std::vector<std::uint32_t>& bits, DType sca
   return t;
 }
 
-Shape ScaleGrid::shape() const {
-  Shape s = x_;
-  switch (c_.family) {
-    case Family::mx:
-    case Family::int8_group:
-    case Family::hif4:
-      if (s.empty()) return s;
-      s.back() = c_.family == Family::hif4 ? row_len_ / 64 : per_row_;
-      return s;
-    case Family::int8_block:
-    case Family::int8_token:
-    case Family::fp8_scaled:
-    case Family::nvfp4: return scale_shape(c_, x_);
-    case Family::pool: return x_.empty() ? Shape{} : Shape{x_[0], per_row_};
-  }
-  return s;
-}
+Shape ScaleGrid::shape() const { return grid_; }
 
 std::vector<std::uint8_t> ScaleGrid::codes(const Tensor& payload) const {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(elements_), 0);
@@ -164,7 +130,12 @@ std::vector<std::uint8_t> ScaleGrid::codes(const Tensor& payload) const {
   return out;
 }
 
-std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype) {
+std::int64_t ordered_scale(std::uint32_t bits, ScaleCode code, DType scale_dtype) {
+  if (code == ScaleCode::e4m3) {
+    const std::int64_t mag = bits & 0x7Fu;
+    return (bits & 0x80u) != 0 ? -mag : mag;
+  }
+  if (code == ScaleCode::e8m0) return static_cast<std::int64_t>(bits);
   switch (scale_dtype) {
     case DType::f32: {
       const std::int64_t mag = bits & 0x7FFFFFFFu;
@@ -177,6 +148,16 @@ std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype) {
     }
     default: return static_cast<std::int64_t>(bits);
   }
+}
+
+std::string scale_delta_unit(const Contract& c, DType scale_dtype) {
+  switch (family_traits(c.family).scale_code) {
+    case ScaleCode::e8m0: return "E8M0 steps";
+    case ScaleCode::e4m3: return "E4M3 codes";
+    case ScaleCode::ieee: return std::string("ulps of ") + dtype_name(scale_dtype);
+    case ScaleCode::none: break;
+  }
+  return "";
 }
 
 }  // namespace qexact::conformance

@@ -2,12 +2,15 @@
 // domain ("group") and which row each element belongs to, each group's scale read out of the
 // contract's layout (E8M0 byte, or the f32/f16 bits of an int8 scale), each element's code
 // (E2M1 nibbles unpacked), and which groups are partial tails. Groups are numbered in the C
-// order of the logical scale grid: MX (row, group), int8.block (b, head, token block),
-// int8.token row, int8.group (row, group), pool.mean (b, cell), HiF4 (row, 64-block).
+// order of the logical scale grid, the family row's grain's scale shape (contracts/scale_grain):
+// MX (row, group), int8.block (b, head, token block), int8.token row, int8.group (row, group),
+// HiF4 (row, 64-block), nvfp4 (row, 16-block), fp8.scaled its granularity's; pool.mean (b, cell).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "contracts/family_table.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
@@ -23,7 +26,8 @@ class ScaleGrid {
   std::int64_t elements() const { return elements_; }
   std::int64_t group_of(std::int64_t element) const;
   std::int64_t row_of(std::int64_t element) const { return row_len_ > 0 ? element / row_len_ : 0; }
-  // A partial last block (MX K % block, int8.block S % token_block, pool S % P).
+  // A partial last block (MX K % block, int8.block S % token_block, pool S % P; fp8.scaled
+  // group:N, tile:MxN and head_block:T domains cut short by the edge of the tensor).
   bool is_tail_group(std::int64_t g) const;
   bool has_tail() const;
 
@@ -46,11 +50,15 @@ class ScaleGrid {
   Shape x_;
   std::int64_t groups_ = 0, rows_ = 0, elements_ = 0, row_len_ = 0;
   std::int64_t per_row_ = 0;  // MX / int8.group: groups per row; pool: cells
-  std::int64_t blocks_ = 0;   // int8.block: token blocks per (b, head)
+  ScaleGrain grain_;           // which elements share a scale (the family row's grain; pool: none)
+  Shape grid_;                 // the logical grid (shape())
 };
 
-// Signed integers whose differences count representable steps: E8M0 bytes as they are,
-// float bit patterns as sign-magnitude integers (adjacent floats differ by 1).
-std::int64_t ordered_scale(std::uint32_t bits, DType scale_dtype);
+// Signed integers whose differences count representable steps of the scale's own encoding:
+// E8M0 bytes as they are, E4M3 codes and float bit patterns as sign-magnitude integers
+// (adjacent codes, adjacent floats differ by 1).
+std::int64_t ordered_scale(std::uint32_t bits, ScaleCode code, DType scale_dtype);
+// The unit of those differences: "E8M0 steps", "E4M3 codes", "ulps of f32", "ulps of f16".
+std::string scale_delta_unit(const Contract& c, DType scale_dtype);
 
 }  // namespace qexact::conformance

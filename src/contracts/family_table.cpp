@@ -76,13 +76,16 @@ std::vector<OutputSpec> fp8_scaled_outputs(const Contract& c, const Shape& x) {
   return {{"payload", DType::u8, x}, {"scale", DType::f32, grain_scale_shape(c.granularity, x, "fp8.scaled")}};
 }
 
+// The one place that says which contracts have a tensor scale output (outputs and output_names).
+bool has_tensor_scale(const Contract& c) { return c.family == Family::nvfp4 && c.tensor_scale != TensorScale::none; }
+
 std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
   need_rank_at_least(x, 1, "nvfp4");
   need_whole_groups(x, kNvfp4Block, "nvfp4 block");
   Shape s = leading(x);
   s.push_back(x.back() / kNvfp4Block);
   std::vector<OutputSpec> out = {{"payload", DType::u8, packed_e2m1(x)}, {"scale", DType::u8, s}};
-  if (c.tensor_scale == TensorScale::amax) out.push_back({"tensor_scale", DType::f32, Shape{}});
+  if (has_tensor_scale(c)) out.push_back({"tensor_scale", DType::f32, Shape{}});
   return out;
 }
 
@@ -98,14 +101,14 @@ ScaleGrain nvfp4_grain(const Contract&) { return {Granularity::group, 1, kNvfp4B
 
 const std::vector<FamilyTraits>& family_table() {
   static const std::vector<FamilyTraits> rows = {
-      {Family::mx, "mx", "§1-2", true, mx_outputs, mx_grain},
-      {Family::int8_block, "int8.block", "§3", true, int8_block_outputs, int8_block_grain},
-      {Family::int8_token, "int8.token", "§4", true, int8_token_outputs, row_grain},
-      {Family::int8_group, "int8.group", "§4", true, int8_group_outputs, int8_group_grain},
-      {Family::hif4, "hif4", "§5", false, nullptr, hif4_grain},
-      {Family::pool, "pool", "§6", false, nullptr, nullptr},
-      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp8_scaled_outputs, fp8_scaled_grain},
-      {Family::nvfp4, "nvfp4", "§9.2", true, nvfp4_outputs, nvfp4_grain},
+      {Family::mx, "mx", "§1-2", true, ScaleCode::e8m0, mx_outputs, mx_grain},
+      {Family::int8_block, "int8.block", "§3", true, ScaleCode::ieee, int8_block_outputs, int8_block_grain},
+      {Family::int8_token, "int8.token", "§4", true, ScaleCode::ieee, int8_token_outputs, row_grain},
+      {Family::int8_group, "int8.group", "§4", true, ScaleCode::ieee, int8_group_outputs, int8_group_grain},
+      {Family::hif4, "hif4", "§5", false, ScaleCode::none, nullptr, hif4_grain},
+      {Family::pool, "pool", "§6", false, ScaleCode::none, nullptr, nullptr},
+      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, ScaleCode::ieee, fp8_scaled_outputs, fp8_scaled_grain},
+      {Family::nvfp4, "nvfp4", "§9.2", true, ScaleCode::e4m3, nvfp4_outputs, nvfp4_grain},
   };
   return rows;
 }
@@ -114,6 +117,13 @@ const FamilyTraits& family_traits(Family f) {
   for (const auto& r : family_table())
     if (r.family == f) return r;
   fail(ErrorKind::bad_argument, "family " + std::to_string(static_cast<int>(f)) + " has no row in the family table");
+}
+
+std::vector<std::string> output_names(const Contract& c) {
+  require_quantizer(c, "quantize");
+  std::vector<std::string> names = {"payload", "scale"};
+  if (has_tensor_scale(c)) names.push_back("tensor_scale");
+  return names;
 }
 
 void require_quantizer(const Contract& c, const char* what) {

@@ -4,6 +4,8 @@
 // on the family; a new family is one row here, one in kernels/family_kernels.cpp, and its own
 // files.
 #pragma once
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "contracts/scale_grain.hpp"
@@ -12,11 +14,21 @@
 
 namespace qexact {
 
+// How a family's scale output encodes a scale, so that scale differences are counted in the
+// encoding's own steps (compare, diagnose).
+enum class ScaleCode : std::uint8_t {
+  none,  // no scale output (hif4, pool)
+  e8m0,  // u8 biased power-of-two exponents (MX): deltas in E8M0 steps
+  e4m3,  // u8 E4M3 codes (nvfp4 block scales): deltas in E4M3 codes
+  ieee,  // f32 or f16 values (int8, fp8.scaled): deltas in ulps (ordered bit patterns)
+};
+
 struct FamilyTraits {
   Family family;
   const char* name;      // "mx", "int8.block", ... (family_name)
   const char* sections;  // "§1-2": where docs/contracts.md defines it
   bool quantizes;        // has quantize / dequantize (hif4 packs and fake-quantizes; pool averages)
+  ScaleCode scale_code;  // how its "scale" output encodes a scale
   // The outputs for input shape x, checked; called only where `quantizes`.
   std::vector<OutputSpec> (*outputs)(const Contract& c, const Shape& x);
   // Which elements share one scale, as a granularity over x (contracts/scale_grain.hpp): the
@@ -28,6 +40,12 @@ struct FamilyTraits {
 const FamilyTraits& family_traits(Family f);
 // Every family, in declaration order.
 const std::vector<FamilyTraits>& family_table();
+
+// The names of the outputs a quantizing contract gives any input, in output_specs order
+// ("payload", "scale", then "tensor_scale" where the contract has one): what a caller needs
+// before it knows the input's shape (the files of an output directory). Checked equal to
+// output_specs' names by the tests.
+std::vector<std::string> output_names(const Contract& c);
 
 // Throws bad_argument naming the contract when its family does not quantize.
 void require_quantizer(const Contract& c, const char* what);

@@ -29,23 +29,32 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x);
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 
 // The contract's element steps with scales given from outside (a device's), in the contract's
-// scale shape, layout and dtype, for the MX and int8 families: each group's payload is what
-// the contract makes of its elements with that scale. MX: the given byte replaces the computed
+// scale shape, layout and dtype, for the MX, int8 and nvfp4 families: each group's payload is
+// what the contract makes of its elements with that scale. MX: the given byte replaces the computed
 // one (the non-finite rules, which read the input, still decide those groups). int8: a domain
 // whose given scale equals the contract's own uses the contract's quotient; another one is
 // divided by it (quotient=divide) or multiplied by fp32(1 / it) (the multiplying quotients).
+// nvfp4: the given E4M3 codes replace the computed ones; the tensor scale is the computed one.
+// fp8.scaled: as int8, a given scale equal to the contract's own uses the contract's own; another
+// is read back from its stored form (stored=inverse: fp32(1 / it)) and used by the contract's
+// quotient; a given 0 under zero_group=zero is a zero domain (payload 0).
 // The result's scale is the given one. Used to separate scale errors from payload errors.
 QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
 // fp8.scaled (contracts §9.1): u8 E4M3/E5M2 codes of x's shape, f32 scales in the granularity's shape.
 QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x);
+QuantResult quantize_fp8_scaled_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 
 // nvfp4 (contracts §9.2): u8 packed E2M1 pairs, u8 E4M3 block scales, f32 [] tensor scale when
-// tensor_scale=amax (else QuantResult::tensor_scale stays empty and `tensor_scale` is ignored).
+// tensor_scale=amax (t) or te (the amax); else QuantResult::tensor_scale stays empty and
+// `tensor_scale` is ignored.
 QuantResult quantize_nvfp4(const Contract& c, const TensorView& x);
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape);
+// nvfp4's payload from given E4M3 block-scale codes (u8, the scale shape); the tensor scale, if
+// any, is the one the contract computes from x.
+QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
 // HiFloat4 (contracts §5).
 Tensor hif4_fake_quant(const TensorView& x, int qdim);
