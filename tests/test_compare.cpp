@@ -29,7 +29,7 @@ Tensor f32_tensor(const Shape& shape, const std::vector<float>& v) { return from
 
 DeviceOutput device_from(const Contract& c, const Tensor& x) {
   const ContractOutput o = run_contract(c, x.view(), kRef);
-  return DeviceOutput{o.payload, o.scale, o.output};
+  return DeviceOutput{o.payload, o.scale, o.output, o.tensor_scale};
 }
 
 std::int64_t differing(const Tensor& a, const Tensor& b) {
@@ -153,7 +153,7 @@ TEST(Compare, TruncationTowardZeroIsARoundingMode) {
   const Shape shape{16, 256};
   const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 1.0f, 5));
   const ContractOutput ref = run_contract(c, x.view(), kRef);
-  DeviceOutput dev{ref.payload, ref.scale, {}};
+  DeviceOutput dev{ref.payload, ref.scale, {}, {}};
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     const float s = ref.scale.data<float>()[i / 256];
     dev.payload.data<std::int8_t>()[i] = static_cast<std::int8_t>(std::trunc(x.data<float>()[i] / s));
@@ -191,7 +191,7 @@ TEST(Compare, WrapAroundInsteadOfSaturation) {
   const Tensor x = f32_tensor(shape, test::normal_values(shape_numel(shape), 1.0f, 13));
   const ContractOutput ref = run_contract(c, x.view(), kRef);
   // The device's scales are half the contract's, and its 8-bit conversion wraps.
-  DeviceOutput dev{ref.payload, ref.scale, {}};
+  DeviceOutput dev{ref.payload, ref.scale, {}, {}};
   for (std::int64_t row = 0; row < 8; ++row) dev.scale.data<float>()[row] = ref.scale.data<float>()[row] / 2.0f;
   std::int64_t wrapped = 0;
   for (std::int64_t i = 0; i < x.numel(); ++i) {
@@ -385,7 +385,7 @@ TEST(Compare, DifferencesOnlyInThePartialLastBlockAreTheTailRule) {
   const Contract c = make_preset("mxfp8.ascend");  // K = 80: groups of 32, 32 and a tail of 16
   const Tensor x = f32_tensor({4, 80}, test::normal_values(4 * 80, 2.0f, 47));
   const ContractOutput ref = run_contract(c, x.view(), kRef);
-  DeviceOutput dev{ref.payload, ref.scale, {}};
+  DeviceOutput dev{ref.payload, ref.scale, {}, {}};
   for (int row = 0; row < 4; ++row)
     for (int col = 64; col < 80; col += 3) dev.payload.data<std::uint8_t>()[row * 80 + col] ^= 0x01;
   const CompareReport r = compare_checked(c, x, dev);

@@ -221,6 +221,10 @@ void set_param(Contract& c, const std::string& key_eq_value);
 // Every value an enumerated or boolean parameter can take, in a stable order (each accepted by
 // set_param); empty for a numeric parameter (block, group, scale_min, ...) and an unknown key.
 std::vector<std::string> param_choices(const std::string& key);
+// The values key takes in family f (each accepted by set_param on a contract of that family):
+// "quotient" is divide|reciprocal|inv_scale for int8, divide|reciprocal|multiply for fp8.scaled;
+// "element" is e4m3|e5m2 for fp8.scaled. The one-argument form lists every family's values.
+std::vector<std::string> param_choices(Family f, const std::string& key);
 // Throws bad_argument if the combination of parameters is not a contract qexact implements.
 void validate(const Contract& c);
 

@@ -17,8 +17,8 @@ OutputKind output_kind(const Contract& c);
 
 struct ContractOutput {
   Tensor payload, scale;  // payload_scale
-  Tensor tensor_scale;    // payload_scale with a tensor scale (nvfp4 tensor_scale=amax); else empty
   Tensor output;          // single
+  Tensor tensor_scale;    // payload_scale with a tensor scale (nvfp4 tensor_scale=amax); else empty
 };
 
 // Runs c on x (checked: throws qexact::Error on bad input, like the entry points it calls).

@@ -7,6 +7,7 @@
 
 #include "conformance/emulate.hpp"
 #include "conformance/predicates.hpp"
+#include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -271,18 +272,24 @@ std::vector<std::pair<std::string, std::string>> overrides_of(const Contract& c,
 }  // namespace
 
 Family parse_family(const std::string& name) {
-  for (Family f : {Family::mx, Family::int8_block, Family::int8_token, Family::int8_group, Family::hif4, Family::pool})
-    if (name == family_name(f)) return f;
-  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (mx, int8.block, int8.token, int8.group, hif4, pool)");
+  std::string known;
+  for (const FamilyTraits& t : family_table()) {
+    if (name == t.name) return t.family;
+    known += (known.empty() ? "" : ", ") + std::string(t.name);
+  }
+  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (" + known + ")");
 }
 
 std::vector<std::string> candidate_values(const Contract& c, const std::string& key) {
-  std::vector<std::string> v = param_choices(key);
+  std::vector<std::string> v = param_choices(c.family, key);
   if (v.empty()) {
     if (key == "block") v = {"16", "32"};
     else if (key == "token_block") v = {"32", "64", "128"};
     else if (key == "group") v = {"16", "32", "64", "128"};
     else if (key == "scale_min") v = {"0", "1e-08", "1e-07", "1e-06", "1e-05"};
+    else if (key == "granularity")
+      v = {"tensor", "row", "group:32", "group:64", "group:128", "tile:32x32", "tile:128x128", "head_block:64"};
+    else if (key == "amax_floor") v = {"0", "1e-12", "0.001953125"};  // none, torchao's EPS, vLLM's 1/512
     else if (key == "range") v = {"127", "128"};
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};

@@ -276,7 +276,7 @@ class ProbeBuilder {
                  out[0] = amax;
                  return out;
                },
-               f32, discriminates("quotient", param_choices("quotient"), {"scale_mode=before"}));
+               f32, discriminates("quotient", param_choices(c_.family, "quotient"), {"scale_mode=before"}));
 
     const std::vector<double> tiny = {0.0, 1e-38, 1e-30, 1e-20, 1e-12, 1e-10, 1e-9, 1e-8, 5e-8, 1e-7, 2e-7, 1e-6, 1e-5, 1e-4};
     const Fill tiny_fill = [tiny](Rng& r, std::int64_t size, std::int64_t g) {

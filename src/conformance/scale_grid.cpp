@@ -67,9 +67,9 @@ ScaleGrid::ScaleGrid(const Contract& c, const Shape& x) : c_(c), x_(x) {
 std::int64_t ScaleGrid::group_of(std::int64_t e) const {
   switch (c_.family) {
     case Family::mx: return e / row_len_ * per_row_ + (e % row_len_) / c_.block;
-    case Family::int8_block: return ref::int8::scale_index_of(c_, x_, blocks_, e);
+    case Family::int8_block: return ref::int8::scale_index_of(c_, x_, e);
     case Family::int8_token:
-    case Family::int8_group: return ref::int8::scale_index_of(c_, x_, 0, e);
+    case Family::int8_group: return ref::int8::scale_index_of(c_, x_, e);
     case Family::pool:
     case Family::hif4: return row_len_ > 0 ? e / (c_.family == Family::hif4 ? 64 : row_len_) : 0;
     case Family::fp8_scaled: return grain_scale_index(c_.granularity, x_, e);

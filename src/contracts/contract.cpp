@@ -589,6 +589,19 @@ std::vector<std::string> param_choices(const std::string& key) {
   return {};
 }
 
+std::vector<std::string> param_choices(Family f, const std::string& key) {
+  if (f == Family::fp8_scaled && key == "element") return {"e4m3", "e5m2"};
+  if (key == "quotient") {
+    std::vector<std::string> out;
+    if (f == Family::fp8_scaled)
+      for (const auto& e : kFp8Quotients) out.emplace_back(e.name);
+    else
+      for (const auto& e : kQuotients) out.emplace_back(e.name);
+    return out;
+  }
+  return param_choices(key);
+}
+
 void validate(const Contract& c) {
   auto bad = [&](const std::string& why) { fail(ErrorKind::bad_argument, "invalid contract: " + why); };
   switch (c.family) {

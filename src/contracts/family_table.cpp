@@ -89,18 +89,26 @@ std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
   return out;
 }
 
+ScaleGrain mx_grain(const Contract& c) { return {Granularity::group, 1, c.block}; }
+ScaleGrain int8_block_grain(const Contract& c) { return {Granularity::head_block, c.token_block, 1}; }
+ScaleGrain row_grain(const Contract&) { return {Granularity::row, 1, 1}; }
+ScaleGrain int8_group_grain(const Contract& c) { return {Granularity::group, 1, c.group}; }
+ScaleGrain hif4_grain(const Contract&) { return {Granularity::group, 1, 64}; }  // along qdim
+ScaleGrain fp8_scaled_grain(const Contract& c) { return c.granularity; }
+ScaleGrain nvfp4_grain(const Contract&) { return {Granularity::group, 1, kNvfp4Block}; }
+
 }  // namespace
 
 const std::vector<FamilyTraits>& family_table() {
   static const std::vector<FamilyTraits> rows = {
-      {Family::mx, "mx", "§1-2", true, mx_outputs},
-      {Family::int8_block, "int8.block", "§3", true, int8_block_outputs},
-      {Family::int8_token, "int8.token", "§4", true, int8_token_outputs},
-      {Family::int8_group, "int8.group", "§4", true, int8_group_outputs},
-      {Family::hif4, "hif4", "§5", false, nullptr},
-      {Family::pool, "pool", "§6", false, nullptr},
-      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp8_scaled_outputs},
-      {Family::nvfp4, "nvfp4", "§9.2", true, nvfp4_outputs},
+      {Family::mx, "mx", "§1-2", true, mx_outputs, mx_grain},
+      {Family::int8_block, "int8.block", "§3", true, int8_block_outputs, int8_block_grain},
+      {Family::int8_token, "int8.token", "§4", true, int8_token_outputs, row_grain},
+      {Family::int8_group, "int8.group", "§4", true, int8_group_outputs, int8_group_grain},
+      {Family::hif4, "hif4", "§5", false, nullptr, hif4_grain},
+      {Family::pool, "pool", "§6", false, nullptr, nullptr},
+      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp8_scaled_outputs, fp8_scaled_grain},
+      {Family::nvfp4, "nvfp4", "§9.2", true, nvfp4_outputs, nvfp4_grain},
   };
   return rows;
 }

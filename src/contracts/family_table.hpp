@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts/scale_grain.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
 
@@ -19,6 +20,10 @@ struct FamilyTraits {
   bool quantizes;        // has quantize / dequantize (hif4 packs and fake-quantizes; pool averages)
   // The outputs for input shape x, checked; called only where `quantizes`.
   std::vector<OutputSpec> (*outputs)(const Contract& c, const Shape& x);
+  // Which elements share one scale, as a granularity over x (contracts/scale_grain.hpp): the
+  // scale domains that the lab, the collective judge and the references index by. Null for pool
+  // (its cells are not scale domains).
+  ScaleGrain (*grain)(const Contract& c);
 };
 
 const FamilyTraits& family_traits(Family f);

@@ -4,9 +4,12 @@
 #include <bit>
 #include <cmath>
 
+#include "contracts/family_table.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/formats/int8.hpp"
 #include "reference/int8_steps.hpp"
+
+#include "contracts/family_table.hpp"
 #include "reference/reference.hpp"
 
 namespace qexact::ref {
@@ -112,20 +115,8 @@ Tensor new_scale(const Contract& c, const Shape& shape) {
   return Tensor(c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32, shape);
 }
 
-std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t blocks, std::int64_t flat) {
-  switch (c.family) {
-    case Family::int8_block: {
-      const std::int64_t seq = x_shape[1], heads = x_shape[2], dim = x_shape[3];
-      const std::int64_t n = (flat / dim) % heads;
-      const std::int64_t s = (flat / (dim * heads)) % seq;
-      const std::int64_t b = flat / (dim * heads * seq);
-      return (b * heads + n) * blocks + s / c.token_block;
-    }
-    case Family::int8_token:
-      return flat / x_shape.back();
-    default:
-      return flat / c.group;  // int8_group: dequantize_int8 admits the int8 families only
-  }
+std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t flat) {
+  return grain_scale_index(family_traits(c.family).grain(c), x_shape, flat);
 }
 
 }  // namespace int8
@@ -147,11 +138,10 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
 
   const Tensor q = contiguous_copy(payload);
   const std::vector<float> scales = to_f32_vector(scale);
-  const std::int64_t blocks = c.family == Family::int8_block ? ss[2] : 0;
   Tensor out(DType::f32, x_shape);
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     const auto k = static_cast<std::size_t>(i);
-    const auto si = static_cast<std::size_t>(int8::scale_index_of(c, x_shape, blocks, i));
+    const auto si = static_cast<std::size_t>(int8::scale_index_of(c, x_shape, i));
     out.data<float>()[k] = int8_decode(q.data<std::int8_t>()[k], scales[si]);
   }
   return out;

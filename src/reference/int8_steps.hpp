@@ -60,9 +60,9 @@ void reject_nonfinite(const std::vector<float>& values, const std::string& what,
 // how the int8 errors name an offending element.
 std::string bsnd_index(const Shape& bsnd, std::int64_t flat);
 
-// Flat index of the scale that element `flat` (C order in x_shape) is quantized with;
-// `blocks` is the block count of the int8_block scale shape (B, N, blocks).
-std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t blocks, std::int64_t flat);
+// Flat index of the scale that element `flat` (C order in x_shape) is quantized with: the
+// family's scale grain (contracts/family_table.hpp).
+std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t flat);
 
 // Output tensors: i8 payload, f32 or f16 scale (scale_store).
 Tensor new_payload(const Shape& shape);

@@ -23,11 +23,10 @@ QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, co
   int8::reject_nonfinite(values, family_name(c.family),
                          [](std::int64_t i) { return "flat index " + std::to_string(i); });
   const std::vector<float> given = to_f32_vector(scale);
-  const std::int64_t blocks = c.family == Family::int8_block ? ss[2] : 0;
 
   std::vector<float> amax(given.size(), 0.0f);
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(values.size()); ++i) {
-    const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, blocks, i));
+    const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, i));
     amax[d] = int8::fold_abs_max(amax[d], values[static_cast<std::size_t>(i)]);
   }
   std::vector<int8::QuotientOp> ops(given.size());
@@ -36,7 +35,7 @@ QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, co
   QuantResult r{int8::new_payload(ps), contiguous_copy(scale), "groupwise", {}};
   std::int8_t* payload = r.payload.data<std::int8_t>();
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(values.size()); ++i) {
-    const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, blocks, i));
+    const auto d = static_cast<std::size_t>(int8::scale_index_of(c, x.shape, i));
     payload[i] = int8::quantize_element(c, ops[d], values[static_cast<std::size_t>(i)]);
   }
   return r;
