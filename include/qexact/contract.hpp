@@ -148,6 +148,7 @@ constexpr int kNvfp4Block = 16;  // nvfp4: elements per E4M3 block scale
 enum class TensorScale : std::uint8_t {
   none,  // single level: block scales alone
   amax,  // two level: t = fp32(amax_tensor / (448 * 6)), block scales relative to t
+  te,    // two level as TransformerEngine: S_enc = 448 * 6 / amax_tensor multiplies, amax is stored
 };
 
 struct Contract {

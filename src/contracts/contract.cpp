@@ -61,7 +61,8 @@ constexpr EnumName<StoredScale> kStored[] = {{StoredScale::computed, "computed"}
 constexpr EnumName<ZeroGroup> kZeroGroups[] = {{ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}};
 constexpr EnumName<NonFiniteInput> kNonFiniteInput[] = {{NonFiniteInput::reject, "reject"},
                                                         {NonFiniteInput::propagate, "propagate"}};
-constexpr EnumName<TensorScale> kTensorScales[] = {{TensorScale::none, "none"}, {TensorScale::amax, "amax"}};
+constexpr EnumName<TensorScale> kTensorScales[] = {
+    {TensorScale::none, "none"}, {TensorScale::amax, "amax"}, {TensorScale::te, "te"}};
 constexpr EnumName<IntRounding> kIntRounding[] = {
     {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
     {IntRounding::trunc, "trunc"}};
@@ -460,6 +461,13 @@ const std::vector<PresetDef>& preset_defs() {
          c.tensor_scale = TensorScale::none;
          c.nonfinite_input = NonFiniteInput::propagate;
        }},
+      {"nvfp4.te", "TransformerEngine NVFP4 1x16 (source-read): S_enc = 2688 / tensor amax, block scale e4m3(amax * (S_enc * fp32(1/6))) saturated, x * (1 / (s * (1 / S_enc))); tensor_scale.npy holds the amax", "source",
+       [](Contract& c) {
+         c = Contract{};
+         c.family = Family::nvfp4;
+         c.tensor_scale = TensorScale::te;
+         c.nonfinite_input = NonFiniteInput::reject;
+       }},
       {"hif4", "HiFloat4: 64-element blocks, E6M2 + two micro-exponent levels, S1P2 elements (fake-quant, pack)", "seed",
        [](Contract& c) {
          c = Contract{};
@@ -647,6 +655,9 @@ void validate(const Contract& c) {
         bad("zero_group=floor takes an all-zero group through the amax floor: it needs amax_floor > 0");
       break;
     case Family::nvfp4:
+      if (c.tensor_scale == TensorScale::te && c.nonfinite_input == NonFiniteInput::propagate)
+        bad("tensor_scale=te models TransformerEngine from its source only: its non-finite inputs are not "
+            "modelled, it needs nonfinite_input=reject");
       break;
   }
 }

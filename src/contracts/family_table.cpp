@@ -77,7 +77,7 @@ std::vector<OutputSpec> fp8_scaled_outputs(const Contract& c, const Shape& x) {
 }
 
 // The one place that says which contracts have a tensor scale output (outputs and output_names).
-bool has_tensor_scale(const Contract& c) { return c.family == Family::nvfp4 && c.tensor_scale == TensorScale::amax; }
+bool has_tensor_scale(const Contract& c) { return c.family == Family::nvfp4 && c.tensor_scale != TensorScale::none; }
 
 std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
   need_rank_at_least(x, 1, "nvfp4");
