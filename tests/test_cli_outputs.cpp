@@ -13,6 +13,8 @@
 
 #include "cli_test_util.hpp"
 #include "contracts/family_table.hpp"
+#include "io/safetensors.hpp"
+#include "qexact/checkpoint.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
 
@@ -196,6 +198,73 @@ TEST_F(CliTensorScale, QuantizeWritesTheTensorScaleAndDequantizeReadsIt) {
   fs::remove(work() / "q" / "tensor_scale.npy");
   fs::remove(work() / "y.npy");
   expect_rejected({"dequantize", "q", "--out", "y.npy"}, "tensor_scale.npy");
+}
+
+// ---- checkpoints: <tensor>.<name> for every output (needs the fp8.scaled and nvfp4 kernels) -------
+
+struct Stored {
+  std::string name, dtype;
+  Shape shape;
+};
+
+void expect_checkpoint_outputs(const Contract& c, const std::vector<Stored>& want, const fs::path& dir) {
+  const Tensor w = from_f32_vector(random_values(4 * 64, 21), {4, 64}, DType::f32);
+  const QuantResult q = quantize(c, w.view());
+  const auto named = q.named();
+  ASSERT_EQ(named.size(), want.size());
+
+  // In memory (a state_dict).
+  const checkpoint::TensorsResult r = checkpoint::quantize_tensors(c, {{"w", "F32", w.view()}}, {}, {});
+  ASSERT_EQ(r.outputs.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    // Sorted by name: payload, scale, tensor_scale happen to sort in output_specs order.
+    SCOPED_TRACE(want[i].name);
+    EXPECT_EQ(r.outputs[i].name, want[i].name);
+    EXPECT_EQ(r.outputs[i].dtype, want[i].dtype);
+    EXPECT_EQ(r.outputs[i].tensor.shape(), want[i].shape);
+    EXPECT_EQ(encoded(r.outputs[i].tensor), encoded(*named[i].second));
+  }
+  ASSERT_EQ(r.summary.quantized.size(), 1u);
+  std::uint64_t bytes = 0;
+  for (const auto& [name, t] : named) bytes += t->nbytes();
+  EXPECT_EQ(r.summary.quantized[0].bytes_out, bytes);
+
+  // Streamed through a file: the same names, dtypes and bytes.
+  safetensors::Archive in;
+  in.entries.push_back(safetensors::make_entry("w", "F32", w.view()));
+  safetensors::write(dir / "in.safetensors", in);
+  checkpoint::quantize_file(c, dir / "in.safetensors", dir / "out.safetensors", {});
+  const safetensors::Archive out = safetensors::read(dir / "out.safetensors");
+  ASSERT_EQ(out.entries.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i].name);
+    EXPECT_EQ(out.entries[i].name, want[i].name);
+    EXPECT_EQ(out.entries[i].dtype, want[i].dtype);
+    EXPECT_EQ(out.entries[i].shape, want[i].shape);
+    const Tensor& t = *named[i].second;
+    EXPECT_EQ(out.entries[i].bytes,
+              std::vector<std::uint8_t>(static_cast<const std::uint8_t*>(t.raw()),
+                                        static_cast<const std::uint8_t*>(t.raw()) + t.nbytes()));
+  }
+}
+
+TEST_F(CliTest, CheckpointsStoreTheTensorScaleOfNvfp4) {
+  expect_checkpoint_outputs(make_contract("nvfp4.torchao", kNvfp4Amax),
+                            {{"w.payload", "U8", {4, 32}}, {"w.scale", "F8_E4M3", {4, 4}}, {"w.tensor_scale", "F32", {}}},
+                            work());
+}
+
+TEST_F(CliTest, CheckpointsStoreSingleLevelNvfp4AsPayloadAndScale) {
+  expect_checkpoint_outputs(make_preset("nvfp4.torchao"), {{"w.payload", "U8", {4, 32}}, {"w.scale", "F8_E4M3", {4, 4}}},
+                            work());
+}
+
+TEST_F(CliTest, CheckpointsStoreFp8ScaledAsFloat8WithF32Scales) {
+  expect_checkpoint_outputs(make_preset("fp8.torchao.rowwise"), {{"w.payload", "F8_E4M3", {4, 64}}, {"w.scale", "F32", {4}}},
+                            work());
+  fs::remove(work() / "out.safetensors");
+  expect_checkpoint_outputs(make_contract("fp8.torchao.tensorwise", {"element=e5m2"}),
+                            {{"w.payload", "F8_E5M2", {4, 64}}, {"w.scale", "F32", {}}}, work());
 }
 
 }  // namespace

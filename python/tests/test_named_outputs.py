@@ -124,3 +124,14 @@ def test_torch_tensors_carry_the_tensor_scale():
     y = qexact.dequantize(payload, scale, "nvfp4.torchao", tensor_scale=tensor_scale, **AMAX)
     assert y.numpy().tobytes() == qexact.dequantize(*want[:2], "nvfp4.torchao", tensor_scale=want[2],
                                                     **AMAX).tobytes()
+
+
+def test_a_state_dict_gets_every_output_by_name():
+    x = make_input("nvfp4.torchao", shape=(6, 96))
+    tensors, summary = qexact.quantize_state_dict({"w": x}, "nvfp4.torchao", params=AMAX)
+    assert sorted(tensors) == ["w.payload", "w.scale", "w.tensor_scale"]
+    want = qexact.quantize(x, "nvfp4.torchao", **AMAX)
+    got = [tensors["w.payload"], tensors["w.scale"], tensors["w.tensor_scale"]]
+    assert [a.dtype for a in got] == [w.dtype for w in want]
+    assert [a.tobytes() for a in got] == [w.tobytes() for w in want]
+    assert summary.quantized[0].bytes_out == sum(w.nbytes for w in want)
