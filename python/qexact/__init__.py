@@ -150,12 +150,13 @@ def outputs(preset: str, shape: Sequence[int], **params: Any) -> list[tuple[str,
 
 
 def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | None = None,
-               tensor_scale: Any = None, out: Any = None, engine: Engine = "fast", threads: int = 0,
+               tensor_scale_array: Any = None, out: Any = None, engine: Engine = "fast", threads: int = 0,
                **params: Any) -> Any:
     """float32 values of ``(payload, scale)`` made by ``quantize`` under the same contract.
 
-    tensor_scale: the third output of a contract with a tensor scale (nvfp4
-    ``tensor_scale="amax"``), required there and refused for any other contract.
+    tensor_scale_array: the third output of a contract with a tensor scale (nvfp4
+    ``tensor_scale="amax"``), required there and refused for any other contract. (The keyword
+    ``tensor_scale`` is the contract parameter, as in ``quantize``.)
 
     shape: the shape of the original x; by default the payload's (with its last dimension
     doubled for E2M1 and nvfp4, whose payloads pack two codes per byte: pass ``shape`` when
@@ -164,9 +165,11 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
     out: a C-contiguous, writable float32 array of x's shape that the caller owns, written in
     place and returned (its shape is x's: ``shape``, if given too, must equal it).
     """
+    _check_parameter_not_array(params)
+    tensor_scale = tensor_scale_array
     if out is None and _torch_io.any_tensor(payload, scale, tensor_scale):
         from . import torch as qt
-        return qt.dequantize(payload, scale, preset, shape=shape, tensor_scale=tensor_scale, engine=engine,
+        return qt.dequantize(payload, scale, preset, shape=shape, tensor_scale_array=tensor_scale, engine=engine,
                              threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     p = _arrays.as_bytes(payload, "payload")
@@ -185,6 +188,15 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
         if _arrays.packs_pairs(contract.family, contract.params) and shape:
             shape[-1] *= 2
     return _core.dequantize(p, s, [int(d) for d in shape], preset, list(contract.overrides), engine, threads, t)
+
+
+def _check_parameter_not_array(params: dict[str, Any]) -> None:
+    """``tensor_scale=`` names nvfp4's parameter (none, amax, te); its output array goes in as
+    ``tensor_scale_array=``."""
+    value = params.get("tensor_scale")
+    if value is not None and not isinstance(value, str):
+        raise TypeError("tensor_scale= is the contract parameter (none, amax, te); pass the tensor scale output as "
+                        "tensor_scale_array=")
 
 
 def hifloat4_fake_quant(x: Any, qdim: int = -1, *, out: Any = None, engine: Engine = "fast",
@@ -306,7 +318,8 @@ def compare(x: Any, preset: str, actual: Any, *, actual_params: dict[str, Any] |
     """Compare another output for ``x`` with the bytes of the contract ``preset`` (+ ``params``):
     the C++ compare of ``qexact compare``, with its counts and diagnoses.
 
-    actual: either ``(payload, scale)`` arrays another system produced for ``x`` (numpy arrays
+    actual: either ``(payload, scale)`` arrays another system produced for ``x`` (``(payload,
+    scale, tensor_scale)`` for a contract with a tensor scale, as ``quantize`` returns them; numpy arrays
     or CPU tensors; float8 / E8M0 / packed E2M1 as their bytes), or the name of another preset
     (with ``actual_params`` overrides, run with ``engine`` and ``threads``) to compare two
     contracts on the same input. The contract's own bytes come from the reference engine.
@@ -328,9 +341,12 @@ def compare(x: Any, preset: str, actual: Any, *, actual_params: dict[str, Any] |
         return CompareReport.of(core, expected.describe(), other.describe())
     if actual_params is not None:
         raise TypeError("actual_params applies only when actual is a preset name")
-    if not isinstance(actual, (tuple, list)) or len(actual) != 2:
-        raise TypeError("actual must be a (payload, scale) pair of arrays or a preset name")
+    if not isinstance(actual, (tuple, list)) or len(actual) not in (2, 3):
+        raise TypeError("actual must be a (payload, scale) pair of arrays or a preset name (a contract with a "
+                        "tensor scale: (payload, scale, tensor_scale))")
     payload = _arrays.as_bytes(actual[0], "actual payload")
     scale = _arrays.as_bytes(actual[1], "actual scale")
-    core = _core.compare_arrays(data, bf16_bits, preset, list(expected.overrides), payload, scale)
+    tensor_scale = _arrays.as_bytes(np.asarray(actual[2]) if isinstance(actual[2], np.generic) else actual[2],
+                                    "actual tensor_scale") if len(actual) > 2 else None
+    core = _core.compare_arrays(data, bf16_bits, preset, list(expected.overrides), payload, scale, tensor_scale)
     return CompareReport.of(core, expected.describe(), "the given arrays")

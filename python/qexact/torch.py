@@ -146,7 +146,7 @@ def _fake_outputs(x: Tensor, preset: str, overrides: list[str]) -> list[Tensor]:
 
 def _two_outputs(preset: str, p: Mapping[str, str]) -> None:
     if _has_tensor_scale(p):
-        raise ValueError(f"{preset} with tensor_scale=amax has three outputs (payload, scale, tensor_scale): "
+        raise ValueError(f"{preset} has a tensor scale, a third output (payload, scale, tensor_scale): "
                          f"use torch.ops.qexact.quantize_outputs")
 
 
@@ -196,7 +196,8 @@ def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, st
 
 def _check_tensor_scale(tensor_scale: Optional[Tensor], preset: str, p: Mapping[str, str]) -> None:
     if _has_tensor_scale(p) and tensor_scale is None:
-        raise ValueError(f"{preset} has a tensor scale (tensor_scale=amax): dequantize needs its tensor_scale")
+        raise ValueError(f"{preset} has a tensor scale (tensor_scale={p['tensor_scale']}): dequantize needs its "
+                         f"tensor_scale")
     if not _has_tensor_scale(p) and tensor_scale is not None:
         raise ValueError(f"{preset} has no tensor scale, but a tensor_scale was given")
 
@@ -308,14 +309,14 @@ def quantize(x: Tensor, preset: str, *, engine: str = "fast", threads: int = 0,
 
 
 def dequantize(payload: Tensor, scale: Tensor, preset: str, *, shape: Optional[Sequence[int]] = None,
-               tensor_scale: Optional[Tensor] = None, engine: str = "fast", threads: int = 0,
+               tensor_scale_array: Optional[Tensor] = None, engine: str = "fast", threads: int = 0,
                **params: Any) -> Tensor:
     """``qexact.dequantize`` for tensors: float32 values. Payloads and scales may be torch's
     float8 / float4_e2m1fn_x2 / float8_e8m0fnu tensors or their bytes (uint8, int8), or numpy
-    arrays (read in place as tensors); ``tensor_scale`` the float32 third output of a contract
-    with a tensor scale."""
+    arrays (read in place as tensors); ``tensor_scale_array`` the float32 third output of a
+    contract with a tensor scale (``tensor_scale=`` is the contract parameter)."""
     payload, scale = _torch_io.tensor(payload, "payload"), _torch_io.tensor(scale, "scale")
-    t = None if tensor_scale is None else _torch_io.tensor(tensor_scale, "tensor_scale")
+    t = None if tensor_scale_array is None else _torch_io.tensor(tensor_scale_array, "tensor_scale_array")
     dims = None if shape is None else [int(d) for d in shape]
     return torch.ops.qexact.dequantize(payload, scale, dims, preset, override_strings(params), engine, threads, t)
 

@@ -44,7 +44,7 @@ def test_a_tensor_scale_is_refused_where_the_contract_has_none():
     x = make_input("int8.token.blaze")
     payload, scale = qexact.quantize(x, "int8.token.blaze")
     with pytest.raises(ValueError, match="no tensor scale"):
-        qexact.dequantize(payload, scale, "int8.token.blaze", tensor_scale=np.array(1.0, np.float32))
+        qexact.dequantize(payload, scale, "int8.token.blaze", tensor_scale_array=np.array(1.0, np.float32))
     with pytest.raises(ValueError, match="no tensor scale"):
         qexact.quantize(x, "int8.token.blaze", out=(np.empty_like(payload), np.empty_like(scale),
                                                     np.empty((), np.float32)))
@@ -88,7 +88,7 @@ def test_nvfp4_with_a_tensor_scale_round_trips_through_numpy_and_out():
     assert payload.dtype == np.uint8 and payload.shape == (6, 48)
     assert scale.dtype.name == "float8_e4m3fn" and scale.shape == (6, 6)
     assert tensor_scale.dtype == np.float32 and tensor_scale.shape == ()
-    y = qexact.dequantize(payload, scale, "nvfp4.torchao", tensor_scale=tensor_scale, **AMAX)
+    y = qexact.dequantize(payload, scale, "nvfp4.torchao", tensor_scale_array=tensor_scale, **AMAX)
     assert y.shape == x.shape
     with pytest.raises(ValueError, match="needs its tensor_scale"):
         qexact.dequantize(payload, scale, "nvfp4.torchao", **AMAX)
@@ -96,7 +96,7 @@ def test_nvfp4_with_a_tensor_scale_round_trips_through_numpy_and_out():
     assert qexact.quantize(x, "nvfp4.torchao", out=out, **AMAX) is out
     assert [o.tobytes() for o in out] == [payload.tobytes(), scale.view(np.uint8).tobytes(), tensor_scale.tobytes()]
     y_out = np.empty(x.shape, np.float32)
-    qexact.dequantize(*out[:2], "nvfp4.torchao", tensor_scale=out[2], out=y_out, **AMAX)
+    qexact.dequantize(*out[:2], "nvfp4.torchao", tensor_scale_array=out[2], out=y_out, **AMAX)
     assert y_out.tobytes() == y.tobytes()
 
 
@@ -120,9 +120,9 @@ def test_torch_tensors_carry_the_tensor_scale():
                                                                 torch.float32)
     want = qexact.quantize(x.numpy(), "nvfp4.torchao", **AMAX)
     assert [t.view(torch.uint8).numpy().tobytes() if t.element_size() == 1 else t.numpy().tobytes()
-            for t in (payload, scale, tensor_scale)] == [np.asarray(w).view(np.uint8).tobytes() for w in want]
-    y = qexact.dequantize(payload, scale, "nvfp4.torchao", tensor_scale=tensor_scale, **AMAX)
-    assert y.numpy().tobytes() == qexact.dequantize(*want[:2], "nvfp4.torchao", tensor_scale=want[2],
+            for t in (payload, scale, tensor_scale)] == [w.tobytes() for w in want]
+    y = qexact.dequantize(payload, scale, "nvfp4.torchao", tensor_scale_array=tensor_scale, **AMAX)
+    assert y.numpy().tobytes() == qexact.dequantize(*want[:2], "nvfp4.torchao", tensor_scale_array=want[2],
                                                     **AMAX).tobytes()
 
 

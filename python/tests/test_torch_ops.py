@@ -109,7 +109,9 @@ def reference_fake_quant(x: np.ndarray, preset: str) -> np.ndarray:
     """The numpy route: quantize, dequantize, round once to x's dtype."""
     if FAMILY[preset] == "hif4":
         return qexact.hifloat4_fake_quant(x)
-    return qexact.dequantize(*qexact.quantize(x, preset), preset, shape=x.shape).astype(x.dtype)
+    outputs = qexact.quantize(x, preset)
+    tensor_scale = outputs[2] if len(outputs) > 2 else None
+    return qexact.dequantize(*outputs[:2], preset, shape=x.shape, tensor_scale_array=tensor_scale).astype(x.dtype)
 
 
 @pytest.mark.parametrize("preset", QUANTIZE_PRESETS + ["hif4"])
