@@ -54,6 +54,7 @@ TEST(PerfKernelList, HoldsTheIssuesKernels) {
                                                        {"int8.token.blaze", Op::dequantize},
                                                        {"fp8.ascend.token", Op::quantize},
                                                        {"fp8.torchao.tensorwise", Op::quantize},
+                                                       {"fp8.deepseek.1x128", Op::quantize},
                                                        {"nvfp4.torchao", Op::quantize},
                                                        {"nvfp4.torchao", Op::dequantize}};
   std::set<std::pair<std::string, Op>> listed;

@@ -37,6 +37,7 @@ Shape layout_shape(Layout layout, std::int64_t elements);
   X(q8_0_ggml_quantize, "q8_0.ggml", "", quantize, f32, rows, 0.0)                                       \
   X(fp8_ascend_token_quantize, "fp8.ascend.token", "", quantize, bf16, rows, 0.0)                        \
   X(fp8_torchao_tensorwise_quantize, "fp8.torchao.tensorwise", "", quantize, bf16, rows, 0.0)            \
+  X(fp8_deepseek_1x128_quantize, "fp8.deepseek.1x128", "", quantize, bf16, rows, 0.0)                    \
   X(nvfp4_torchao_quantize, "nvfp4.torchao", "", quantize, bf16, rows, 0.0)                              \
   X(nvfp4_torchao_amax_quantize, "nvfp4.torchao", "tensor_scale=amax", quantize, bf16, rows, 0.0)        \
   X(hif4_fake_quant, "hif4", "", fake_quant, bf16, rows, 0.6)                                            \
