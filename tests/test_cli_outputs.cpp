@@ -4,6 +4,7 @@
 // The existing presets' files and meta.json members are the ones they always were.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -265,6 +266,38 @@ TEST_F(CliTest, CheckpointsStoreFp8ScaledAsFloat8WithF32Scales) {
   fs::remove(work() / "out.safetensors");
   expect_checkpoint_outputs(make_contract("fp8.torchao.tensorwise", {"element=e5m2"}),
                             {{"w.payload", "F8_E5M2", {4, 64}}, {"w.scale", "F32", {}}}, work());
+}
+
+// The summary's SQNR is measured chunk by chunk; for every fp8.scaled granularity (one scale for
+// the whole tensor, M-row tiles, (B, S, N, D) head blocks) and nvfp4's tensor scale the chunks
+// must see the scales their elements used: the result is the whole tensor's SQNR. A statistic
+// summed in another order, so compared to 1e-9 dB, not bit for bit.
+TEST(CheckpointSummary, SqnrOfTheNewFamiliesIsTheWholeTensorsAcrossChunks) {
+  struct Case {
+    Contract c;
+    Shape shape;
+  };
+  const std::vector<Case> cases = {{make_preset("fp8.torchao.tensorwise"), {300, 256}},
+                                   {make_preset("fp8.deepseek.128x128"), {300, 256}},
+                                   {make_preset("fp8.ascend.block"), {2, 300, 3, 64}},
+                                   {make_preset("fp8.torchao.rowwise"), {300, 256}},
+                                   {make_contract("nvfp4.torchao", kNvfp4Amax), {300, 256}}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.c.preset);
+    const Tensor x = from_f32_vector(random_values(shape_numel(k.shape), 9), k.shape, DType::f32);
+    const QuantResult q = quantize(k.c, x.view());
+    const TensorView ts = q.named().size() > 2 ? q.tensor_scale.view() : TensorView{};
+    const Tensor y = dequantize(k.c, q.payload.view(), q.scale.view(), ts, k.shape);
+    double signal = 0, noise = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      const double xi = x.data<float>()[i], e = xi - static_cast<double>(y.data<float>()[i]);
+      signal += xi * xi;
+      noise += e * e;
+    }
+    const checkpoint::TensorsResult r = checkpoint::quantize_tensors(k.c, {{"w", "F32", x.view()}}, {}, {});
+    ASSERT_EQ(r.summary.quantized.size(), 1u);
+    EXPECT_NEAR(r.summary.quantized[0].sqnr_db, 10.0 * std::log10(signal / noise), 1e-9);
+  }
 }
 
 }  // namespace
