@@ -225,6 +225,7 @@ void expect_checkpoint_outputs(const Contract& c, const std::vector<Stored>& wan
     EXPECT_EQ(r.outputs[i].tensor.shape(), want[i].shape);
     EXPECT_EQ(encoded(r.outputs[i].tensor), encoded(*named[i].second));
   }
+  EXPECT_EQ(r.metadata.at("qexact.naming"), checkpoint::kNamingScaled);
   ASSERT_EQ(r.summary.quantized.size(), 1u);
   std::uint64_t bytes = 0;
   for (const auto& [name, t] : named) bytes += t->nbytes();
@@ -247,6 +248,19 @@ void expect_checkpoint_outputs(const Contract& c, const std::vector<Stored>& wan
               std::vector<std::uint8_t>(static_cast<const std::uint8_t*>(t.raw()),
                                         static_cast<const std::uint8_t*>(t.raw()) + t.nbytes()));
   }
+}
+
+TEST(CheckpointNaming, TheMxAndInt8CheckpointsKeepTheirNamingText) {
+  const Tensor w = from_f32_vector(random_values(4 * 64, 22), {4, 64}, DType::f32);
+  for (const char* preset : {"mx.ocp", "mx.ocp.e2m1", "int8.token.blaze", "q8_0.ggml"}) {
+    SCOPED_TRACE(preset);
+    const checkpoint::TensorsResult r = checkpoint::quantize_tensors(make_preset(preset), {{"w", "F32", w.view()}}, {}, {});
+    EXPECT_EQ(r.metadata.at("qexact.naming"), checkpoint::kNaming);
+    ASSERT_EQ(r.outputs.size(), 2u);
+    EXPECT_EQ(r.outputs[0].name, "w.payload");
+    EXPECT_EQ(r.outputs[1].name, "w.scale");
+  }
+  EXPECT_EQ(std::string(checkpoint::kNaming).find("tensor_scale"), std::string::npos);
 }
 
 TEST_F(CliTest, CheckpointsStoreTheTensorScaleOfNvfp4) {

@@ -40,8 +40,11 @@
 
 namespace qexact::checkpoint {
 
-// The qexact.naming metadata value.
+// The qexact.naming metadata value: kNaming for the MX and int8 families, kNamingScaled for
+// fp8.scaled and nvfp4 (naming(c) picks).
 extern const char* const kNaming;
+extern const char* const kNamingScaled;
+const char* naming(const Contract& c);
 
 struct Options {
   std::vector<std::string> include, exclude;  // fnmatch globs on tensor names ('*' crosses '.')

@@ -18,10 +18,20 @@
 namespace qexact::checkpoint {
 
 const char* const kNaming =
-    "<name>.payload: payload codes (F8_E4M3/F8_E5M2 for MX and fp8.scaled E4M3/E5M2, U8 for other MX elements and "
-    "nvfp4 with E2M1 packed two per byte, I8 for int8); <name>.scale: scales (F8_E8M0 for MX, F8_E4M3 for nvfp4, F32 "
-    "for fp8.scaled, F32/F16 for int8); <name>.tensor_scale: F32 [] where the contract has a tensor scale (nvfp4 "
-    "tensor_scale=amax); all as `qexact quantize` writes them for the tensor alone; other tensors copied unchanged";
+    "<name>.payload: payload codes (F8_E4M3/F8_E5M2 for MX E4M3/E5M2, U8 for other MX elements with E2M1 packed "
+    "two per byte, I8 for int8); <name>.scale: scales (F8_E8M0 for MX, F32/F16 for int8); both as `qexact "
+    "quantize` writes them for the tensor alone; other tensors copied unchanged";
+
+const char* const kNamingScaled =
+    "<name>.payload: payload codes (F8_E4M3/F8_E5M2 for fp8.scaled, U8 for nvfp4 with E2M1 packed two per byte); "
+    "<name>.scale: scales (F32 for fp8.scaled, F8_E4M3 for nvfp4); <name>.tensor_scale: F32 [] where the contract "
+    "has a tensor scale (nvfp4 tensor_scale=amax or te); all as `qexact quantize` writes them for the tensor alone; "
+    "other tensors copied unchanged";
+
+const char* naming(const Contract& c) {
+  // The MX and int8 checkpoints keep the text (and so the bytes) they always had.
+  return c.family == Family::fp8_scaled || c.family == Family::nvfp4 ? kNamingScaled : kNaming;
+}
 
 namespace detail {
 namespace {
@@ -136,7 +146,7 @@ std::map<std::string, std::string> output_metadata(const Contract& c, const std:
   m["qexact.preset_description"] = preset_description(c.preset);  // what the bytes reproduce
   m["qexact.preset_verified"] = preset_verified(c.preset);
   for (const auto& [key, value] : params(c)) m["qexact.param." + key] = value;
-  m["qexact.naming"] = kNaming;
+  m["qexact.naming"] = naming(c);
   m["qexact.quantized"] = quantized.dump();
   m["qexact.skipped"] = skipped.dump();
   return m;
