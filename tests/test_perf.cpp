@@ -51,19 +51,52 @@ TEST(PerfKernelList, HoldsTheIssuesKernels) {
                                                        {"hif4", Op::fake_quant},
                                                        {"hif4", Op::pack},
                                                        {"mxfp8.ascend", Op::dequantize},
-                                                       {"int8.token.blaze", Op::dequantize}};
+                                                       {"int8.token.blaze", Op::dequantize},
+                                                       {"fp8.ascend.token", Op::quantize},
+                                                       {"fp8.torchao.tensorwise", Op::quantize},
+                                                       {"fp8.deepseek.1x128", Op::quantize},
+                                                       {"nvfp4.torchao", Op::quantize},
+                                                       {"nvfp4.torchao", Op::dequantize}};
   std::set<std::pair<std::string, Op>> listed;
   std::set<std::string> ids;
   for (const KernelSpec& k : kKernels) {
     listed.emplace(k.preset, k.op);
     ids.insert(k.id);
-    EXPECT_NO_THROW(make_contract(k.preset)) << k.preset;
+    EXPECT_NO_THROW(kernel_contract(k)) << k.preset << " " << k.params;
   }
   EXPECT_EQ(listed, wanted);
   EXPECT_EQ(ids.size(), std::size(kKernels));
   std::set<Op> ops;
   for (const KernelSpec& k : kKernels) ops.insert(k.op);
   EXPECT_EQ(ops, (std::set<Op>{Op::quantize, Op::dequantize, Op::fake_quant, Op::pack}));
+}
+
+TEST(PerfKernelList, AVariantRunsItsPresetWithItsParams) {
+  int variants = 0;
+  for (const KernelSpec& k : kKernels) {
+    SCOPED_TRACE(k.id);
+    const Contract c = kernel_contract(k);
+    EXPECT_EQ(c.preset, k.preset);
+    if (*k.params == '\0') {
+      EXPECT_EQ(kernel_preset_label(k), k.preset);
+      EXPECT_EQ(params(c), params(make_preset(k.preset)));
+      continue;
+    }
+    ++variants;
+    EXPECT_EQ(kernel_preset_label(k), std::string(k.preset) + " " + k.params);
+    EXPECT_EQ(params(c), params(make_contract(k.preset, {k.params})));
+    EXPECT_NE(params(c), params(make_preset(k.preset)));
+  }
+  EXPECT_EQ(variants, 2);  // nvfp4.torchao tensor_scale=amax: quantize and dequantize
+  // The variant's outputs are its contract's: the tensor scale is written and read.
+  for (const KernelSpec& k : kKernels) {
+    if (std::string(k.id) == "nvfp4_torchao_amax_quantize") {
+      EXPECT_EQ(output_specs(k, {2, 4096}).size(), 3u);
+    }
+    if (std::string(k.id) == "nvfp4_torchao_amax_dequantize") {
+      EXPECT_EQ(input_specs(k, {2, 4096}).size(), 3u);
+    }
+  }
 }
 
 TEST(PerfKernelList, SourceDtypesLayoutsAndTargetsAreTheIssues) {

@@ -1,11 +1,15 @@
 // Quantizing a whole checkpoint: every tensor whose name matches an `include` glob (default:
 // all) and no `exclude` glob is quantized under the contract, the others pass through.
 //
-// Outputs, per quantized tensor <name>:
-//   <name>.payload  the payload (safetensors F8_E4M3 / F8_E5M2 for MX E4M3 / E5M2 codes, U8 for
-//                   the other MX codes (E2M1 packed two per byte), I8 for the int8 families)
-//   <name>.scale    the scales (F8_E8M0 for MX, F32 or F16 for the int8 families)
-// both in the shapes and bytes `quantize()` gives for that tensor alone; every unmatched (or
+// Outputs, per quantized tensor <name>: <name>.<output> for every output of the contract
+// (output_specs: payload, scale, then tensor_scale where the contract has one):
+//   <name>.payload       the payload (safetensors F8_E4M3 / F8_E5M2 for MX and fp8.scaled E4M3 /
+//                        E5M2 codes, U8 for the other MX codes and nvfp4 (E2M1 packed two per
+//                        byte), I8 for the int8 families)
+//   <name>.scale         the scales (F8_E8M0 for MX, F8_E4M3 for nvfp4, F32 for fp8.scaled, F32
+//                        or F16 for the int8 families)
+//   <name>.tensor_scale  F32 [], only for a contract with a tensor scale (nvfp4 tensor_scale=amax)
+// all in the shapes and bytes `quantize()` gives for that tensor alone; every unmatched (or
 // skipped) tensor unchanged under its own name; and metadata: the input's plus qexact.version,
 // qexact.preset, qexact.param.<key> for every contract parameter, qexact.naming,
 // qexact.quantized (JSON: name -> input dtype and shape) and qexact.skipped (JSON: name -> reason).
@@ -17,7 +21,8 @@
 //     qexact) is refused: quantizing it again would skip its payloads and scales and replace
 //     the metadata that dequantization needs;
 //   - an output name that collides with an input tensor (`w` quantized while the input also
-//     holds `w.payload` or `w.scale`) is refused, naming both.
+//     holds `w.payload`, `w.scale` or, for a contract with one, `w.tensor_scale`) is refused,
+//     naming both.
 // Errors are qexact::Error: bad_argument for the options, bad_input for those refusals, bad_file
 // for a malformed file, io for the file system.
 #pragma once
@@ -35,8 +40,11 @@
 
 namespace qexact::checkpoint {
 
-// The qexact.naming metadata value.
+// The qexact.naming metadata value: kNaming for the MX and int8 families, kNamingScaled for
+// fp8.scaled and nvfp4 (naming(c) picks).
 extern const char* const kNaming;
+extern const char* const kNamingScaled;
+const char* naming(const Contract& c);
 
 struct Options {
   std::vector<std::string> include, exclude;  // fnmatch globs on tensor names ('*' crosses '.')
@@ -99,7 +107,7 @@ struct Input {
 };
 
 struct Output {
-  std::string name;   // <name>.payload or <name>.scale
+  std::string name;   // <name>.payload, <name>.scale or <name>.tensor_scale
   std::string dtype;  // safetensors dtype name, as the file would hold it
   Tensor tensor;
 };

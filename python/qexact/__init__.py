@@ -46,6 +46,7 @@ __all__ = [
     "hif4_unpack",
     "hifloat4_fake_quant",
     "int8_per_token",
+    "outputs",
     "params",
     "pooled_block_mean",
     "pooled_block_mean_sharded",
@@ -80,14 +81,16 @@ def params(preset: str, **overrides: Any) -> dict[str, str]:
     return dict(ContractInfo.of(preset, overrides).params)
 
 
-def quantize(x: Any, preset: str, *, out: tuple[Any, Any] | None = None, engine: Engine = "fast",
-             threads: int = 0, **params: Any) -> tuple[Any, Any]:
+def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine: Engine = "fast",
+             threads: int = 0, **params: Any) -> tuple[Any, ...]:
     """Quantize ``x`` under the contract ``preset`` (with parameter overrides ``params``).
 
     x: float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` or a bf16 DLPack tensor), any
     shape and strides; read in place.
 
-    Returns ``(payload, scale)``:
+    Returns ``(payload, scale)``, or ``(payload, scale, tensor_scale)`` for a contract with a
+    tensor scale (nvfp4 ``tensor_scale="amax"``): the contract's outputs by name, in the order
+    ``outputs(preset, x.shape)`` lists them.
 
     * MX presets: the payload has x's shape as ``ml_dtypes`` ``float8_e4m3fn``,
       ``float8_e5m2``, ``float6_e2m3fn`` or ``float6_e3m2fn`` (one code per byte), or ``uint8``
@@ -96,12 +99,20 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, Any] | None = None, engine:
       contract's layout (``pairs``, ``rowmajor``, ``padded`` or ``swizzled``).
     * int8 presets: ``int8`` payload of x's shape; ``float32`` scales (``float16`` with
       ``scale_store="f16"``), one per row, token block or group.
+    * fp8.scaled presets: the payload has x's shape as ``float8_e4m3fn`` or ``float8_e5m2``
+      (the ``element`` parameter); ``float32`` scales shaped by the granularity (``[]`` tensor,
+      ``x.shape[:-1]`` row, ``[..., ceil(C/N)]`` group, ``[ceil(R/M), ceil(C/N)]`` tile,
+      ``(B, N, ceil(S/T))`` head_block).
+    * nvfp4 presets: ``uint8`` payload of E2M1 pairs (last axis ``K/2``), ``float8_e4m3fn``
+      block scales (last axis ``K/16``), and with ``tensor_scale="amax"`` a third output, the
+      ``float32`` tensor scale of shape ``()``.
 
     threads: 0 uses ``QEXACT_THREADS`` or one per core; the bytes never depend on it.
 
-    out: ``(payload, scale)`` arrays the caller owns, written in place and returned (nothing is
-    allocated): C-contiguous, writable, of exactly the dtypes and shapes returned otherwise
-    (the payload may also be its ``uint8`` view). They are
+    out: ``(payload, scale)`` arrays the caller owns (``(payload, scale, tensor_scale)`` for a
+    contract with a tensor scale), written in place and returned (nothing is allocated):
+    C-contiguous, writable, of exactly the dtypes and shapes returned otherwise (one-byte float
+    arrays may also be their ``uint8`` view). They are
     checked before anything is written (ValueError naming the array); a NaN found under a
     finite-only contract still raises ValueError, leaving their contents unspecified.
     """
@@ -111,47 +122,81 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, Any] | None = None, engine:
     contract = ContractInfo.of(preset, params)
     data, bf16_bits = _arrays.as_input(x)
     if out is not None:
-        payload_out, scale_out = out
-        p, _ = _arrays.as_output(payload_out, "out payload")
-        s, _ = _arrays.as_output(scale_out, "out scale")
-        _core.quantize_into(data, bf16_bits, p, s, preset, list(contract.overrides), engine, threads)
-        return payload_out, scale_out
-    payload, scale, _path = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine, threads)
-    if contract.family == "mx":
-        payload_type = _arrays.PAYLOAD_TYPES.get(contract.params["element"])
-        if payload_type is not None:
-            payload = payload.view(payload_type)
-    return payload, scale
+        out = tuple(out)
+        if len(out) not in (2, 3):
+            raise ValueError(f"out must be (payload, scale) or (payload, scale, tensor_scale), got {len(out)} arrays")
+        names = ("out payload", "out scale", "out tensor_scale")
+        arrays = [_arrays.as_output(a, names[i])[0] for i, a in enumerate(out)]
+        _core.quantize_into(data, bf16_bits, arrays[0], arrays[1], preset, list(contract.overrides), engine, threads,
+                            arrays[2] if len(arrays) > 2 else None)
+        return out
+    payload, scale, _path, tensor_scale = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine,
+                                                         threads)
+    outputs = [payload, scale] + ([] if tensor_scale is None else [tensor_scale])
+    return tuple(_arrays.typed_outputs(contract.family, contract.params, outputs))
+
+
+def outputs(preset: str, shape: Sequence[int], **params: Any) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The outputs the contract ``preset`` gives an input of ``shape``, in the order ``quantize``
+    returns them: ``(name, dtype, shape)`` with qexact's dtype names (``u8`` codes, ``i8``,
+    ``f32``, ``f16``), e.g. ``[("payload", "u8", (4, 32)), ("scale", "u8", (4, 4)),
+    ("tensor_scale", "f32", ())]`` for ``nvfp4.torchao`` with ``tensor_scale="amax"`` and shape
+    (4, 64). The names are the files ``qexact quantize`` writes (``<name>.npy``) and a
+    checkpoint's ``<tensor>.<name>``. Raises ValueError for a shape the contract refuses.
+    """
+    contract = ContractInfo.of(preset, params)
+    return [(name, dtype, tuple(dims))
+            for name, dtype, dims in _core.contract_outputs(preset, list(contract.overrides), [int(d) for d in shape])]
 
 
 def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | None = None,
-               out: Any = None, engine: Engine = "fast", threads: int = 0, **params: Any) -> Any:
+               tensor_scale_array: Any = None, out: Any = None, engine: Engine = "fast", threads: int = 0,
+               **params: Any) -> Any:
     """float32 values of ``(payload, scale)`` made by ``quantize`` under the same contract.
 
+    tensor_scale_array: the third output of a contract with a tensor scale (nvfp4
+    ``tensor_scale="amax"``), required there and refused for any other contract. (The keyword
+    ``tensor_scale`` is the contract parameter, as in ``quantize``.)
+
     shape: the shape of the original x; by default the payload's (with its last dimension
-    doubled for E2M1, whose payload packs two codes per byte: pass ``shape`` when x's last
-    dimension was odd).
+    doubled for E2M1 and nvfp4, whose payloads pack two codes per byte: pass ``shape`` when
+    x's last dimension was odd).
 
     out: a C-contiguous, writable float32 array of x's shape that the caller owns, written in
     place and returned (its shape is x's: ``shape``, if given too, must equal it).
     """
-    if out is None and _torch_io.any_tensor(payload, scale):
+    _check_parameter_not_array(params)
+    tensor_scale = tensor_scale_array
+    if out is None and _torch_io.any_tensor(payload, scale, tensor_scale):
         from . import torch as qt
-        return qt.dequantize(payload, scale, preset, shape=shape, engine=engine, threads=threads, **params)
+        return qt.dequantize(payload, scale, preset, shape=shape, tensor_scale_array=tensor_scale, engine=engine,
+                             threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     p = _arrays.as_bytes(payload, "payload")
     s = _arrays.as_bytes(scale, "scale")
+    if isinstance(tensor_scale, np.generic):  # a numpy scalar (e.g. tensor_scale[()]) as its 0-d array
+        tensor_scale = np.asarray(tensor_scale)
+    t = None if tensor_scale is None else _arrays.as_bytes(tensor_scale, "tensor_scale")
     if out is not None:
         o, _ = _arrays.as_output(out, "out")
         if shape is not None and [int(d) for d in shape] != _core.array_shape(o):
             raise ValueError(f"shape {tuple(shape)} differs from out's shape {tuple(_core.array_shape(o))}")
-        _core.dequantize_into(p, s, o, preset, list(contract.overrides), engine, threads)
+        _core.dequantize_into(p, s, o, preset, list(contract.overrides), engine, threads, t)
         return out
     if shape is None:
         shape = _core.array_shape(p)
-        if contract.family == "mx" and contract.params["element"] == "e2m1" and shape:
+        if _arrays.packs_pairs(contract.family, contract.params) and shape:
             shape[-1] *= 2
-    return _core.dequantize(p, s, [int(d) for d in shape], preset, list(contract.overrides), engine, threads)
+    return _core.dequantize(p, s, [int(d) for d in shape], preset, list(contract.overrides), engine, threads, t)
+
+
+def _check_parameter_not_array(params: dict[str, Any]) -> None:
+    """``tensor_scale=`` names nvfp4's parameter (none, amax, te); its output array goes in as
+    ``tensor_scale_array=``."""
+    value = params.get("tensor_scale")
+    if value is not None and not isinstance(value, str):
+        raise TypeError("tensor_scale= is the contract parameter (none, amax, te); pass the tensor scale output as "
+                        "tensor_scale_array=")
 
 
 def hifloat4_fake_quant(x: Any, qdim: int = -1, *, out: Any = None, engine: Engine = "fast",
@@ -273,7 +318,8 @@ def compare(x: Any, preset: str, actual: Any, *, actual_params: dict[str, Any] |
     """Compare another output for ``x`` with the bytes of the contract ``preset`` (+ ``params``):
     the C++ compare of ``qexact compare``, with its counts and diagnoses.
 
-    actual: either ``(payload, scale)`` arrays another system produced for ``x`` (numpy arrays
+    actual: either ``(payload, scale)`` arrays another system produced for ``x`` (``(payload,
+    scale, tensor_scale)`` for a contract with a tensor scale, as ``quantize`` returns them; numpy arrays
     or CPU tensors; float8 / E8M0 / packed E2M1 as their bytes), or the name of another preset
     (with ``actual_params`` overrides, run with ``engine`` and ``threads``) to compare two
     contracts on the same input. The contract's own bytes come from the reference engine.
@@ -295,9 +341,12 @@ def compare(x: Any, preset: str, actual: Any, *, actual_params: dict[str, Any] |
         return CompareReport.of(core, expected.describe(), other.describe())
     if actual_params is not None:
         raise TypeError("actual_params applies only when actual is a preset name")
-    if not isinstance(actual, (tuple, list)) or len(actual) != 2:
-        raise TypeError("actual must be a (payload, scale) pair of arrays or a preset name")
+    if not isinstance(actual, (tuple, list)) or len(actual) not in (2, 3):
+        raise TypeError("actual must be a (payload, scale) pair of arrays or a preset name (a contract with a "
+                        "tensor scale: (payload, scale, tensor_scale))")
     payload = _arrays.as_bytes(actual[0], "actual payload")
     scale = _arrays.as_bytes(actual[1], "actual scale")
-    core = _core.compare_arrays(data, bf16_bits, preset, list(expected.overrides), payload, scale)
+    tensor_scale = _arrays.as_bytes(np.asarray(actual[2]) if isinstance(actual[2], np.generic) else actual[2],
+                                    "actual tensor_scale") if len(actual) > 2 else None
+    core = _core.compare_arrays(data, bf16_bits, preset, list(expected.overrides), payload, scale, tensor_scale)
     return CompareReport.of(core, expected.describe(), "the given arrays")

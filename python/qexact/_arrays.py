@@ -24,6 +24,31 @@ PAYLOAD_TYPES: Mapping[str, Any] = {
     "e3m2": ml_dtypes.float6_e3m2fn,
 }
 
+def packs_pairs(family: str, params: Mapping[str, str]) -> bool:
+    """Whether the contract's payload packs two E2M1 codes per byte (MX E2M1, nvfp4): the input's
+    last dimension is then twice the payload's (for an even length)."""
+    return family == "nvfp4" or (family == "mx" and params["element"] == "e2m1")
+
+
+def typed_output(family: str, params: Mapping[str, str], name: str, array: Any) -> Any:
+    """One quantize output of the core (uint8 / int8 / float array) viewed as its numpy type,
+    over the same memory: one-byte element codes (MX, fp8.scaled payloads) as the ``ml_dtypes``
+    type of their element, nvfp4's E4M3 block scales as ``float8_e4m3fn``; packed E2M1
+    payloads, E8M0 scales and the rest as they are."""
+    if name == "payload" and family in ("mx", "fp8.scaled"):
+        payload_type = PAYLOAD_TYPES.get(params["element"])
+        return array if payload_type is None else array.view(payload_type)
+    if name == "scale" and family == "nvfp4":
+        return array.view(ml_dtypes.float8_e4m3fn)
+    return array
+
+
+def typed_outputs(family: str, params: Mapping[str, str], outputs: list[Any]) -> list[Any]:
+    """The core's quantize outputs, in output_specs order, each as ``typed_output`` views it."""
+    names = ("payload", "scale", "tensor_scale")
+    return [typed_output(family, params, names[i], a) for i, a in enumerate(outputs)]
+
+
 # Accepted spellings of the float dtypes qexact reads and writes, to its own names.
 _FLOAT_NAMES = {
     "f32": "f32", "float32": "f32", "fp32": "f32",

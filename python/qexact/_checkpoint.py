@@ -81,7 +81,8 @@ def quantize_checkpoint(src: str | os.PathLike[str], out: str | os.PathLike[str]
     bytes, streamed tensor by tensor, ``out`` replaced atomically.
 
     Tensors whose name matches an ``include`` glob (default: all) and no ``exclude`` glob are
-    quantized into ``<name>.payload`` and ``<name>.scale``; the others, and those the contract
+    quantized into ``<name>.payload`` and ``<name>.scale`` (and ``<name>.tensor_scale`` for a
+    contract with a tensor scale); the others, and those the contract
     cannot take, are copied unchanged (with ``strict=True`` the latter is a ValueError). A file
     qexact already quantized, and a tensor ``w`` beside a tensor ``w.payload`` or ``w.scale``, are
     refused (ValueError) before any work.
@@ -115,10 +116,12 @@ def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: M
     quantizes a file holding it: the same selection, outputs, summary and metadata.
 
     Returns ``(tensors, summary)``. ``tensors`` is the quantized state_dict, by name: every
-    ``<name>.payload`` and ``<name>.scale`` (the bytes the CLI's file holds for them), and every
+    ``<name>.payload`` and ``<name>.scale`` (and ``<name>.tensor_scale`` for a contract with a
+    tensor scale: the bytes the CLI's file holds for them), and every
     other tensor as the very object given. Outputs of a torch tensor are torch tensors typed as
     torch loads the CLI's file (``float8_e4m3fn``/``float8_e5m2`` payloads, ``float8_e8m0fnu``
-    MX scales, int8 payloads, float32/float16 int8 scales, uint8 for other MX payloads); outputs
+    MX scales, ``float8_e4m3fn`` nvfp4 scales, int8 payloads, float32/float16 int8 and fp8.scaled
+    scales and tensor scales, uint8 for other MX and nvfp4 payloads); outputs
     of a numpy array are what ``qexact.quantize`` returns. ``metadata``: the ``__metadata__`` to
     start from (``summary.metadata`` is the output's).
     """
@@ -147,14 +150,11 @@ def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: M
         names, dtypes, shapes, arrays, bf16_bits, {str(k): str(v) for k, v in (metadata or {}).items()}, preset,
         list(contract.overrides), _globs(include, "include"), _globs(exclude, "exclude"), bool(strict), engine,
         threads)
-    payload_type = _arrays.PAYLOAD_TYPES.get(contract.params.get("element", "")) if contract.family == "mx" else None
     tensors: dict[str, Any] = {name: originals[name] for name in passed}
     for name, st_dtype, array in outputs:
-        source = originals[name.rsplit(".", 1)[0]]
-        if _torch_io.is_tensor(source):
+        source_name, output = name.rsplit(".", 1)
+        if _torch_io.is_tensor(originals[source_name]):
             tensors[name] = _torch_output(array, st_dtype)
-        elif name.endswith(".payload") and payload_type is not None:
-            tensors[name] = array.view(payload_type)
         else:
-            tensors[name] = array
+            tensors[name] = _arrays.typed_output(contract.family, contract.params, output, array)
     return dict(sorted(tensors.items())), CheckpointSummary._of(summary)

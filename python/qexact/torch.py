@@ -3,18 +3,23 @@ module for quantization-aware training. Importing this module registers the ops;
 package's functions import it themselves when they are given a tensor.
 
 Tensors in, tensors out, on the CPU and without copies: payloads come back as
-``torch.float8_e4m3fn`` / ``float8_e5m2`` (MXFP8), ``torch.float4_e2m1fn_x2`` (MXFP4, two codes
-per byte, element 2k in the low nibble), ``uint8`` (MXFP6, one code per byte, as torchao keeps
-them) or ``int8``; MX scales as ``torch.float8_e8m0fnu``, int8 scales as ``float32`` (``float16``
-with ``scale_store="f16"``); HiF4 storage as ``uint8``; values as ``float32`` or x's dtype.
+``torch.float8_e4m3fn`` / ``float8_e5m2`` (MXFP8, fp8.scaled), ``torch.float4_e2m1fn_x2`` (MXFP4
+and nvfp4, two codes per byte, element 2k in the low nibble), ``uint8`` (MXFP6, one code per
+byte, as torchao keeps them) or ``int8``; MX scales as ``torch.float8_e8m0fnu``, nvfp4 block
+scales as ``torch.float8_e4m3fn``, fp8.scaled scales and nvfp4's tensor scale as ``float32``,
+int8 scales as ``float32`` (``float16`` with ``scale_store="f16"``); HiF4 storage as ``uint8``;
+values as ``float32`` or x's dtype.
 A tensor on another device raises TypeError naming it (qexact computes on the CPU); the ops
 given meta tensors (as ``torch.compile`` traces them) compute only shapes and dtypes.
 
 Ops (``torch.ops.qexact.<name>``, each with a fake kernel, so ``torch.compile(fullgraph=True)``
 traces them; shapes are read as constants, so each new shape compiles anew):
 
-* ``quantize(x, preset, overrides, engine, threads) -> (payload, scale)``
-* ``dequantize(payload, scale, shape, preset, overrides, engine, threads) -> float32``
+* ``quantize(x, preset, overrides, engine, threads) -> (payload, scale)`` (contracts without a
+  tensor scale)
+* ``quantize_outputs(x, preset, overrides, engine, threads) -> [payload, scale(, tensor_scale)]``:
+  every output by name, in ``qexact.outputs`` order (any quantizing contract)
+* ``dequantize(payload, scale, shape, preset, overrides, engine, threads, tensor_scale=None) -> float32``
 * ``fake_quant(x, preset, overrides, qdim, engine, threads) -> x's dtype`` (differentiable)
 * ``hif4_pack(x, engine, threads) -> (scale, value)``, ``hif4_unpack(scale, value, engine, threads)``
 
@@ -38,6 +43,7 @@ from typing import Any, Mapping, Optional, Sequence
 import torch
 
 from . import _core, _torch_io
+from ._arrays import packs_pairs
 from ._contract import override_strings
 from ._torchao import from_mxtensor, to_mxtensor
 
@@ -60,20 +66,45 @@ def _params(preset: str, overrides: tuple[str, ...]) -> Mapping[str, str]:
     """The validated contract's parameters plus its family (raises ValueError as the core does)."""
     params = dict(_core.contract_params(preset, list(overrides)))
     params["family"] = _core.contract_family(preset, list(overrides))
+    # The outputs' names (output_names), comma-separated; "" for a contract that does not quantize.
+    quantizes = params["family"] not in ("hif4", "pool")
+    params["outputs"] = ",".join(_core.output_names(preset, list(overrides))) if quantizes else ""
     return params
 
 
+_FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+
+
 def _payload_dtype(p: Mapping[str, str]) -> torch.dtype:
+    if p["family"] == "nvfp4":
+        return torch.float4_e2m1fn_x2
+    if p["family"] == "fp8.scaled":
+        return _FP8[p["element"]]
     if p["family"] != "mx":
         return torch.int8
-    return {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
-            "e2m1": torch.float4_e2m1fn_x2}.get(p["element"], torch.uint8)
+    return {**_FP8, "e2m1": torch.float4_e2m1fn_x2}.get(p["element"], torch.uint8)
 
 
 def _scale_dtype(p: Mapping[str, str]) -> torch.dtype:
     if p["family"] == "mx":
         return torch.float8_e8m0fnu
+    if p["family"] == "nvfp4":
+        return torch.float8_e4m3fn
     return torch.float16 if p.get("scale_store") == "f16" else torch.float32
+
+
+def _output_dtype(p: Mapping[str, str], name: str) -> torch.dtype:
+    """The torch dtype of the contract's output ``name`` (the tensor scale is float32)."""
+    return {"payload": _payload_dtype, "scale": _scale_dtype}.get(name, lambda _: torch.float32)(p)
+
+
+def _outputs(preset: str, overrides: list[str], x: Tensor) -> list[tuple[str, list[int]]]:
+    """(name, shape) of every output the contract gives x, from the core's output_specs."""
+    return [(name, dims) for name, _, dims in _core.contract_outputs(preset, overrides, [int(d) for d in x.shape])]
+
+
+def _has_tensor_scale(p: Mapping[str, str]) -> bool:
+    return "tensor_scale" in p["outputs"]
 
 
 def _check_quantizer(preset: str, p: Mapping[str, str]) -> None:
@@ -95,22 +126,55 @@ def _check_float(x: Tensor, what: str = "x") -> None:
 
 # -- quantize / dequantize ---------------------------------------------------------------------
 
+def _quantized(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> list[Tensor]:
+    """Every output of the contract for x, as tensors over the core's arrays (output_specs order)."""
+    p = _params(preset, tuple(overrides))
+    _check_quantizer(preset, p)
+    payload, scale, _, tensor_scale = _core.quantize(_torch_io.readable(x, "x"), False, preset, overrides, engine,
+                                                     threads)
+    arrays = [payload, scale] + ([] if tensor_scale is None else [tensor_scale])
+    names = ("payload", "scale", "tensor_scale")
+    return [_torch_io.from_numpy(a, _output_dtype(p, names[i])) for i, a in enumerate(arrays)]
+
+
+def _fake_outputs(x: Tensor, preset: str, overrides: list[str]) -> list[Tensor]:
+    p = _params(preset, tuple(overrides))
+    _check_quantizer(preset, p)
+    _check_float(x)
+    return [x.new_empty(dims, dtype=_output_dtype(p, name)) for name, dims in _outputs(preset, overrides, x)]
+
+
+def _two_outputs(preset: str, p: Mapping[str, str]) -> None:
+    if _has_tensor_scale(p):
+        raise ValueError(f"{preset} has a tensor scale, a third output (payload, scale, tensor_scale): "
+                         f"use torch.ops.qexact.quantize_outputs")
+
+
 @torch.library.custom_op("qexact::quantize", mutates_args=(),
                          schema="(Tensor x, str preset, str[] overrides, str engine, int threads) -> (Tensor, Tensor)")
 def _quantize_op(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> tuple[Tensor, Tensor]:
-    p = _params(preset, tuple(overrides))
-    _check_quantizer(preset, p)
-    payload, scale, _ = _core.quantize(_torch_io.readable(x, "x"), False, preset, overrides, engine, threads)
-    return _torch_io.from_numpy(payload, _payload_dtype(p)), _torch_io.from_numpy(scale, _scale_dtype(p))
+    _two_outputs(preset, _params(preset, tuple(overrides)))
+    payload, scale = _quantized(x, preset, overrides, engine, threads)
+    return payload, scale
 
 
 @_quantize_op.register_fake
 def _(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> tuple[Tensor, Tensor]:
-    p = _params(preset, tuple(overrides))
-    _check_quantizer(preset, p)
-    _check_float(x)
-    payload_shape, scale_shape = _core.contract_shapes(preset, overrides, [int(d) for d in x.shape])
-    return x.new_empty(payload_shape, dtype=_payload_dtype(p)), x.new_empty(scale_shape, dtype=_scale_dtype(p))
+    _two_outputs(preset, _params(preset, tuple(overrides)))
+    payload, scale = _fake_outputs(x, preset, overrides)
+    return payload, scale
+
+
+# Every output by name, in output_specs order: (payload, scale) or (payload, scale, tensor_scale).
+@torch.library.custom_op("qexact::quantize_outputs", mutates_args=(),
+                         schema="(Tensor x, str preset, str[] overrides, str engine, int threads) -> Tensor[]")
+def _quantize_outputs_op(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> list[Tensor]:
+    return _quantized(x, preset, overrides, engine, threads)
+
+
+@_quantize_outputs_op.register_fake
+def _(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> list[Tensor]:
+    return _fake_outputs(x, preset, overrides)
 
 
 def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str]) -> None:
@@ -125,29 +189,40 @@ def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, st
     if shape is not None:
         return [int(d) for d in shape]
     out = [int(d) for d in payload.shape]
-    if p["family"] == "mx" and p["element"] == "e2m1" and out:
+    if packs_pairs(p["family"], p) and out:
         out[-1] *= 2
     return out
 
 
+def _check_tensor_scale(tensor_scale: Optional[Tensor], preset: str, p: Mapping[str, str]) -> None:
+    if _has_tensor_scale(p) and tensor_scale is None:
+        raise ValueError(f"{preset} has a tensor scale (tensor_scale={p['tensor_scale']}): dequantize needs its "
+                         f"tensor_scale")
+    if not _has_tensor_scale(p) and tensor_scale is not None:
+        raise ValueError(f"{preset} has no tensor scale, but a tensor_scale was given")
+
+
+# tensor_scale (last, optional): the third output of a contract with a tensor scale.
 @torch.library.custom_op("qexact::dequantize", mutates_args=(),
                          schema="(Tensor payload, Tensor scale, int[]? shape, str preset, str[] overrides, str engine, "
-                                "int threads) -> Tensor")
+                                "int threads, Tensor? tensor_scale=None) -> Tensor")
 def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str],
-                   engine: str, threads: int) -> Tensor:
+                   engine: str, threads: int, tensor_scale: Optional[Tensor] = None) -> Tensor:
     p = _params(preset, tuple(overrides))
     _check_payload(payload, preset, p)
+    t = None if tensor_scale is None else _torch_io.readable(tensor_scale, "tensor_scale")
     y = _core.dequantize(_torch_io.readable(payload, "payload", as_bytes=True),
                          _torch_io.readable(scale, "scale", as_bytes=True),
-                         _x_shape(payload, shape, p), preset, overrides, engine, threads)
+                         _x_shape(payload, shape, p), preset, overrides, engine, threads, t)
     return _torch_io.from_numpy(y)
 
 
 @_dequantize_op.register_fake
 def _(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str], engine: str,
-      threads: int) -> Tensor:
+      threads: int, tensor_scale: Optional[Tensor] = None) -> Tensor:
     p = _params(preset, tuple(overrides))
     _check_payload(payload, preset, p)
+    _check_tensor_scale(tensor_scale, preset, p)
     return payload.new_empty(_x_shape(payload, shape, p), dtype=torch.float32)
 
 
@@ -162,8 +237,9 @@ def _fake_quant_op(x: Tensor, preset: str, overrides: list[str], qdim: int, engi
         return _torch_io.from_numpy(_core.hifloat4_fake_quant(x, False, qdim, engine, threads))
     _check_quantizer(preset, p)
     moved = x.movedim(qdim, -1)  # a strided view: the core reads it in place
-    payload, scale, _ = _core.quantize(moved, False, preset, overrides, engine, threads)
-    y = _core.dequantize(payload, scale, [int(d) for d in moved.shape], preset, overrides, engine, threads)
+    payload, scale, _, tensor_scale = _core.quantize(moved, False, preset, overrides, engine, threads)
+    y = _core.dequantize(payload, scale, [int(d) for d in moved.shape], preset, overrides, engine, threads,
+                         tensor_scale)
     return _torch_io.from_numpy(y).to(x.dtype).movedim(-1, qdim).contiguous()
 
 
@@ -222,20 +298,27 @@ def _(scale: Tensor, value: Tensor, engine: str, threads: int) -> Tensor:
 # -- the functions: keywords in, ops called ----------------------------------------------------
 
 def quantize(x: Tensor, preset: str, *, engine: str = "fast", threads: int = 0,
-             **params: Any) -> tuple[Tensor, Tensor]:
-    """``qexact.quantize`` for a CPU tensor: ``(payload, scale)`` tensors in torch's dtypes."""
+             **params: Any) -> tuple[Tensor, ...]:
+    """``qexact.quantize`` for a CPU tensor: ``(payload, scale)`` tensors in torch's dtypes, or
+    ``(payload, scale, tensor_scale)`` (float32, shape ``()``) for a contract with a tensor
+    scale (nvfp4 ``tensor_scale="amax"``); runs ``torch.ops.qexact.quantize_outputs``."""
     _torch_io.check_cpu(x, "x")
-    return torch.ops.qexact.quantize(x, preset, override_strings(params), engine, threads)
+    # One op for every contract: the number of outputs is the op's to know (no call into the
+    # core here, which torch.compile could not trace).
+    return tuple(torch.ops.qexact.quantize_outputs(x, preset, override_strings(params), engine, threads))
 
 
 def dequantize(payload: Tensor, scale: Tensor, preset: str, *, shape: Optional[Sequence[int]] = None,
-               engine: str = "fast", threads: int = 0, **params: Any) -> Tensor:
+               tensor_scale_array: Optional[Tensor] = None, engine: str = "fast", threads: int = 0,
+               **params: Any) -> Tensor:
     """``qexact.dequantize`` for tensors: float32 values. Payloads and scales may be torch's
     float8 / float4_e2m1fn_x2 / float8_e8m0fnu tensors or their bytes (uint8, int8), or numpy
-    arrays (read in place as tensors)."""
+    arrays (read in place as tensors); ``tensor_scale_array`` the float32 third output of a
+    contract with a tensor scale (``tensor_scale=`` is the contract parameter)."""
     payload, scale = _torch_io.tensor(payload, "payload"), _torch_io.tensor(scale, "scale")
+    t = None if tensor_scale_array is None else _torch_io.tensor(tensor_scale_array, "tensor_scale_array")
     dims = None if shape is None else [int(d) for d in shape]
-    return torch.ops.qexact.dequantize(payload, scale, dims, preset, override_strings(params), engine, threads)
+    return torch.ops.qexact.dequantize(payload, scale, dims, preset, override_strings(params), engine, threads, t)
 
 
 def fake_quant(x: Tensor, preset: str, *, qdim: int = -1, engine: str = "fast", threads: int = 0,

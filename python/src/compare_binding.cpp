@@ -1,9 +1,11 @@
 #include "compare_binding.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -11,6 +13,7 @@
 #include "conformance/compare.hpp"
 #include "conformance/contract_output.hpp"
 #include "conformance/scale_grid.hpp"
+#include "contracts/family_table.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/quantize.hpp"
@@ -89,12 +92,18 @@ nb::dict report_dict(const CompareReport& r, const Contract& c, const Shape& x) 
 }
 
 nb::dict compare_arrays(const InArray& x, bool bf16_bits, const std::string& preset, const Overrides& o,
-                        const InArray& payload, const InArray& scale) {
+                        const InArray& payload, const InArray& scale, const std::optional<InArray>& tensor_scale) {
   const Contract c = quantizing_contract(preset, o);
   const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
+  // The outputs come as the contract names them: a tensor scale exactly where it has one.
+  const bool has_tensor_scale = output_names(c).size() > 2;
+  if (has_tensor_scale != tensor_scale.has_value())
+    fail(ErrorKind::bad_argument, "actual: " + c.preset + (has_tensor_scale ? " has a tensor scale: give (payload, scale, tensor_scale)"
+                                                                            : " has no tensor scale: give (payload, scale)"));
   conformance::DeviceOutput given;
   given.payload = contiguous_copy(view_of(payload, false, "actual payload", any_dtype()));
   given.scale = contiguous_copy(view_of(scale, false, "actual scale", any_dtype()));
+  if (tensor_scale) given.tensor_scale = contiguous_copy(view_of(*tensor_scale, false, "actual tensor_scale", any_dtype()));
   CompareReport r;
   {
     nb::gil_scoped_release release;
@@ -123,7 +132,8 @@ nb::dict compare_presets(const InArray& x, bool bf16_bits, const std::string& pr
 void bind_compare(nb::module_& m) {
   using namespace nb::literals;
   m.def("compare_arrays", &compare_arrays, "x"_a, "bf16_bits"_a, "preset"_a, "overrides"_a, "payload"_a, "scale"_a,
-        "The report (a dict) of comparing (payload, scale) with the contract's reference for x.");
+        "tensor_scale"_a = nb::none(),
+        "The report (a dict) of comparing (payload, scale[, tensor_scale]) with the contract's reference for x.");
   m.def("compare_presets", &compare_presets, "x"_a, "bf16_bits"_a, "preset"_a, "overrides"_a, "actual"_a,
         "actual_overrides"_a, "engine"_a, "threads"_a,
         "The report (a dict) of comparing another contract's outputs for x with the contract's reference.");

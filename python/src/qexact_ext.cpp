@@ -3,6 +3,7 @@
 // arrays without copying them (array_bridge.hpp), release the GIL while a kernel runs, and
 // turn qexact::Error into ValueError (bad argument, bad input, bad file) or OSError (io).
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -11,6 +12,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -19,6 +21,7 @@
 #include "array_bridge.hpp"
 #include "checkpoint_ext.hpp"
 #include "compare_binding.hpp"
+#include "contracts/family_table.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
@@ -51,8 +54,25 @@ std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> contract_shapes(
   return {payload_shape(c, x), scale_shape(c, x)};
 }
 
-std::tuple<OutArray, OutArray, std::string> quantize_array(const InArray& x, bool bf16_bits, const std::string& preset,
-                                                           const Overrides& o, const std::string& engine, int threads) {
+// Every output the contract gives x_shape, in output_specs order: (name, dtype name, shape).
+// The one source of the outputs' names, dtypes and shapes for the Python side (the torch ops'
+// fake kernels included).
+std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>> contract_outputs(
+    const std::string& preset, const Overrides& o, const std::vector<std::int64_t>& x_shape) {
+  std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>> out;
+  for (const OutputSpec& s : output_specs(make_contract(preset, o), shape_of(x_shape)))
+    out.emplace_back(s.name, dtype_name(s.dtype), s.shape);
+  return out;
+}
+
+std::vector<std::string> contract_output_names(const std::string& preset, const Overrides& o) {
+  return output_names(make_contract(preset, o));
+}
+
+// (payload, scale, path, tensor_scale): the tensor scale is None for a contract without one.
+std::tuple<OutArray, OutArray, std::string, std::optional<OutArray>> quantize_array(
+    const InArray& x, bool bf16_bits, const std::string& preset, const Overrides& o, const std::string& engine,
+    int threads) {
   const Contract c = make_contract(preset, o);
   const RunOptions run = run_options(engine, threads);
   const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
@@ -61,28 +81,38 @@ std::tuple<OutArray, OutArray, std::string> quantize_array(const InArray& x, boo
     nb::gil_scoped_release release;
     r = quantize(c, v, run);
   }
-  return {to_numpy(std::move(r.payload)), to_numpy(std::move(r.scale)), r.path};
+  std::optional<OutArray> tensor_scale;
+  if (r.named().size() > 2) tensor_scale = to_numpy(std::move(r.tensor_scale));
+  return {to_numpy(std::move(r.payload)), to_numpy(std::move(r.scale)), r.path, std::move(tensor_scale)};
 }
 
-// Views of a quantized (payload, scale) pair, with the dtypes the contract's quantize returns.
-std::pair<TensorView, TensorView> quantized_views(const Contract& c, const InArray& payload, const InArray& scale) {
-  // int8 families: i8 payload; MX, fp8.scaled and nvfp4: u8 codes. MX and nvfp4 scales are u8 codes.
-  const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
-  const bool byte_scales = c.family == Family::mx || c.family == Family::nvfp4;
-  const DType scale_dtype = byte_scales ? DType::u8 : c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-  return {view_of(payload, false, "payload", {int8 ? DType::i8 : DType::u8}), view_of(scale, false, "scale", {scale_dtype})};
+struct QuantViews {
+  TensorView payload, scale, tensor_scale;  // tensor_scale: empty (data == nullptr) when not given
+};
+
+// Views of a quantized tensor's outputs, each with the dtype output_specs gives the input shape
+// `x_shape` (the core checks shapes and whether a tensor scale is needed).
+QuantViews quantized_views(const Contract& c, const Shape& x_shape, const InArray& payload, const InArray& scale,
+                           const std::optional<InArray>& tensor_scale) {
+  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
+  QuantViews v{view_of(payload, false, "payload", {specs[0].dtype}), view_of(scale, false, "scale", {specs[1].dtype}),
+               {}};
+  if (tensor_scale)
+    v.tensor_scale = view_of(*tensor_scale, false, "tensor_scale", {specs.size() > 2 ? specs[2].dtype : DType::f32});
+  return v;
 }
 
 OutArray dequantize_arrays(const InArray& payload, const InArray& scale, const std::vector<std::int64_t>& x_shape,
-                           const std::string& preset, const Overrides& o, const std::string& engine, int threads) {
+                           const std::string& preset, const Overrides& o, const std::string& engine, int threads,
+                           const std::optional<InArray>& tensor_scale) {
   const Contract c = make_contract(preset, o);
   const RunOptions run = run_options(engine, threads);
-  const auto [p, s] = quantized_views(c, payload, scale);
   const Shape shape = shape_of(x_shape);
+  const QuantViews q = quantized_views(c, shape, payload, scale, tensor_scale);
   Tensor y;
   {
     nb::gil_scoped_release release;
-    y = dequantize(c, p, s, shape, run);
+    y = dequantize(c, q.payload, q.scale, q.tensor_scale, shape, run);
   }
   return to_numpy(std::move(y));
 }
@@ -231,24 +261,27 @@ MutableTensorView writable_view(const WritableArray& a, bool bf16_bits, const ch
 
 std::string quantize_into_arrays(const InArray& x, bool bf16_bits, const WritableArray& payload,
                                  const WritableArray& scale, const std::string& preset, const Overrides& o,
-                                 const std::string& engine, int threads) {
+                                 const std::string& engine, int threads,
+                                 const std::optional<WritableArray>& tensor_scale) {
   const Contract c = make_contract(preset, o);
   const RunOptions run = run_options(engine, threads);
   const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
   const MutableTensorView p = writable_view(payload, false, "out payload");
   const MutableTensorView s = writable_view(scale, false, "out scale");
+  const MutableTensorView t = tensor_scale ? writable_view(*tensor_scale, false, "out tensor_scale") : MutableTensorView{};
   nb::gil_scoped_release release;
-  return quantize_into(c, v, p, s, run);
+  return quantize_into(c, v, p, s, t, run);
 }
 
 void dequantize_into_arrays(const InArray& payload, const InArray& scale, const WritableArray& out,
-                            const std::string& preset, const Overrides& o, const std::string& engine, int threads) {
+                            const std::string& preset, const Overrides& o, const std::string& engine, int threads,
+                            const std::optional<InArray>& tensor_scale) {
   const Contract c = make_contract(preset, o);
   const RunOptions run = run_options(engine, threads);
-  const auto [p, s] = quantized_views(c, payload, scale);
   const MutableTensorView y = writable_view(out, false, "out");
+  const QuantViews q = quantized_views(c, y.shape, payload, scale, tensor_scale);
   nb::gil_scoped_release release;
-  dequantize_into(c, p, s, y, run);
+  dequantize_into(c, q.payload, q.scale, q.tensor_scale, y, run);
 }
 
 void fake_quant_into_array(const InArray& x, bool bf16_bits, const WritableArray& out, bool out_bf16_bits, int qdim,
@@ -305,18 +338,23 @@ NB_MODULE(_core, m) {
   m.def("contract_family", &contract_family, "preset"_a, "overrides"_a, "The contract's family name.");
   m.def("contract_shapes", &contract_shapes, "preset"_a, "overrides"_a, "x_shape"_a,
         "(payload shape, scale shape) the contract gives an input shape.");
+  m.def("contract_outputs", &contract_outputs, "preset"_a, "overrides"_a, "x_shape"_a,
+        "(name, dtype, shape) of every output the contract gives an input shape (output_specs).");
+  m.def("output_names", &contract_output_names, "preset"_a, "overrides"_a,
+        "Names of the contract's outputs, in output_specs order (payload, scale[, tensor_scale]).");
   m.def("quantize", &quantize_array, "x"_a, "bf16_bits"_a, "preset"_a, "overrides"_a, "engine"_a, "threads"_a,
-        "(payload, scale, path) of x under the contract.");
+        "(payload, scale, path, tensor_scale or None) of x under the contract.");
   m.def("dequantize", &dequantize_arrays, "payload"_a, "scale"_a, "x_shape"_a, "preset"_a, "overrides"_a, "engine"_a,
-        "threads"_a, "fp32 values of a quantized tensor.");
+        "threads"_a, "tensor_scale"_a = nb::none(), "fp32 values of a quantized tensor.");
   m.def("hifloat4_fake_quant", &fake_quant_array, "x"_a, "bf16_bits"_a, "qdim"_a, "engine"_a, "threads"_a,
         "FP -> HiF4 -> FP along qdim (bf16 results as uint16 bit patterns).");
   m.def("hif4_pack", &hif4_pack_array, "x"_a, "bf16_bits"_a, "engine"_a, "threads"_a, "(scale, value) of a 2-D x.");
   m.def("hif4_unpack", &hif4_unpack_arrays, "scale"_a, "value"_a, "engine"_a, "threads"_a, "fp32 values.");
   m.def("quantize_into", &quantize_into_arrays, "x"_a, "bf16_bits"_a, "payload"_a, "scale"_a, "preset"_a,
-        "overrides"_a, "engine"_a, "threads"_a, "quantize into the caller's (payload, scale); returns the path.");
+        "overrides"_a, "engine"_a, "threads"_a, "tensor_scale"_a = nb::none(),
+        "quantize into the caller's (payload, scale[, tensor_scale]); returns the path.");
   m.def("dequantize_into", &dequantize_into_arrays, "payload"_a, "scale"_a, "out"_a, "preset"_a, "overrides"_a,
-        "engine"_a, "threads"_a, "dequantize into the caller's fp32 out (x's shape).");
+        "engine"_a, "threads"_a, "tensor_scale"_a = nb::none(), "dequantize into the caller's fp32 out (x's shape).");
   m.def("hifloat4_fake_quant_into", &fake_quant_into_array, "x"_a, "bf16_bits"_a, "out"_a, "out_bf16_bits"_a,
         "qdim"_a, "engine"_a, "threads"_a, "fake-quant into the caller's out (x's dtype and shape).");
   m.def("hif4_pack_into", &hif4_pack_into_arrays, "x"_a, "bf16_bits"_a, "scale"_a, "value"_a, "engine"_a,

@@ -37,7 +37,8 @@ def import_or_fail(name: str) -> ModuleType:
 def shape_for(preset: str) -> tuple[int, ...]:
     """A shape the preset accepts: whole groups, and a partial token block for int8.block."""
     family = FAMILY[preset]
-    if family == "int8.block":
+    if family == "int8.block" or (family == "fp8.scaled" and
+                                  dict(_core.contract_params(preset, []))["granularity"].startswith("head_block")):
         return (2, 100, 3, 16)
     if family == "int8.token":
         return (5, 40)

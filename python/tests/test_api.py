@@ -52,7 +52,10 @@ def test_params_apply_overrides_as_the_cli_spells_them():
 @pytest.mark.parametrize("preset", QUANTIZE_PRESETS)
 def test_quantize_every_preset(preset, dtype):
     x = make_input(preset, dtype)
-    payload, scale = qexact.quantize(x, preset)
+    outputs = qexact.quantize(x, preset)
+    assert [a.shape for a in outputs] == [shape for _, _, shape in qexact.outputs(preset, x.shape)]
+    payload, scale = outputs[:2]
+    tensor_scale = outputs[2] if len(outputs) > 2 else None  # nvfp4 with a tensor scale: f32 ()
     payload_shape, scale_shape = _core.contract_shapes(preset, [], list(x.shape))
     assert payload.shape == tuple(payload_shape)
     assert scale.shape == tuple(scale_shape)
@@ -60,19 +63,28 @@ def test_quantize_every_preset(preset, dtype):
     if FAMILY[preset] == "mx":
         assert payload.dtype == PAYLOAD_TYPES[params["element"]]
         assert scale.dtype == np.uint8
+    elif FAMILY[preset] == "fp8.scaled":
+        assert payload.dtype == PAYLOAD_TYPES[params["element"]]
+        assert scale.dtype == np.float32
+    elif FAMILY[preset] == "nvfp4":
+        assert payload.dtype == np.uint8
+        assert scale.dtype == ml_dtypes.float8_e4m3fn
     else:
         assert payload.dtype == np.int8
         assert scale.dtype == (np.float16 if params["scale_store"] == "f16" else np.float32)
 
-    ref_payload, ref_scale = qexact.quantize(x, preset, engine="reference")
-    assert same_bytes(payload, ref_payload)
-    assert same_bytes(scale, ref_scale)
-    one_thread = qexact.quantize(x, preset, threads=1)
-    assert same_bytes(payload, one_thread[0]) and same_bytes(scale, one_thread[1])
+    if tensor_scale is not None:
+        assert tensor_scale.dtype == np.float32 and tensor_scale.shape == ()
 
-    y = qexact.dequantize(payload, scale, preset, shape=x.shape)
+    reference = qexact.quantize(x, preset, engine="reference")
+    assert len(reference) == len(outputs) and all(same_bytes(a, r) for a, r in zip(outputs, reference))
+    one_thread = qexact.quantize(x, preset, threads=1)
+    assert len(one_thread) == len(outputs) and all(same_bytes(a, o) for a, o in zip(outputs, one_thread))
+
+    y = qexact.dequantize(payload, scale, preset, shape=x.shape, tensor_scale_array=tensor_scale)
     assert y.dtype == np.float32 and y.shape == x.shape
-    assert same_bytes(y, qexact.dequantize(payload, scale, preset, shape=x.shape, engine="reference"))
+    assert same_bytes(y, qexact.dequantize(payload, scale, preset, shape=x.shape, tensor_scale_array=tensor_scale,
+                                           engine="reference"))
 
 
 @pytest.mark.parametrize("preset", [p for p in MX_PRESETS if qexact.params(p)["element"] != "e2m1"])

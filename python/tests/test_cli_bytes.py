@@ -59,6 +59,8 @@ CASES = [(p, {}) for p in QUANTIZE_PRESETS] + [
     ("mxfp8.ascend", {"prequant_round": "none", "rounding": "half_away"}),
     ("mx.ocp", {"layout": "swizzled", "tail": "reject", "scale_rule": "even"}),
     ("q8_0.ggml", {"scale_store": "f32"}),
+    ("nvfp4.torchao", {"tensor_scale": "amax"}),
+    ("fp8.torchao.rowwise", {"element": "e5m2"}),
 ]
 
 
@@ -71,13 +73,20 @@ def test_quantize_and_dequantize_bytes_equal_the_cli(tmp_path, preset, params, d
     cli_ok("quantize", "--preset", preset, *dtype_args, *param_args, str(tmp_path / "x.npy"), "--out", str(tmp_path / "q"))
     cli_ok("dequantize", str(tmp_path / "q"), "--out", str(tmp_path / "y.npy"))
 
-    payload, scale = qexact.quantize(x, preset, **params)
+    outputs = qexact.quantize(x, preset, **params)
+    names = [name for name, _, _ in qexact.outputs(preset, x.shape, **params)]
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == sorted([f"{n}.npy" for n in names] + ["meta.json"])
+    payload, scale = outputs[:2]
     cli_payload = np.load(tmp_path / "q" / "payload.npy")
     assert cli_payload.dtype == (np.int8 if payload.dtype == np.int8 else np.uint8)
     assert same_bytes(payload.view(np.uint8), cli_payload.view(np.uint8))
-    cli_scale = np.load(tmp_path / "q" / "scale.npy")
-    assert scale.dtype == cli_scale.dtype and same_bytes(scale, cli_scale)
-    y = qexact.dequantize(payload, scale, preset, shape=x.shape, **params)
+    for name, array in zip(names[1:], outputs[1:]):  # scale, tensor_scale: one-byte codes as uint8
+        cli_array = np.load(tmp_path / "q" / f"{name}.npy")
+        if array.dtype.itemsize == 1:
+            array = array.view(np.uint8)
+        assert array.dtype == cli_array.dtype and same_bytes(array, cli_array), name
+    tensor_scale = outputs[2] if len(outputs) > 2 else None
+    y = qexact.dequantize(payload, scale, preset, shape=x.shape, tensor_scale_array=tensor_scale, **params)
     cli_y = np.load(tmp_path / "y.npy")
     assert y.dtype == cli_y.dtype and same_bytes(y, cli_y)
 

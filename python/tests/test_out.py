@@ -16,7 +16,7 @@ POISON = 0xA5
 
 def poisoned_like(a: np.ndarray) -> np.ndarray:
     out = np.empty_like(a)
-    out.view(np.uint8).reshape(-1)[:] = POISON
+    out.reshape(-1).view(np.uint8)[:] = POISON  # reshape first: a 0-d array (a tensor scale) has no byte view
     return out
 
 
@@ -28,15 +28,17 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 @pytest.mark.parametrize("engine", ["fast", "reference"])
 def test_quantize_and_dequantize_into_poisoned_outputs(preset, engine):
     x = make_input(preset, ml_dtypes.bfloat16)
-    payload, scale = qexact.quantize(x, preset)
-    out = (poisoned_like(payload), poisoned_like(scale))
+    outputs = qexact.quantize(x, preset)  # (payload, scale[, tensor_scale])
+    out = tuple(poisoned_like(a) for a in outputs)
     got = qexact.quantize(x, preset, out=out, engine=engine, threads=3)
-    assert got[0] is out[0] and got[1] is out[1]
-    assert same_bytes(out[0], payload) and same_bytes(out[1], scale)
+    assert all(g is o for g, o in zip(got, out)) and len(got) == len(outputs)
+    assert all(same_bytes(o, a) for o, a in zip(out, outputs))
 
-    values = qexact.dequantize(payload, scale, preset, shape=x.shape)
+    payload, scale = outputs[:2]
+    tensor_scale = outputs[2] if len(outputs) > 2 else None
+    values = qexact.dequantize(payload, scale, preset, shape=x.shape, tensor_scale_array=tensor_scale)
     y = poisoned_like(values)
-    assert qexact.dequantize(payload, scale, preset, out=y, engine=engine) is y
+    assert qexact.dequantize(payload, scale, preset, out=y, engine=engine, tensor_scale_array=tensor_scale) is y
     assert same_bytes(y, values)
 
 

@@ -20,10 +20,16 @@ PAYLOAD_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1"
                   "e2m3": torch.uint8, "e3m2": torch.uint8}
 
 
-def expected_dtypes(preset: str) -> tuple[torch.dtype, torch.dtype]:
+def expected_dtypes(preset: str) -> tuple[torch.dtype, ...]:
+    """The torch dtypes of the preset's outputs, in qexact.outputs order."""
     params = qexact.params(preset)
     if FAMILY[preset] == "mx":
         return PAYLOAD_DTYPES[params["element"]], torch.float8_e8m0fnu
+    if FAMILY[preset] == "fp8.scaled":
+        return PAYLOAD_DTYPES[params["element"]], torch.float32
+    if FAMILY[preset] == "nvfp4":
+        tensor_scale = (torch.float32,) if params["tensor_scale"] != "none" else ()
+        return (torch.float4_e2m1fn_x2, torch.float8_e4m3fn, *tensor_scale)
     return torch.int8, torch.float16 if params["scale_store"] == "f16" else torch.float32
 
 
@@ -44,16 +50,18 @@ def as_torch(x: np.ndarray) -> torch.Tensor:
 @pytest.mark.parametrize("preset", QUANTIZE_PRESETS)
 def test_quantize_and_dequantize_return_tensors_with_the_numpy_routes_bytes(preset, dtype):
     x = make_input(preset, dtype)
-    payload, scale = qexact.quantize(as_torch(x), preset)
-    want_payload, want_scale = qexact.quantize(x, preset)
-    assert (payload.dtype, scale.dtype) == expected_dtypes(preset)
-    assert payload.device.type == scale.device.type == "cpu"
-    assert tuple(payload.shape) == want_payload.shape and tuple(scale.shape) == want_scale.shape
-    assert tensor_bytes(payload) == array_bytes(want_payload.view(np.uint8 if want_payload.itemsize == 1 else np.int8))
-    assert tensor_bytes(scale) == array_bytes(want_scale)
-    y = qexact.dequantize(payload, scale, preset)
+    got = qexact.quantize(as_torch(x), preset)
+    want = qexact.quantize(x, preset)
+    assert tuple(t.dtype for t in got) == expected_dtypes(preset)
+    assert all(t.device.type == "cpu" for t in got)
+    assert [tuple(t.shape) for t in got] == [w.shape for w in want]
+    assert tensor_bytes(got[0]) == array_bytes(want[0].view(np.uint8 if want[0].itemsize == 1 else np.int8))
+    assert [tensor_bytes(t) for t in got[1:]] == [array_bytes(w.view(np.uint8) if w.itemsize == 1 else w)
+                                                  for w in want[1:]]
+    y = qexact.dequantize(*got[:2], preset, tensor_scale_array=got[2] if len(got) > 2 else None)
     assert y.dtype == torch.float32
-    assert tensor_bytes(y) == array_bytes(qexact.dequantize(want_payload, want_scale, preset))
+    want_y = qexact.dequantize(*want[:2], preset, tensor_scale_array=want[2] if len(want) > 2 else None)
+    assert tensor_bytes(y) == array_bytes(want_y)
 
 
 def test_engine_and_threads_reach_the_core_through_the_ops():

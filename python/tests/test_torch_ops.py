@@ -15,7 +15,7 @@ torch = import_or_fail("torch")
 import qexact  # noqa: E402
 import qexact.torch as qt  # noqa: E402
 
-OPS = ["quantize", "dequantize", "fake_quant", "hif4_pack", "hif4_unpack"]
+OPS = ["quantize", "quantize_outputs", "dequantize", "fake_quant", "hif4_pack", "hif4_unpack"]
 
 
 def bits(t: torch.Tensor) -> bytes:
@@ -39,6 +39,7 @@ def op_samples():
     hs, hv = qexact.hif4_pack(h)
     return [
         ("quantize mx", torch.ops.qexact.quantize.default, (x, "mx.ocp", [], "fast", 0)),
+        ("quantize_outputs mx", torch.ops.qexact.quantize_outputs.default, (x, "mx.ocp", [], "fast", 0)),
         ("quantize int8 bf16", torch.ops.qexact.quantize.default,
          (tensor("int8.block.ascend", torch.bfloat16), "int8.block.ascend", [], "fast", 0)),
         # bytes: opcheck computes on its inputs, which torch cannot do on float8 / float4 tensors
@@ -108,7 +109,9 @@ def reference_fake_quant(x: np.ndarray, preset: str) -> np.ndarray:
     """The numpy route: quantize, dequantize, round once to x's dtype."""
     if FAMILY[preset] == "hif4":
         return qexact.hifloat4_fake_quant(x)
-    return qexact.dequantize(*qexact.quantize(x, preset), preset, shape=x.shape).astype(x.dtype)
+    outputs = qexact.quantize(x, preset)
+    tensor_scale = outputs[2] if len(outputs) > 2 else None
+    return qexact.dequantize(*outputs[:2], preset, shape=x.shape, tensor_scale_array=tensor_scale).astype(x.dtype)
 
 
 @pytest.mark.parametrize("preset", QUANTIZE_PRESETS + ["hif4"])

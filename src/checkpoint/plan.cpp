@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contracts/family_table.hpp"
 #include "io/safetensors.hpp"
 
 // Kept equal to project(VERSION) in CMakeLists.txt unless CMake defines it.
@@ -20,6 +21,17 @@ const char* const kNaming =
     "<name>.payload: payload codes (F8_E4M3/F8_E5M2 for MX E4M3/E5M2, U8 for other MX elements with E2M1 packed "
     "two per byte, I8 for int8); <name>.scale: scales (F8_E8M0 for MX, F32/F16 for int8); both as `qexact "
     "quantize` writes them for the tensor alone; other tensors copied unchanged";
+
+const char* const kNamingScaled =
+    "<name>.payload: payload codes (F8_E4M3/F8_E5M2 for fp8.scaled, U8 for nvfp4 with E2M1 packed two per byte); "
+    "<name>.scale: scales (F32 for fp8.scaled, F8_E4M3 for nvfp4); <name>.tensor_scale: F32 [] where the contract "
+    "has a tensor scale (nvfp4 tensor_scale=amax or te); all as `qexact quantize` writes them for the tensor alone; "
+    "other tensors copied unchanged";
+
+const char* naming(const Contract& c) {
+  // The MX and int8 checkpoints keep the text (and so the bytes) they always had.
+  return c.family == Family::fp8_scaled || c.family == Family::nvfp4 ? kNamingScaled : kNaming;
+}
 
 namespace detail {
 namespace {
@@ -36,6 +48,15 @@ bool selected(const Options& o, const std::string& name) {
 
 }  // namespace
 
+std::string stored_dtype(const Contract& c, const OutputSpec& o) {
+  const bool fp8_elements = c.family == Family::mx || c.family == Family::fp8_scaled;
+  if (o.name == "payload" && fp8_elements && c.element == ElemFormat::e4m3) return "F8_E4M3";
+  if (o.name == "payload" && fp8_elements && c.element == ElemFormat::e5m2) return "F8_E5M2";
+  if (o.name == "scale" && c.family == Family::mx) return "F8_E8M0";
+  if (o.name == "scale" && c.family == Family::nvfp4) return "F8_E4M3";
+  return safetensors::dtype_name_of(o.dtype);
+}
+
 void refuse_strict(const std::string& name, const std::string& reason) {
   fail(ErrorKind::bad_argument, "tensor '" + name + "' cannot be quantized (strict): " + reason);
 }
@@ -49,7 +70,7 @@ std::optional<DType> float_dtype(const std::string& st_dtype) {
 
 void Plan::skip(std::size_t i, const Source& s, std::string reason, bool strict) {
   if (strict) refuse_strict(s.name, reason);
-  tensors[i] = Planned{Action::skip, std::move(reason), {}, {}};
+  tensors[i] = Planned{Action::skip, std::move(reason), {}};
 }
 
 void check_quantizable(const Contract& c, const std::map<std::string, std::string>& metadata,
@@ -75,15 +96,7 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
                const std::map<std::string, std::string>& late_skips) {
   Plan plan;
   plan.tensors.resize(sources.size());
-  if (c.family == Family::mx) {
-    plan.payload_dtype = c.element == ElemFormat::e4m3 ? "F8_E4M3" : c.element == ElemFormat::e5m2 ? "F8_E5M2" : "U8";
-    plan.scale_dtype = "F8_E8M0";
-    plan.scale_type = DType::u8;
-  } else {
-    plan.payload_dtype = "I8";
-    plan.scale_type = c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-    plan.scale_dtype = safetensors::dtype_name_of(plan.scale_type);
-  }
+  plan.outputs = output_names(c);
   std::set<std::string> names;
   for (const Source& s : sources) names.insert(s.name);
 
@@ -98,10 +111,9 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
       plan.skip(i, s, late->second, o.strict);
       continue;
     }
-    Planned p{Action::quantize, {}, {}, {}};
+    Planned p{Action::quantize, {}, {}};
     try {
-      p.payload_shape = payload_shape(c, s.shape);
-      p.scale_shape = scale_shape(c, s.shape);
+      p.outputs = output_specs(c, s.shape);
     } catch (const Error& err) {
       if (err.kind() != ErrorKind::bad_argument && err.kind() != ErrorKind::bad_input) throw;
       plan.skip(i, s, err.what(), o.strict);
@@ -109,10 +121,10 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
     }
     // A reader takes <name>.payload for the payload of <name>: an input tensor of that name
     // would be ambiguous (and the file could not hold both).
-    for (const char* suffix : {".payload", ".scale"})
-      if (names.count(s.name + suffix) != 0)
+    for (const std::string& output : plan.outputs)
+      if (names.count(s.name + "." + output) != 0)
         fail(ErrorKind::bad_input, "output name collision: tensor '" + s.name + "' would be written as '" + s.name +
-                                       suffix + "', which is also a tensor of the input; exclude one of them");
+                                       "." + output + "', which is also a tensor of the input; exclude one of them");
     plan.tensors[i] = std::move(p);
   }
   return plan;
@@ -134,7 +146,7 @@ std::map<std::string, std::string> output_metadata(const Contract& c, const std:
   m["qexact.preset_description"] = preset_description(c.preset);  // what the bytes reproduce
   m["qexact.preset_verified"] = preset_verified(c.preset);
   for (const auto& [key, value] : params(c)) m["qexact.param." + key] = value;
-  m["qexact.naming"] = kNaming;
+  m["qexact.naming"] = naming(c);
   m["qexact.quantized"] = quantized.dump();
   m["qexact.skipped"] = skipped.dump();
   return m;
@@ -144,10 +156,17 @@ std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, 
                                         std::string& reason) {
   try {
     QuantResult r = quantize(c, x, run);
-    if (r.payload.shape() != p.payload_shape || r.scale.shape() != p.scale_shape)
-      throw std::logic_error("the quantizer returned shapes " + shape_str(r.payload.shape()) + " and " +
-                             shape_str(r.scale.shape()) + ", the contract gives " + shape_str(p.payload_shape) +
-                             " and " + shape_str(p.scale_shape));
+    const auto named = r.named();
+    bool same = named.size() == p.outputs.size();
+    for (std::size_t k = 0; same && k < named.size(); ++k)
+      same = named[k].first == p.outputs[k].name && named[k].second->shape() == p.outputs[k].shape &&
+             named[k].second->dtype() == p.outputs[k].dtype;
+    if (!same) {
+      std::string got, want;
+      for (const auto& [name, t] : named) got += " " + name + shape_str(t->shape());
+      for (const OutputSpec& o : p.outputs) want += " " + o.name + shape_str(o.shape);
+      throw std::logic_error("the quantizer returned" + got + ", the contract gives" + want);
+    }
     return r;
   } catch (const Error& err) {
     // What the contract refuses for this tensor (rank, length, values) skips it.
@@ -155,6 +174,12 @@ std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, 
     reason = err.what();
     return std::nullopt;
   }
+}
+
+std::uint64_t output_bytes(const QuantResult& r) {
+  std::uint64_t n = 0;
+  for (const auto& [name, t] : r.named()) n += t->nbytes();
+  return n;
 }
 
 Summary make_summary(const std::vector<Source>& sources, const Plan& plan, std::vector<TensorSummary> rows) {

@@ -24,17 +24,20 @@ enum class Action { copy, quantize, skip };
 struct Planned {
   Action action = Action::copy;
   std::string reason;                // skip: why
-  Shape payload_shape, scale_shape;  // quantize
+  std::vector<OutputSpec> outputs;   // quantize: output_specs of the tensor, written as <name>.<output>
 };
 
 struct Plan {
   std::vector<Planned> tensors;  // one per source, same order
-  std::string payload_dtype, scale_dtype;  // safetensors names of the outputs
-  DType scale_type = DType::u8;            // what quantize() returns as the scale
+  std::vector<std::string> outputs;  // output_names: payload, scale, tensor_scale where the contract has one
 
   // A tensor found unquantizable while quantizing it: skipped, or an error under `strict`.
   void skip(std::size_t i, const Source& s, std::string reason, bool strict);
 };
+
+// The safetensors dtype name a file holds output `o` as: the fp8 payloads and scales under their
+// fp8 names (F8_E4M3 / F8_E5M2 / F8_E8M0), E2M1 pairs as U8, the rest as quantize() returns them.
+std::string stored_dtype(const Contract& c, const OutputSpec& o);
 
 // The error `strict` makes of a skipped tensor.
 [[noreturn]] void refuse_strict(const std::string& name, const std::string& reason);
@@ -58,6 +61,9 @@ std::map<std::string, std::string> output_metadata(const Contract& c, const std:
 // file or system is not the tensor's fault and propagates.
 std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, const Planned& p, const RunOptions& run,
                                         std::string& reason);
+
+// The bytes of every output of one quantized tensor.
+std::uint64_t output_bytes(const QuantResult& r);
 
 // The summary of a finished plan; `rows` are the quantized tensors' lines, in source order.
 Summary make_summary(const std::vector<Source>& sources, const Plan& plan, std::vector<TensorSummary> rows);

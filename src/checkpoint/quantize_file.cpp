@@ -43,10 +43,10 @@ std::span<const std::uint8_t> bytes_of(const Tensor& t) {
 
 struct Slots {
   std::vector<safetensors::Slot> slots;
-  std::vector<std::size_t> first;  // per source: index of its first slot (payload, then scale)
+  std::vector<std::size_t> first;  // per source: index of its first slot (its outputs in output_specs order)
 };
 
-Slots output_slots(const std::vector<Source>& sources, const Plan& plan) {
+Slots output_slots(const Contract& c, const std::vector<Source>& sources, const Plan& plan) {
   Slots s;
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const Source& src = sources[i];
@@ -56,10 +56,9 @@ Slots output_slots(const std::vector<Source>& sources, const Plan& plan) {
       s.slots.push_back({src.name, src.dtype, src.shape, src.nbytes});
       continue;
     }
-    const auto payload_bytes = static_cast<std::uint64_t>(shape_numel(p.payload_shape));
-    const auto scale_bytes = static_cast<std::uint64_t>(shape_numel(p.scale_shape)) * dtype_size(plan.scale_type);
-    s.slots.push_back({src.name + ".payload", plan.payload_dtype, p.payload_shape, payload_bytes});
-    s.slots.push_back({src.name + ".scale", plan.scale_dtype, p.scale_shape, scale_bytes});
+    for (const OutputSpec& o : p.outputs)
+      s.slots.push_back({src.name + "." + o.name, stored_dtype(c, o), o.shape,
+                         static_cast<std::uint64_t>(shape_numel(o.shape)) * dtype_size(o.dtype)});
   }
   return s;
 }
@@ -100,7 +99,7 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
     const Plan plan = make_plan(c, sources, o, late_skips);
     FileResult result;
     result.metadata = output_metadata(c, index.metadata, sources, plan);
-    const Slots slots = output_slots(sources, plan);
+    const Slots slots = output_slots(c, sources, plan);
     const safetensors::Layout layout = safetensors::layout(result.metadata, slots.slots);
 
     io::StagedFile staged(out, layout.file_size);
@@ -140,13 +139,14 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
         again = true;
       } else if (!again) {
         TensorSummary& row = rows[i];
-        row = TensorSummary{s.name, s.shape, dtype, 0, 0, s.nbytes, r->payload.nbytes() + r->scale.nbytes()};
+        row = TensorSummary{s.name, s.shape, dtype, 0, 0, s.nbytes, output_bytes(*r)};
         report(Stage::write, s.name, done);
         // The outputs are written while the statistics read them: no copy, no more memory. (A
         // std::async future waits for its task when destroyed, so nothing outlives the buffers.)
         std::future<void> written = std::async(std::launch::async, [&] {
-          write_exact(staged, layout.offsets[slot], slots.slots[slot], bytes_of(r->payload));
-          write_exact(staged, layout.offsets[slot + 1], slots.slots[slot + 1], bytes_of(r->scale));
+          const auto named = r->named();
+          for (std::size_t k = 0; k < named.size(); ++k)
+            write_exact(staged, layout.offsets[slot + k], slots.slots[slot + k], bytes_of(*named[k].second));
         });
         measure(c, x, *r, o.run, row);
         written.get();

@@ -42,7 +42,7 @@ TensorsResult quantize_tensors(const Contract& c, const std::vector<Input>& inpu
       std::string reason;
       std::optional<QuantResult> r = quantize_one(c, x, plan.tensors[i], o.run, reason);
       if (r) {
-        TensorSummary row{s.name, s.shape, x.dtype, 0, 0, s.nbytes, r->payload.nbytes() + r->scale.nbytes()};
+        TensorSummary row{s.name, s.shape, x.dtype, 0, 0, s.nbytes, output_bytes(*r)};
         if (x.is_contiguous()) {
           measure(c, x, *r, o.run, row);
         } else {
@@ -50,8 +50,10 @@ TensorsResult quantize_tensors(const Contract& c, const std::vector<Input>& inpu
           measure(c, dense.view(), *r, o.run, row);
         }
         rows.push_back(std::move(row));
-        result.outputs.push_back(Output{s.name + ".payload", plan.payload_dtype, std::move(r->payload)});
-        result.outputs.push_back(Output{s.name + ".scale", plan.scale_dtype, std::move(r->scale)});
+        const std::vector<OutputSpec>& specs = plan.tensors[i].outputs;
+        Tensor* moved[] = {&r->payload, &r->scale, &r->tensor_scale};
+        for (std::size_t k = 0; k < specs.size(); ++k)
+          result.outputs.push_back(Output{s.name + "." + specs[k].name, stored_dtype(c, specs[k]), std::move(*moved[k])});
         continue;
       }
       plan.skip(i, s, std::move(reason), o.strict);

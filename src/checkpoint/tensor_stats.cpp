@@ -1,7 +1,9 @@
-// Chunks: every family but int8.block quantizes each row of the last dimension on its own, so
-// rows [u0, u1) of the (rows, K) flattening have their payload and scales at the offsets the
-// contract gives a tensor of u0 rows, laid out as for a tensor of u1 - u0 rows — provided u0
-// starts a 128-row tile for the padded and swizzled MX layouts. int8.block is cut along its
+// Chunks: every family but int8.block (and fp8.scaled head_block, cut the same way) quantizes
+// each row of the last dimension on its own, so rows [u0, u1) of the (rows, K) flattening have
+// their payload and scales at the offsets the contract gives a tensor of u0 rows, laid out as
+// for a tensor of u1 - u0 rows — provided u0
+// starts a 128-row tile for the padded and swizzled MX layouts (an M-row tile for fp8.scaled
+// tile:MxN); fp8.scaled tensor's one scale is every chunk's. int8.block is cut along its
 // first dimension (B), which its blocks never cross. Each chunk is dequantized on its own
 // (one thread per chunk), and the chunks' sums are added in chunk order: the same numbers for
 // any thread count.
@@ -103,7 +105,8 @@ Sums with_values(const TensorView& x, F f) {
 
 // int8: the largest and most negative values per element come from dequantizing payloads of
 // 127, 126 and -range with the real scales. `x` contiguous.
-Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
+Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
+                     const TensorView&) {
   const RunOptions one{Engine::fast, 1};
   const auto dequantized = [&](const TensorView& p) { return dequantize(c, p, scale, x.shape, one); };
   const Tensor dq = dequantized(payload);
@@ -119,18 +122,25 @@ Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   return with_values(x, [&](auto load) { return sums_of(n, load, d, h, b, l); });
 }
 
-// MX: an element equals its group's largest magnitude exactly when its code is the format's
-// largest (the scale is a power of two, the format sign-magnitude), so only those are checked,
-// with hi = |d| and half the last step hi * (max - below) / (2 max) — exact in double wherever
-// the group's values are f32 normals. Only the payload itself is dequantized. `x` contiguous.
-Sums mx_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
-  const Tensor dq = dequantize(c, payload, scale, x.shape, RunOptions{Engine::fast, 1});
+// The element format of a payload of element codes (MX, fp8.scaled, nvfp4's E2M1).
+ElemFormat code_format(const Contract& c) { return c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element; }
+
+// Payloads of element codes (MX, fp8.scaled, nvfp4): an element equals its group's largest
+// magnitude exactly when its code is the format's largest (the format is sign-magnitude), so
+// only those are checked, with hi = |d| and half the last step hi * (max - below) / (2 max) —
+// exact in double for MX's power-of-two scales wherever the group's values are f32 normals, to
+// within the f32 rounding of q * s for fp8.scaled's and nvfp4's scales. Only the payload itself
+// is dequantized. `x` contiguous; `tensor_scale` empty unless the contract has one.
+Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
+                     const TensorView& tensor_scale) {
+  const Tensor dq = dequantize(c, payload, scale, tensor_scale, x.shape, RunOptions{Engine::fast, 1});
   const float* d = dq.data<float>();
-  const ElemTraits& t = elem_traits(c.element);
-  const double max = t.max, step = max - static_cast<double>(elem_decode(c.element, static_cast<std::uint8_t>(t.max_code - 1)));
+  const ElemFormat f = code_format(c);
+  const ElemTraits& t = elem_traits(f);
+  const double max = t.max, step = max - static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(t.max_code - 1)));
   const auto magnitude_mask = static_cast<unsigned>((1u << (t.bits - 1)) - 1);
   const auto* codes = static_cast<const std::uint8_t*>(payload.data);
-  const bool packed = c.element == ElemFormat::e2m1;
+  const bool packed = f == ElemFormat::e2m1;
   const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
   const auto n = static_cast<std::size_t>(x.numel());
@@ -176,7 +186,8 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
     return;
   }
   // A tensor as `units` units of `unit` elements each: the shape of u units is unit_shape(u).
-  const bool by_batch = c.family == Family::int8_block;
+  const bool fp8 = c.family == Family::fp8_scaled;
+  const bool by_batch = c.family == Family::int8_block || (fp8 && c.granularity.kind == Granularity::head_block);
   const std::int64_t units = by_batch ? x.shape.front() : n / x.shape.back();
   const std::int64_t unit = n / units;
   const auto shape_of = [&](std::int64_t u) {
@@ -185,7 +196,9 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
     return s;
   };
   const bool tiled = c.family == Family::mx && (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled);
-  const std::int64_t align = tiled ? 128 : 1;
+  const std::int64_t align = tiled ? 128 : fp8 && c.granularity.kind == Granularity::tile ? c.granularity.rows : 1;
+  // One scale for the whole tensor (fp8.scaled tensor): every chunk dequantizes against all of it.
+  const bool whole_scale = fp8 && c.granularity.kind == Granularity::tensor;
   const std::int64_t per_chunk = std::max<std::int64_t>(align, kChunkElements / unit / align * align);
   const std::int64_t chunks = (units + per_chunk - 1) / per_chunk;
   std::vector<Sums> sums(static_cast<std::size_t>(chunks));
@@ -198,14 +211,18 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
     const std::int64_t u0 = k * per_chunk, u1 = std::min(units, u0 + per_chunk);
     const Shape before = shape_of(u0), shape = shape_of(u1 - u0);
     const Shape pshape = payload_shape(c, shape), sshape = scale_shape(c, shape);
-    const std::int64_t poff = shape_numel(payload_shape(c, before)), soff = shape_numel(scale_shape(c, before));
+    const std::int64_t poff = shape_numel(payload_shape(c, before));
+    const std::int64_t soff = whole_scale ? 0 : shape_numel(scale_shape(c, before));
     if (poff + shape_numel(pshape) > r.payload.numel() || soff + shape_numel(sshape) > r.scale.numel())
       throw std::logic_error("a measuring chunk runs past the quantized tensor");
-    const auto chunk_sums = c.family == Family::mx ? mx_chunk_sums : int8_chunk_sums;
+    const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
+    const auto chunk_sums = int8 ? int8_chunk_sums : code_chunk_sums;
+    // The tensor scale (nvfp4 amax) is one value for the whole tensor: each chunk takes it whole.
+    const TensorView tensor_scale = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
     sums[static_cast<std::size_t>(k)] =
         chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * unit) * dtype_size(x.dtype)),
                    make_view(r.payload.dtype(), pshape, at(r.payload, poff)),
-                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)));
+                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale);
   } catch (...) {
 #pragma omp critical(qexact_measure_error)
     if (!error) error = std::current_exception();

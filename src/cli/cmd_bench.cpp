@@ -73,8 +73,8 @@ void print_measurement(const perf::Measurement& m) {
   const bool targeted = m.regime == perf::Regime::out_of_cache && m.threads == 2 && m.kernel.target_ratio > 0;
   const bool below = targeted && m.ratio() < m.kernel.target_ratio;
   const auto speedup = m.speedup_vs_reference();
-  print_row({m.kernel.preset, perf::op_name(m.kernel.op), dtype_name(m.input_dtype), engine_name(m.engine),
-             perf::regime_name(m.regime), std::to_string(m.threads), std::to_string(m.elements), fixed(m.gbps(), 2),
+  print_row({perf::kernel_preset_label(m.kernel), perf::op_name(m.kernel.op), dtype_name(m.input_dtype),
+             engine_name(m.engine), perf::regime_name(m.regime), std::to_string(m.threads), std::to_string(m.elements), fixed(m.gbps(), 2),
              fixed(m.copy_gbps(), 2), fixed(m.ratio(), 3) + (below ? "<" : " "),
              targeted ? fixed(m.kernel.target_ratio, 2) : "-", fixed(m.ns_per_element(), fast ? 3 : 1),
              fixed(100 * m.alloc_seconds / m.seconds, 0) + "%", speedup ? fixed(*speedup, 0) + "x" : "-"});

@@ -92,7 +92,8 @@ void add_quantize(CLI::App& app, Action& action) {
   auto opts = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
       "quantize", "Quantize a .npy tensor, or every matching tensor of a .safetensors checkpoint, under a named contract");
-  sub->footer("Checkpoint output (one .safetensors): " + std::string(checkpoint::kNaming) +
+  sub->footer("Checkpoint output (one .safetensors): " + std::string(checkpoint::kNaming) + ". fp8.scaled and nvfp4: " +
+              checkpoint::kNamingScaled +
               ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
               "qexact.quantized and qexact.skipped (JSON).");
   sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();

@@ -33,6 +33,14 @@ Shape layout_shape(Layout layout, std::int64_t elements) {
   return {};
 }
 
+Contract kernel_contract(const KernelSpec& k) {
+  return make_contract(k.preset, *k.params ? std::vector<std::string>{k.params} : std::vector<std::string>{});
+}
+
+std::string kernel_preset_label(const KernelSpec& k) {
+  return *k.params ? std::string(k.preset) + " " + k.params : std::string(k.preset);
+}
+
 std::vector<KernelSpec> select_kernels(const std::vector<std::string>& presets) {
   std::vector<KernelSpec> out;
   for (const std::string& p : presets) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::perf {
@@ -24,23 +25,31 @@ enum class Layout { rows, heads };
 inline constexpr std::int64_t kElementQuantum = 4096;
 Shape layout_shape(Layout layout, std::int64_t elements);
 
-// X(id, preset, op, source dtype, layout, target ratio to copy bandwidth at 2 threads out of
-// cache; 0 = no target). The source dtype is the float dtype of the tensor quantized (for
-// dequantize: the tensor its payload and scale were made from).
-#define QEXACT_PERF_KERNELS(X)                                                      \
-  X(mxfp8_ascend_quantize, "mxfp8.ascend", quantize, bf16, rows, 0.9)               \
-  X(mxfp8_torchao_floor_quantize, "mxfp8.torchao.floor", quantize, bf16, rows, 0.9) \
-  X(int8_token_blaze_quantize, "int8.token.blaze", quantize, bf16, rows, 0.9)       \
-  X(int8_block_ascend_quantize, "int8.block.ascend", quantize, bf16, heads, 0.9)    \
-  X(q8_0_ggml_quantize, "q8_0.ggml", quantize, f32, rows, 0.0)                      \
-  X(hif4_fake_quant, "hif4", fake_quant, bf16, rows, 0.6)                           \
-  X(hif4_pack, "hif4", pack, bf16, rows, 0.6)                                       \
-  X(mxfp8_ascend_dequantize, "mxfp8.ascend", dequantize, bf16, rows, 0.9)           \
-  X(int8_token_blaze_dequantize, "int8.token.blaze", dequantize, bf16, rows, 0.9)
+// X(id, preset, params, op, source dtype, layout, target ratio to copy bandwidth at 2 threads out
+// of cache; 0 = no target). params: "" or one "key=value" override of the preset (a variant such
+// as nvfp4's tensor_scale=amax). The source dtype is the float dtype of the tensor quantized (for
+// dequantize: the tensor its outputs were made from).
+#define QEXACT_PERF_KERNELS(X)                                                                           \
+  X(mxfp8_ascend_quantize, "mxfp8.ascend", "", quantize, bf16, rows, 0.9)                                \
+  X(mxfp8_torchao_floor_quantize, "mxfp8.torchao.floor", "", quantize, bf16, rows, 0.9)                  \
+  X(int8_token_blaze_quantize, "int8.token.blaze", "", quantize, bf16, rows, 0.9)                        \
+  X(int8_block_ascend_quantize, "int8.block.ascend", "", quantize, bf16, heads, 0.9)                     \
+  X(q8_0_ggml_quantize, "q8_0.ggml", "", quantize, f32, rows, 0.0)                                       \
+  X(fp8_ascend_token_quantize, "fp8.ascend.token", "", quantize, bf16, rows, 0.0)                        \
+  X(fp8_torchao_tensorwise_quantize, "fp8.torchao.tensorwise", "", quantize, bf16, rows, 0.0)            \
+  X(fp8_deepseek_1x128_quantize, "fp8.deepseek.1x128", "", quantize, bf16, rows, 0.0)                    \
+  X(nvfp4_torchao_quantize, "nvfp4.torchao", "", quantize, bf16, rows, 0.0)                              \
+  X(nvfp4_torchao_amax_quantize, "nvfp4.torchao", "tensor_scale=amax", quantize, bf16, rows, 0.0)        \
+  X(hif4_fake_quant, "hif4", "", fake_quant, bf16, rows, 0.6)                                            \
+  X(hif4_pack, "hif4", "", pack, bf16, rows, 0.6)                                                        \
+  X(mxfp8_ascend_dequantize, "mxfp8.ascend", "", dequantize, bf16, rows, 0.9)                            \
+  X(int8_token_blaze_dequantize, "int8.token.blaze", "", dequantize, bf16, rows, 0.9)                    \
+  X(nvfp4_torchao_amax_dequantize, "nvfp4.torchao", "tensor_scale=amax", dequantize, bf16, rows, 0.0)
 
 struct KernelSpec {
   const char* id;
   const char* preset;
+  const char* params;  // "" or one "key=value" override
   Op op;
   DType source;
   Layout layout;
@@ -48,11 +57,16 @@ struct KernelSpec {
 };
 
 inline constexpr KernelSpec kKernels[] = {
-#define QEXACT_PERF_KERNEL_SPEC(id, preset, op, dtype, layout, target) \
-  KernelSpec{#id, preset, Op::op, DType::dtype, Layout::layout, target},
+#define QEXACT_PERF_KERNEL_SPEC(id, preset, params, op, dtype, layout, target) \
+  KernelSpec{#id, preset, params, Op::op, DType::dtype, Layout::layout, target},
     QEXACT_PERF_KERNELS(QEXACT_PERF_KERNEL_SPEC)
 #undef QEXACT_PERF_KERNEL_SPEC
 };
+
+// The contract a kernel runs: its preset with its params.
+Contract kernel_contract(const KernelSpec& k);
+// The preset as the tables show it: "nvfp4.torchao" or "nvfp4.torchao tensor_scale=amax".
+std::string kernel_preset_label(const KernelSpec& k);
 
 // The kernels of the given presets, in list order (all of them when `presets` is empty).
 // Throws bad_argument naming a preset that has no benchmarked kernel.

@@ -12,13 +12,12 @@ namespace {
 constexpr int kHif4Block = 64;  // contracts §5: elements per HiF4 block
 constexpr int kHif4ScaleBytesPerBlock = 4;
 
-// What quantize returns for contract c: MX u8 codes and u8 E8M0 scales; int8 i8 codes and f32
-// (or f16) scales.
+// What quantize returns for contract c: every output of output_specs (payload, scale, and the
+// tensor scale where the contract has one).
 std::vector<TensorSpec> quantized_specs(const Contract& c, const Shape& x) {
-  const bool mx = c.family == Family::mx;
-  const DType payload = mx ? DType::u8 : DType::i8;
-  const DType scale = mx ? DType::u8 : c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-  return {{payload, payload_shape(c, x)}, {scale, scale_shape(c, x)}};
+  std::vector<TensorSpec> out;
+  for (const OutputSpec& s : qexact::output_specs(c, x)) out.push_back({s.dtype, s.shape});
+  return out;
 }
 
 std::uint64_t splitmix64(std::uint64_t z) {
@@ -33,14 +32,14 @@ std::uint64_t splitmix64(std::uint64_t z) {
 std::int64_t TensorSpec::bytes() const { return shape_numel(shape) * static_cast<std::int64_t>(dtype_size(dtype)); }
 
 std::vector<TensorSpec> input_specs(const KernelSpec& k, const Shape& x) {
-  if (k.op == Op::dequantize) return quantized_specs(make_contract(k.preset), x);
+  if (k.op == Op::dequantize) return quantized_specs(kernel_contract(k), x);
   return {{k.source, x}};
 }
 
 std::vector<TensorSpec> output_specs(const KernelSpec& k, const Shape& x) {
   switch (k.op) {
     case Op::quantize:
-      return quantized_specs(make_contract(k.preset), x);
+      return quantized_specs(kernel_contract(k), x);
     case Op::dequantize:
       return {{DType::f32, x}};
     case Op::fake_quant:
@@ -100,13 +99,14 @@ PreparedKernel::PreparedKernel(const KernelSpec& spec, std::int64_t elements)
     : spec_(spec),
       elements_(elements),
       shape_(layout_shape(spec.layout, elements)),
-      contract_(make_contract(spec.preset)),
+      contract_(kernel_contract(spec)),
       outputs_(output_specs(spec, shape_)) {
   Tensor x = pseudo_random_tensor(spec.source, shape_, /*seed=*/0x51E5EEDull + static_cast<std::uint64_t>(elements));
   if (spec.op == Op::dequantize) {
     QuantResult q = quantize(contract_, x.view());
     payload_ = std::move(q.payload);
     scale_ = std::move(q.scale);
+    tensor_scale_ = std::move(q.tensor_scale);
   } else {
     x_ = std::move(x);
   }
@@ -116,17 +116,21 @@ DType PreparedKernel::input_dtype() const { return spec_.op == Op::dequantize ? 
 
 std::vector<Tensor> PreparedKernel::run(const RunOptions& o) const {
   std::vector<Tensor> out;
-  out.reserve(2);
+  out.reserve(outputs_.size());
   switch (spec_.op) {
     case Op::quantize: {
       QuantResult r = quantize(contract_, x_.view(), o);
+      const bool has_tensor_scale = r.named().size() > 2;
       out.push_back(std::move(r.payload));
       out.push_back(std::move(r.scale));
+      if (has_tensor_scale) out.push_back(std::move(r.tensor_scale));
       break;
     }
-    case Op::dequantize:
-      out.push_back(dequantize(contract_, payload_.view(), scale_.view(), shape_, o));
+    case Op::dequantize: {
+      const TensorView tensor_scale = tensor_scale_.nbytes() > 0 ? tensor_scale_.view() : TensorView{};
+      out.push_back(dequantize(contract_, payload_.view(), scale_.view(), tensor_scale, shape_, o));
       break;
+    }
     case Op::fake_quant:
       out.push_back(hifloat4_fake_quant(x_.view(), contract_.qdim, o));
       break;

@@ -5,9 +5,11 @@
 // Bytes per element, counted from the tensors the call reads and the tensors it returns
 // (so layout padding counts where the contract stores it):
 //   quantize    read:  size of the input dtype (bf16 2, f32 4)
-//               write: payload (1 byte; E2M1 1/2) + scale (MX: 1 E8M0 byte per block in the
-//                      contract's layout; int8: 4 or 2 bytes per row, token block or group)
-//   dequantize  read:  payload + scale as above; write: 4 (fp32)
+//               write: every output of output_specs: payload (1 byte; E2M1 1/2) + scale (MX:
+//                      1 E8M0 byte per block in the contract's layout; int8: 4 or 2 bytes per
+//                      row, token block or group; fp8.scaled: 4 per scale of its granularity;
+//                      nvfp4: 1 E4M3 byte per 16) + the 4-byte tensor scale where there is one
+//   dequantize  read:  the quantize outputs as above; write: 4 (fp32)
 //   fake_quant  read and write: size of the input dtype
 //   pack        read:  size of the input dtype; write: 1/2 (value) + 4/64 (scale bytes per block)
 #pragma once
@@ -71,7 +73,7 @@ class PreparedKernel {
   Contract contract_;
   std::vector<TensorSpec> outputs_;
   Tensor x_;                // quantize, fake_quant, pack
-  Tensor payload_, scale_;  // dequantize
+  Tensor payload_, scale_, tensor_scale_;  // dequantize (tensor_scale_ empty unless the contract has one)
 };
 
 }  // namespace qexact::perf

@@ -85,6 +85,7 @@ std::optional<double> Measurement::speedup_vs_reference() const {
 std::string measurement_json(const Measurement& m) {
   nlohmann::ordered_json j;
   j["preset"] = m.kernel.preset;
+  if (*m.kernel.params) j["params"] = m.kernel.params;  // a variant of the preset (tensor_scale=amax)
   j["op"] = op_name(m.kernel.op);
   j["input_dtype"] = dtype_name(m.input_dtype);
   j["engine"] = engine_name(m.engine);
