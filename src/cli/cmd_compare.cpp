@@ -1,5 +1,6 @@
 // `qexact compare --preset P [--param k=v ...] --input X.npy --payload P.npy --scale S.npy
-//  [--dtype bf16] [--json]` (`--output O.npy` for hif4 and pool.mean), or
+//  [--tensor-scale T.npy] [--dtype bf16] [--json]` (--tensor-scale for a contract with a tensor
+// scale, nvfp4 tensor_scale=amax) (`--output O.npy` for hif4 and pool.mean), or
 // `qexact compare DIR [--preset P] [--param k=v ...] [--json]` over an exported case directory
 // (the contract comes from its manifest; --preset / --param override it): a device's outputs
 // against the contract's reference outputs, byte for byte, with the diagnoses of contracts §8.
@@ -16,6 +17,7 @@
 #include "conformance/compare.hpp"
 #include "conformance/contract_output.hpp"
 #include "contracts/contract_json.hpp"
+#include "contracts/family_table.hpp"
 #include "conformance/emulate.hpp"
 #include "io/npy.hpp"
 
@@ -31,7 +33,7 @@ struct CompareOptions {
   std::string dir;
   std::string preset;
   std::vector<std::string> params;
-  std::string input, payload, scale, output;
+  std::string input, payload, scale, tensor_scale, output;
   std::string dtype;
   bool json = false;
 };
@@ -83,15 +85,21 @@ std::vector<CaseResult> compare_files(const CompareOptions& o, const Contract& c
   const Tensor x = read_float_input(o.input, o.dtype);
   DeviceOutput dev;
   if (conformance::output_kind(c) == conformance::OutputKind::single) {
-    if (o.output.empty() || !o.payload.empty() || !o.scale.empty())
+    if (o.output.empty() || !o.payload.empty() || !o.scale.empty() || !o.tensor_scale.empty())
       fail(ErrorKind::bad_argument, std::string("compare: the ") + family_name(c.family) +
                                         " family has one output: give --output, not --payload/--scale");
     dev.output = read_single_output(o.output, c.family == Family::pool ? c.pool_out : x.dtype());
   } else {
     if (o.payload.empty() || o.scale.empty() || !o.output.empty())
       fail(ErrorKind::bad_argument, "compare: a quantizing contract takes --payload and --scale (not --output)");
+    const bool has_tensor_scale = output_names(c).size() > 2;
+    if (has_tensor_scale && o.tensor_scale.empty())
+      fail(ErrorKind::bad_argument, "compare: " + c.preset + " has a tensor scale: give the device's --tensor-scale");
+    if (!has_tensor_scale && !o.tensor_scale.empty())
+      fail(ErrorKind::bad_argument, "compare: " + c.preset + " has no tensor scale: --tensor-scale does not apply");
     dev.payload = read_device_file(o.payload, "--payload");
     dev.scale = read_device_file(o.scale, "--scale");
+    if (has_tensor_scale) dev.tensor_scale = read_device_file(o.tensor_scale, "--tensor-scale");
   }
   return {{std::filesystem::path(o.input).filename().string(), conformance::compare_device(c, x.view(), dev), false}};
 }
@@ -318,9 +326,11 @@ int run_compare(const CompareOptions& o) {
   Contract c;
   std::vector<CaseResult> results;
   if (!o.dir.empty()) {
-    if (!o.input.empty() || !o.payload.empty() || !o.scale.empty() || !o.output.empty() || !o.dtype.empty())
+    if (!o.input.empty() || !o.payload.empty() || !o.scale.empty() || !o.tensor_scale.empty() || !o.output.empty() ||
+        !o.dtype.empty())
       fail(ErrorKind::bad_argument,
-           "compare: a case directory brings its inputs and outputs: no --input/--payload/--scale/--output/--dtype");
+           "compare: a case directory brings its inputs and outputs: no "
+           "--input/--payload/--scale/--tensor-scale/--output/--dtype");
     results = compare_dir(o, c);
   } else {
     if (o.preset.empty()) fail(ErrorKind::bad_argument, "compare: --preset is required without a case directory");
@@ -345,6 +355,8 @@ void add_compare(CLI::App& app, Action& action) {
   sub->add_option("--input", opts->input, "the input X.npy the device quantized");
   sub->add_option("--payload", opts->payload, "the device's payload.npy");
   sub->add_option("--scale", opts->scale, "the device's scale.npy");
+  sub->add_option("--tensor-scale", opts->tensor_scale,
+                  "the device's tensor_scale.npy (contracts with a tensor scale: nvfp4 tensor_scale=amax)");
   sub->add_option("--output", opts->output, "the device's output.npy (hif4 fake-quant, pool.mean)");
   add_dtype_option(*sub, opts->dtype);
   sub->add_flag("--json", opts->json, "print JSON instead of text");

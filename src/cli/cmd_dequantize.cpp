@@ -1,5 +1,7 @@
 // `qexact dequantize DIR [--engine E] [--threads N] --out OUT.npy`: fp32 values of a `qexact
-// quantize` output directory, under the contract meta.json records.
+// quantize` output directory, under the contract meta.json records: payload.npy, scale.npy and,
+// for a contract with a tensor scale (nvfp4 tensor_scale=amax), tensor_scale.npy.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -33,18 +35,32 @@ Tensor read_recorded(const io::DirFiles& dir, const char* name, const TensorMeta
 
 int run_dequantize(const DequantizeOptions& o) {
   const std::filesystem::path dir = o.dir;
-  io::check_output_file(o.out, {dir / kMetaFile, dir / kPayloadFile, dir / kScaleFile});
-  // One directory handle for the three files: a directory replaced meanwhile is read whole or not at all.
+  // Every file a quantize directory may hold is an input: the output is none of them.
+  io::check_output_file(o.out, {dir / kMetaFile, dir / "payload.npy", dir / "scale.npy", dir / "tensor_scale.npy"});
+  // One directory handle for every file: a directory replaced meanwhile is read whole or not at all.
   const io::DirFiles files(dir);
   const QuantMeta meta = meta_from_json(parse_json(files.read(kMetaFile), files.path(kMetaFile)),
                                         files.path(kMetaFile).string());
-  const Tensor payload = read_recorded(files, kPayloadFile, meta.payload);
-  const Tensor scale = read_recorded(files, kScaleFile, meta.scale);
-  if (!meta.payload.file)
+  std::vector<Tensor> outputs;  // output_specs order: payload, scale, tensor_scale where the contract has one
+  for (const OutputMeta& m : meta.outputs) {
+    const std::string file = output_file(m.name);
+    try {
+      outputs.push_back(read_recorded(files, file.c_str(), m.tensor));
+    } catch (const Error& e) {
+      // Read through the directory handle; the path is asked only to say why the read failed.
+      std::error_code ec;
+      if (e.kind() != ErrorKind::io || std::filesystem::exists(files.path(file), ec)) throw;
+      fail(ErrorKind::bad_file, "missing " + files.path(file).string() + ": the contract in " + kMetaFile +
+                                    " (preset " + meta.contract.preset + ") has the output \"" + m.name + "\"");
+    }
+  }
+  if (!meta.outputs.front().tensor.file)
     std::cerr << "qexact: note: " << (dir / kMetaFile).string()
               << " records no sizes or checksums (written by an older qexact): payload and scale are not checked "
                  "against it\n";
-  const Tensor x = dequantize(meta.contract, payload.view(), scale.view(), meta.input.shape, o.engine.options());
+  const TensorView tensor_scale = outputs.size() > 2 ? outputs[2].view() : TensorView{};
+  const Tensor x = dequantize(meta.contract, outputs[0].view(), outputs[1].view(), tensor_scale, meta.input.shape,
+                              o.engine.options());
   io::write_file_atomic(o.out, npy::encode(x.view()));
   return 0;
 }

@@ -1,6 +1,7 @@
 // `qexact quantize --preset NAME [--dtype D] [--param key=value ...] [--engine E] [--threads N]
 // IN.npy --out DIR`:
-// DIR/payload.npy, DIR/scale.npy and DIR/meta.json (quant_meta.hpp), published together.
+// DIR/<name>.npy for every output of the contract (payload.npy, scale.npy, and tensor_scale.npy
+// for nvfp4 tensor_scale=amax) and DIR/meta.json (quant_meta.hpp), published together.
 // With IN.safetensors, `--out OUT.safetensors [--include GLOB] [--exclude GLOB] [--strict]`
 // quantizes a whole checkpoint into one file (quantize_checkpoint.hpp).
 #include <iostream>
@@ -52,30 +53,34 @@ int run_quantize(const QuantizeOptions& o) {
   if (!o.include.empty() || !o.exclude.empty() || o.strict)
     fail(ErrorKind::bad_argument, "--include, --exclude and --strict apply to .safetensors checkpoints only");
   // The target is checked before any work: an existing directory needs --force, an input inside it is refused.
-  io::OutputDir out(o.out, {kPayloadFile, kScaleFile, kMetaFile}, o.force, {o.input});
+  io::OutputDir out(o.out, quantize_dir_files(c), o.force, {o.input});
   const Tensor x = read_float_input(o.input, o.dtype);
-  // The shapes the contract gives this input: checks rank and tail before any work, and pins
+  // The outputs the contract gives this input: checks rank and tail before any work, and pins
   // what the quantizer must return.
-  const Shape payload_shape = qexact::payload_shape(c, x.shape());
-  const Shape scale_shape = qexact::scale_shape(c, x.shape());
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape());
 
   const RunOptions run = o.engine.options();
   const QuantResult r = quantize(c, x.view(), run);
-  expect_shape("payload", r.payload.shape(), payload_shape);
-  expect_shape("scale", r.scale.shape(), scale_shape);
+  const auto named = r.named();
+  if (named.size() != specs.size())
+    throw std::logic_error("the quantizer returned " + std::to_string(named.size()) + " outputs, the contract gives " +
+                           std::to_string(specs.size()));
 
   QuantMeta meta;
   meta.contract = c;
-  std::vector<std::uint8_t> payload = npy::encode(r.payload.view());
-  std::vector<std::uint8_t> scale = npy::encode(r.scale.view());
   meta.input = {x.shape(), x.dtype(), std::nullopt};
-  meta.payload = {r.payload.shape(), r.payload.dtype(), file_check(payload)};
-  meta.scale = {r.scale.shape(), r.scale.dtype(), file_check(scale)};
   meta.path = r.path;
   meta.engine = run.engine;
-
-  out.add(kPayloadFile, std::move(payload));
-  out.add(kScaleFile, std::move(scale));
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const Tensor& t = *named[i].second;
+    if (named[i].first != specs[i].name)
+      throw std::logic_error("the quantizer's output " + std::to_string(i) + " is " + named[i].first +
+                             ", the contract gives " + specs[i].name);
+    expect_shape(specs[i].name.c_str(), t.shape(), specs[i].shape);
+    std::vector<std::uint8_t> bytes = npy::encode(t.view());
+    meta.outputs.push_back({specs[i].name, {t.shape(), t.dtype(), file_check(bytes)}});
+    out.add(output_file(specs[i].name), std::move(bytes));
+  }
   out.add(kMetaFile, meta_to_json(meta));
   out.publish();
   return 0;
@@ -106,7 +111,8 @@ void add_quantize(CLI::App& app, Action& action) {
       ->allow_extra_args(false);
   sub->add_flag("--force", opts->force,
                 "replace an existing output directory (atomically, as a whole; only one holding just "
-                "payload.npy, scale.npy and meta.json)");
+                "the files this contract writes: payload.npy, scale.npy, tensor_scale.npy where it has one, "
+                "and meta.json)");
   sub->add_flag("--strict", opts->strict, "checkpoint: a matched tensor the contract cannot take is an error");
   sub->callback([opts, &action] { action = [opts] { return run_quantize(*opts); }; });
 }

@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "contracts/contract_json.hpp"
+#include "contracts/family_table.hpp"
 #include "io/checksum.hpp"
 
 namespace qexact::cli {
@@ -11,9 +12,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json tensor_json(const TensorMeta& t, const char* file) {
+Json tensor_json(const TensorMeta& t, const std::string& file) {
   Json j;
-  if (file) j["file"] = file;
+  if (!file.empty()) j["file"] = file;
   j["shape"] = t.shape;
   j["dtype"] = dtype_name(t.dtype);
   if (t.file) {
@@ -40,9 +41,9 @@ class MetaReader {
     return v.get<std::string>();
   }
 
-  TensorMeta tensor(const Json& root, const char* key) const {
-    const Json& obj = member(root, key, "the document");
-    const std::string where = "\"" + std::string(key) + "\"";
+  TensorMeta tensor(const Json& root, const std::string& key) const {
+    const Json& obj = member(root, key.c_str(), "the document");
+    const std::string where = "\"" + key + "\"";
     TensorMeta t;
     const Json& shape = member(obj, "shape", where);
     if (!shape.is_array()) malformed("the shape of " + where + " is not an array");
@@ -81,6 +82,15 @@ class MetaReader {
 
 }  // namespace
 
+std::string output_file(const std::string& name) { return name + ".npy"; }
+
+std::vector<std::string> quantize_dir_files(const Contract& c) {
+  std::vector<std::string> files;
+  for (const std::string& name : output_names(c)) files.push_back(output_file(name));
+  files.push_back(kMetaFile);
+  return files;
+}
+
 FileCheck file_check(std::span<const std::uint8_t> bytes) { return FileCheck{bytes.size(), io::fnv1a64(bytes)}; }
 
 void check_recorded_file(const std::string& path, std::span<const std::uint8_t> bytes, const TensorMeta& recorded) {
@@ -101,9 +111,8 @@ std::string meta_to_json(const QuantMeta& m) {
   j["preset_verified"] = preset_verified(m.contract.preset);
   j["path"] = m.path;
   j["engine"] = engine_name(m.engine);
-  j["input"] = tensor_json(m.input, nullptr);
-  j["payload"] = tensor_json(m.payload, kPayloadFile);
-  j["scale"] = tensor_json(m.scale, kScaleFile);
+  j["input"] = tensor_json(m.input, "");
+  for (const OutputMeta& o : m.outputs) j[o.name] = tensor_json(o.tensor, output_file(o.name));
   return j.dump(2) + "\n";
 }
 
@@ -113,8 +122,8 @@ QuantMeta meta_from_json(const Json& j, const std::string& source) {
   m.contract = contract_from_json(j, source, "the document");
   m.path = r.string(j, "path", "the document");
   m.input = r.tensor(j, "input");
-  m.payload = r.tensor(j, "payload");
-  m.scale = r.tensor(j, "scale");
+  // The contract says which outputs the directory holds (a tensor_scale for nvfp4 amax).
+  for (const std::string& name : output_names(m.contract)) m.outputs.push_back({name, r.tensor(j, name)});
   return m;
 }
 

@@ -8,6 +8,10 @@
 //                "bytes": 384, "fnv1a64": "0x..."},
 //    "scale":   {"file": "scale.npy", "shape": [4], "dtype": "f32", "bytes": 144, "fnv1a64": "0x..."}}
 //
+// The members after "input" are the contract's outputs by name, in output_specs order, each
+// written as <name>.npy: "payload" and "scale" always, then "tensor_scale" (tensor_scale.npy,
+// f32 []) for a contract with a tensor scale (nvfp4 tensor_scale=amax).
+//
 // "bytes" and "fnv1a64" (io/checksum.hpp) are the sizes and checksums of the files written
 // with this meta.json: dequantize refuses a payload or scale that is not the one written with it.
 // Directories written before they were recorded have neither; they are read with a note.
@@ -16,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,8 +31,11 @@
 namespace qexact::cli {
 
 inline constexpr const char* kMetaFile = "meta.json";
-inline constexpr const char* kPayloadFile = "payload.npy";
-inline constexpr const char* kScaleFile = "scale.npy";
+
+// The file an output is written to: <name>.npy (payload.npy, scale.npy, tensor_scale.npy).
+std::string output_file(const std::string& name);
+// Every file of a `qexact quantize` directory for contract c: its outputs' files, then meta.json.
+std::vector<std::string> quantize_dir_files(const Contract& c);
 
 // The size and checksum of a file as written.
 struct FileCheck {
@@ -42,9 +50,15 @@ struct TensorMeta {
   std::optional<FileCheck> file;  // payload and scale; absent in directories of older versions
 };
 
+struct OutputMeta {
+  std::string name;  // "payload", "scale", "tensor_scale"
+  TensorMeta tensor;
+};
+
 struct QuantMeta {
   Contract contract;
-  TensorMeta input, payload, scale;
+  TensorMeta input;
+  std::vector<OutputMeta> outputs;  // output_specs order
   std::string path;  // the implementation path the quantizer reported
   Engine engine = Engine::fast;  // which engine made the files: recorded, not read back (both give the same bytes)
 };

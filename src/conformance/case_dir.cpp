@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contracts/contract_json.hpp"
+#include "contracts/family_table.hpp"
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
 #include "qexact/error.hpp"
@@ -109,8 +110,10 @@ Tensor read_typed(const fs::path& path, DType expected) {
 }  // namespace
 
 std::vector<std::string> device_output_files(const Contract& c) {
-  if (c.family == Family::hif4 || c.family == Family::pool) return {"output.npy"};
-  return {"payload.npy", "scale.npy"};
+  if (output_kind(c) == OutputKind::single) return {"output.npy"};
+  std::vector<std::string> files;
+  for (const std::string& name : output_names(c)) files.push_back(name + ".npy");
+  return files;
 }
 
 void write_case_dir(const fs::path& dir_as_given, const Contract& c, const std::vector<ExportCase>& cases) {
@@ -222,6 +225,7 @@ std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry
   } else {
     out.payload = npy::read(d.root / e.name / files[0]);
     out.scale = npy::read(d.root / e.name / files[1]);
+    if (files.size() > 2) out.tensor_scale = npy::read(d.root / e.name / files[2]);
   }
   return out;
 }

@@ -3,12 +3,13 @@
 //
 //   DIR/manifest.json        {"format": "qexact-cases/1", "preset",
 //                             "params": {every parameter of the exported contract},
-//                             "outputs": ["payload.npy", "scale.npy"] (or ["output.npy"]),
+//                             "outputs": ["payload.npy", "scale.npy"] (+ "tensor_scale.npy"; or ["output.npy"]),
 //                             "cases": [{"name", "kind", "description", "predicate", "hits",
 //                                        "shape", "dtype", "expect_error"}...]}
 //   DIR/<name>/input.npy     f32 '<f4', f16 '<f2', or bf16 bit patterns '<u2' (dtype in manifest)
 //   DIR/<name>/payload.npy   the device's outputs, in the contract's own shapes and dtypes: the
 //   DIR/<name>/scale.npy     same payload.npy and scale.npy `qexact quantize` writes;
+//   DIR/<name>/tensor_scale.npy  and tensor_scale.npy where the contract has one (nvfp4 amax);
 //   DIR/<name>/output.npy    for HiF4, the fake-quant output (in the input's dtype) instead;
 //                            for pool.mean, the pooled means (in the contract's `out` dtype).
 //
@@ -55,8 +56,9 @@ struct ExportCase {
   std::string kind;
 };
 
-// The files a device writes beside each input for contract c: {"payload.npy", "scale.npy"},
-// or {"output.npy"} for HiF4 and pool.mean.
+// The files a device writes beside each input for contract c: <name>.npy for each of the
+// contract's outputs ({"payload.npy", "scale.npy"}, + "tensor_scale.npy" for nvfp4
+// tensor_scale=amax), or {"output.npy"} for HiF4 and pool.mean.
 std::vector<std::string> device_output_files(const Contract& c);
 
 // Writes the whole directory; `dir` must not exist yet (an existing directory is refused, not

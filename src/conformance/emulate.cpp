@@ -25,7 +25,7 @@ EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const Run
   const std::vector<std::string> files = device_output_files(c);
   std::error_code ec;
   for (const CaseEntry& e : d.cases)
-    for (const char* f : {"payload.npy", "scale.npy", "output.npy"})
+    for (const char* f : {"payload.npy", "scale.npy", "tensor_scale.npy", "output.npy"})
       if (fs::exists(dir / e.name / f, ec))
         fail(ErrorKind::bad_argument, (dir / e.name / f).string() +
                                           " already exists: emulate writes the outputs of one device into a fresh "
@@ -51,6 +51,7 @@ EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const Run
     } else {
       io::write_file_atomic(dir / e->name / files[0], npy::encode(out.payload.view()));
       io::write_file_atomic(dir / e->name / files[1], npy::encode(out.scale.view()));
+      if (files.size() > 2) io::write_file_atomic(dir / e->name / files[2], npy::encode(out.tensor_scale.view()));
     }
     report.written.push_back(e->name);
   }

@@ -29,8 +29,9 @@ struct EmulateReport {
   std::vector<std::pair<std::string, std::string>> rejected;  // (case, the contract's error)
 };
 
-// Runs `c` over every case of the directory and writes payload.npy + scale.npy (or
-// output.npy) beside each input, each file atomically, after every case has been computed.
+// Runs `c` over every case of the directory and writes payload.npy + scale.npy (+ tensor_scale.npy
+// where the contract has one; output.npy for HiF4 and pool.mean) beside each input, each file
+// atomically, after every case has been computed.
 // Refuses (bad_argument) a directory where some case already has outputs: stale files of an
 // earlier device would be mixed with these.
 EmulateReport emulate_case_dir(const std::filesystem::path& dir, const Contract& c, const RunOptions& o);

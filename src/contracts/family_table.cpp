@@ -76,13 +76,16 @@ std::vector<OutputSpec> fp8_scaled_outputs(const Contract& c, const Shape& x) {
   return {{"payload", DType::u8, x}, {"scale", DType::f32, grain_scale_shape(c.granularity, x, "fp8.scaled")}};
 }
 
+// The one place that says which contracts have a tensor scale output (outputs and output_names).
+bool has_tensor_scale(const Contract& c) { return c.family == Family::nvfp4 && c.tensor_scale == TensorScale::amax; }
+
 std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
   need_rank_at_least(x, 1, "nvfp4");
   need_whole_groups(x, kNvfp4Block, "nvfp4 block");
   Shape s = leading(x);
   s.push_back(x.back() / kNvfp4Block);
   std::vector<OutputSpec> out = {{"payload", DType::u8, packed_e2m1(x)}, {"scale", DType::u8, s}};
-  if (c.tensor_scale == TensorScale::amax) out.push_back({"tensor_scale", DType::f32, Shape{}});
+  if (has_tensor_scale(c)) out.push_back({"tensor_scale", DType::f32, Shape{}});
   return out;
 }
 
@@ -106,6 +109,13 @@ const FamilyTraits& family_traits(Family f) {
   for (const auto& r : family_table())
     if (r.family == f) return r;
   fail(ErrorKind::bad_argument, "family " + std::to_string(static_cast<int>(f)) + " has no row in the family table");
+}
+
+std::vector<std::string> output_names(const Contract& c) {
+  require_quantizer(c, "quantize");
+  std::vector<std::string> names = {"payload", "scale"};
+  if (has_tensor_scale(c)) names.push_back("tensor_scale");
+  return names;
 }
 
 void require_quantizer(const Contract& c, const char* what) {

@@ -4,6 +4,7 @@
 // on the family; a new family is one row here, one in kernels/family_kernels.cpp, and its own
 // files.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "qexact/contract.hpp"
@@ -23,6 +24,12 @@ struct FamilyTraits {
 const FamilyTraits& family_traits(Family f);
 // Every family, in declaration order.
 const std::vector<FamilyTraits>& family_table();
+
+// The names of the outputs a quantizing contract gives any input, in output_specs order
+// ("payload", "scale", then "tensor_scale" where the contract has one): what a caller needs
+// before it knows the input's shape (the files of an output directory). Checked equal to
+// output_specs' names by the tests.
+std::vector<std::string> output_names(const Contract& c);
 
 // Throws bad_argument naming the contract when its family does not quantize.
 void require_quantizer(const Contract& c, const char* what);

@@ -22,6 +22,16 @@ std::string mx_fast_quantize(const Contract& c, const TensorView& x, const Quant
 std::string int8_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
   return fast::quantize_int8_into(c, x, static_cast<std::int8_t*>(o.payload.data), o.scale.data, t);
 }
+Tensor nvfp4_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape& x) {
+  return ref::dequantize_nvfp4(c, q.payload, q.scale, q.tensor_scale, x);
+}
+std::string nvfp4_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
+  return fast::quantize_nvfp4_into(c, x, static_cast<std::uint8_t*>(o.payload.data), static_cast<std::uint8_t*>(o.scale.data),
+                                   static_cast<float*>(o.tensor_scale.data), t);
+}
+void nvfp4_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
+  fast::dequantize_nvfp4_into(c, q.payload, q.scale, q.tensor_scale, x, out, t);
+}
 void mx_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
   fast::dequantize_mx_into(c, q.payload, q.scale, x, out, t);
 }
@@ -34,6 +44,7 @@ const FamilyKernels kRows[] = {
     {Family::int8_block, ref::quantize_int8_block, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
     {Family::int8_token, ref::quantize_int8_token, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
     {Family::int8_group, ref::quantize_int8_group, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
+    {Family::nvfp4, ref::quantize_nvfp4, nvfp4_ref_dequantize, nvfp4_fast_quantize, nvfp4_fast_dequantize},
 };
 
 }  // namespace

@@ -29,11 +29,12 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x);
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 
 // The contract's element steps with scales given from outside (a device's), in the contract's
-// scale shape, layout and dtype, for the MX and int8 families: each group's payload is what
-// the contract makes of its elements with that scale. MX: the given byte replaces the computed
+// scale shape, layout and dtype, for the MX, int8 and nvfp4 families: each group's payload is
+// what the contract makes of its elements with that scale. MX: the given byte replaces the computed
 // one (the non-finite rules, which read the input, still decide those groups). int8: a domain
 // whose given scale equals the contract's own uses the contract's quotient; another one is
 // divided by it (quotient=divide) or multiplied by fp32(1 / it) (the multiplying quotients).
+// nvfp4: the given E4M3 codes replace the computed ones; the tensor scale is the computed one.
 // The result's scale is the given one. Used to separate scale errors from payload errors.
 QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
@@ -46,6 +47,9 @@ Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const
 QuantResult quantize_nvfp4(const Contract& c, const TensorView& x);
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape);
+// nvfp4's payload from given E4M3 block-scale codes (u8, the scale shape); the tensor scale, if
+// any, is the one the contract computes from x.
+QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
 // HiFloat4 (contracts §5).
 Tensor hif4_fake_quant(const TensorView& x, int qdim);

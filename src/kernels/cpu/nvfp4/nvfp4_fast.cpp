@@ -1,0 +1,111 @@
+// Fast nvfp4 quantize and dequantize (contracts §9.2): checks and the passes here, the per-block
+// SIMD work in nvfp4_quantize.cpp. tensor_scale=amax reads the input twice: a parallel |x| max
+// (a max is exact in any order, so the thread count cannot change it), then the blocks.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/mx_scale_bits.hpp"
+#include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
+#include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/simd_target.hpp"
+#include "qexact/error.hpp"
+
+namespace qexact::fast {
+namespace {
+
+// The first non-finite element (C order) as "(row r, column c)" of the [rows, K] view, if any.
+void reject_nonfinite(const kernels::Nvfp4Plan& p, std::int64_t k) {
+  const std::int64_t n = p.blocks * kNvfp4Block;
+  if (kernels::nvfp4_abs_max_bits(p.dtype, p.data, 0, n) < 0x7F800000u) return;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = kernels::load_scalar_f32(p.dtype, p.data, i);
+    if (!std::isfinite(v))
+      fail(ErrorKind::bad_input, "nvfp4: non-finite input " + std::to_string(v) + " at (row " + std::to_string(i / k) +
+                                     ", column " + std::to_string(i % k) + ") (nonfinite_input=reject)");
+  }
+}
+
+// t = amax / (448 * 6), torchao's per_tensor_amax_to_scale(torch.max(torch.abs(x))); a NaN amax
+// is the one torch.max returns for the dtype (f32 0xFFFFFFFF, bf16 0x7FC00000; f16 as bf16).
+float tensor_scale_of(const kernels::Nvfp4Plan& p, int threads) {
+  const std::int64_t n = p.blocks * kNvfp4Block;
+  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n / 65536));
+  std::vector<std::uint32_t> part(static_cast<std::size_t>(chunks), 0u);
+  kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t c = b; c < e; ++c)
+      part[static_cast<std::size_t>(c)] = kernels::nvfp4_abs_max_bits(p.dtype, p.data, n * c / chunks, n * (c + 1) / chunks);
+  });
+  std::uint32_t m = 0;
+  for (std::uint32_t v : part) m = std::max(m, v);
+  if (m > 0x7F800000u) m = p.dtype == DType::f32 ? 0xFFFFFFFFu : 0x7FC00000u;
+  return kernels::nvfp4::div_x86(kernels::nvfp4::value(m), 448.0f * 6.0f);
+}
+
+}  // namespace
+
+std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
+                                float* tensor_scale, int threads) {
+  validate(c);
+  kernels::apply_forced_target();
+  if (c.family != Family::nvfp4) fail(ErrorKind::bad_argument, "quantize_nvfp4 takes an nvfp4 contract");
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string("nvfp4 quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  (void)output_specs(c, x.shape);  // rank >= 1, K % 16 == 0
+  const Tensor copy = x.is_contiguous() ? Tensor() : contiguous_copy(x);
+  kernels::Nvfp4Plan p;
+  p.dtype = x.dtype;
+  p.data = static_cast<const std::uint8_t*>(x.is_contiguous() ? x.data : copy.raw());
+  p.blocks = shape_numel(x.shape) / kNvfp4Block;
+  p.payload = payload;
+  p.scale = scale;
+  if (c.nonfinite_input == NonFiniteInput::reject) reject_nonfinite(p, x.shape.back());
+  if (c.tensor_scale == TensorScale::amax) {
+    p.two_level = true;
+    p.tensor_scale = tensor_scale_of(p, threads);
+    *tensor_scale = p.tensor_scale;
+  }
+  kernels::parallel_for(p.blocks, 1024, threads,
+                        [&](std::int64_t b, std::int64_t e) { kernels::quantize_nvfp4_blocks(p, b, e); });
+  return "blockwise";
+}
+
+void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                           const TensorView& tensor_scale, const Shape& x_shape, float* out, int threads) {
+  validate(c);
+  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
+  if (payload.dtype != DType::u8 || payload.shape != specs[0].shape || scale.dtype != DType::u8 ||
+      scale.shape != specs[1].shape)
+    fail(ErrorKind::bad_argument, "nvfp4 dequantize takes u8 payload " + shape_str(specs[0].shape) +
+                                      " and u8 E4M3 scales " + shape_str(specs[1].shape));
+  float t = 1.0f;
+  const bool two_level = c.tensor_scale == TensorScale::amax;
+  if (two_level) {
+    if (tensor_scale.data == nullptr || tensor_scale.dtype != DType::f32 || shape_numel(tensor_scale.shape) != 1)
+      fail(ErrorKind::bad_argument, "nvfp4 tensor_scale=amax dequantize takes an f32 [] tensor_scale");
+    t = *static_cast<const float*>(tensor_scale.data);
+  }
+  const Tensor pc = payload.is_contiguous() ? Tensor() : contiguous_copy(payload);
+  const Tensor sc = scale.is_contiguous() ? Tensor() : contiguous_copy(scale);
+  const auto* pp = static_cast<const std::uint8_t*>(payload.is_contiguous() ? payload.data : pc.raw());
+  const auto* sp = static_cast<const std::uint8_t*>(scale.is_contiguous() ? scale.data : sc.raw());
+  static constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  const std::int64_t blocks = shape_numel(x_shape) / kNvfp4Block;
+  kernels::parallel_for(blocks, 1024, threads, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t b = first; b < last; ++b) {
+      float m = kernels::nvfp4::e4m3_scale_value(sp[b]);
+      if (two_level) m = t * m;  // torchao's get_hp_scales: t * s rounded first
+      for (int i = 0; i < kNvfp4Block; ++i) {
+        const std::uint8_t byte = pp[b * (kNvfp4Block / 2) + i / 2];
+        const float v = kE2m1[i % 2 == 0 ? byte & 0x0F : byte >> 4] * m;
+        out[b * kNvfp4Block + i] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
+      }
+    }
+  });
+}
+
+}  // namespace qexact::fast

@@ -1,0 +1,24 @@
+// What the nvfp4 fast kernels need, resolved once per call: plain data for the per-target code.
+#pragma once
+#include <cstdint>
+
+#include "qexact/tensor.hpp"
+
+namespace qexact::kernels {
+
+struct Nvfp4Plan {
+  DType dtype = DType::f32;
+  const std::uint8_t* data = nullptr;  // contiguous input, blocks of 16 back to back
+  std::int64_t blocks = 0;
+  bool two_level = false;
+  float tensor_scale = 1.0f;  // t, two_level only
+  std::uint8_t* payload = nullptr;
+  std::uint8_t* scale = nullptr;
+};
+
+// Largest |x| of n contiguous elements as fp32 bits with the sign cleared: above 0x7F800000
+// when any is a NaN (integer order of non-negative fp32 bits is their value order, NaN last).
+std::uint32_t nvfp4_abs_max_bits(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last);
+void quantize_nvfp4_blocks(const Nvfp4Plan& p, std::int64_t first, std::int64_t last);
+
+}  // namespace qexact::kernels

@@ -1,0 +1,210 @@
+// Reference nvfp4 quantizer (contracts §9.2): one block of 16 at a time, in the order the
+// contract states its steps: tensor scale, block amax, E4M3 block scale, the reciprocal the
+// elements are multiplied by, E2M1 codes. Rounding to E4M3 and E2M1 is by search over the
+// formats' value tables (qexact/formats/element.hpp).
+//
+// nonfinite_input=propagate follows torchao 0.18.0 on x86 (docs/decisions.md, measured): every
+// operation is IEEE fp32, and a NaN's bits travel as x86 makes them travel, because they decide
+// the codes: a division returns its first NaN operand, torch's `x * reciprocal` its reciprocal's
+// NaN, an invalid operation (0/0, inf/inf, 0*inf) the x86 default NaN; the E4M3 NaN code keeps the
+// NaN's sign and reads back as (sign | 0x7FF00000); E2M1 has no NaN and torchao's conversion
+// makes a code from the NaN's bits (formats/torchao_nan.hpp).
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "formats/torchao_nan.hpp"
+#include "qexact/error.hpp"
+#include "qexact/formats/element.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact::ref {
+namespace {
+
+constexpr float kE2m1Max = 6.0f;
+constexpr float kE4m3Max = 448.0f;
+constexpr float kE4m3Tiny = 0x1p-6f;  // torch.finfo(float8_e4m3fn).tiny: smallest normal
+
+std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
+float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+float quieted(float a) { return from_bits(bits_of(a) | 0x00400000u); }
+
+// a / b with x86's NaN rules: the first NaN operand, else the default NaN of an invalid division.
+float peer_div(float a, float b) {
+  if (std::isnan(a)) return quieted(a);
+  if (std::isnan(b)) return quieted(b);
+  const float r = a / b;
+  return std::isnan(r) ? from_bits(kX86DefaultNaN) : r;
+}
+
+// torch's `x * reciprocal`: measured, the reciprocal's NaN wins over the element's.
+float peer_mul(float x, float m) {
+  if (std::isnan(m)) return quieted(m);
+  if (std::isnan(x)) return quieted(x);
+  const float r = x * m;
+  return std::isnan(r) ? from_bits(kX86DefaultNaN) : r;
+}
+
+// torch.clamp: a NaN passes through unchanged.
+float clamp_keep_nan(float v, float lo, float hi) {
+  if (std::isnan(v)) return v;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+std::uint8_t e4m3_code(float v) { return elem_encode(ElemFormat::e4m3, v, Rounding::rne, Overflow::saturate); }
+
+// torch's float8_e4m3fn -> fp32: a NaN code becomes sign | 0x7FF00000.
+float e4m3_value(std::uint8_t code) {
+  if ((code & 0x7F) == 0x7F) return from_bits((static_cast<std::uint32_t>(code >> 7) << 31) | 0x7FF00000u);
+  return elem_decode(ElemFormat::e4m3, code);
+}
+
+std::uint8_t e2m1_code(float v) {
+  if (std::isnan(v)) return torchao_nan_code(ElemFormat::e2m1, bits_of(v));
+  return elem_encode(ElemFormat::e2m1, v, Rounding::rne, Overflow::saturate);
+}
+
+std::string element_at(std::int64_t flat, std::int64_t k) {
+  return "(row " + std::to_string(flat / k) + ", column " + std::to_string(flat % k) + ")";
+}
+
+void reject_nonfinite(const Contract& c, const std::vector<float>& v, std::int64_t k) {
+  if (c.nonfinite_input != NonFiniteInput::reject) return;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      fail(ErrorKind::bad_input, "nvfp4: non-finite input " + std::to_string(v[i]) + " at " +
+                                     element_at(static_cast<std::int64_t>(i), k) +
+                                     " (nonfinite_input=reject)");
+}
+
+// The tensor scale t = amax / (448 * 6) (torchao per_tensor_amax_to_scale(torch.max(torch.abs(x)))).
+// torch.max of a tensor holding NaN returns a NaN whose bits depend on the dtype (measured): f32
+// 0xFFFFFFFF, bf16 the canonical 0x7FC00000 (f16, which torchao does not take, as bf16).
+float tensor_scale_of(const std::vector<float>& v, DType dtype) {
+  float amax = 0.0f;
+  for (float x : v) {
+    const float a = std::fabs(x);
+    if (std::isnan(a)) {
+      amax = from_bits(dtype == DType::f32 ? 0xFFFFFFFFu : 0x7FC00000u);
+      break;
+    }
+    if (a > amax) amax = a;
+  }
+  return peer_div(amax, kE4m3Max * kE2m1Max);
+}
+
+// max |x| over a block; NaN (canonical, as torch.amax gives it) if the block holds one.
+float block_amax(const float* x) {
+  float m = 0.0f;
+  for (int i = 0; i < kNvfp4Block; ++i) {
+    const float a = std::fabs(x[i]);
+    if (std::isnan(a)) return std::numeric_limits<float>::quiet_NaN();
+    if (a > m) m = a;
+  }
+  return m;
+}
+
+// The E4M3 code of a block's scale: e4m3(clamp(amax / 6, 2^-6, 448)), or with a tensor scale
+// e4m3(clamp((amax / 6) / t, 2^-6, 448)).
+std::uint8_t block_scale_code(const Contract& c, float amax, float t) {
+  float s = peer_div(amax, kE2m1Max);
+  if (c.tensor_scale == TensorScale::amax) s = peer_div(s, t);
+  return e4m3_code(clamp_keep_nan(s, kE4m3Tiny, kE4m3Max));
+}
+
+// What the block's elements are multiplied by: 1 / s, or (1 / t) / s.
+float block_multiplier(const Contract& c, std::uint8_t code, float t) {
+  const float s = e4m3_value(code);
+  const float one = c.tensor_scale == TensorScale::amax ? peer_div(1.0f, t) : 1.0f;
+  return peer_div(one, s);
+}
+
+void quantize_block(const float* x, float m, std::uint8_t* payload) {
+  for (int i = 0; i < kNvfp4Block; i += 2) {
+    const std::uint8_t lo = e2m1_code(clamp_keep_nan(peer_mul(x[i], m), -kE2m1Max, kE2m1Max));
+    const std::uint8_t hi = e2m1_code(clamp_keep_nan(peer_mul(x[i + 1], m), -kE2m1Max, kE2m1Max));
+    payload[i / 2] = static_cast<std::uint8_t>(lo | (hi << 4));
+  }
+}
+
+// Both entry points: the contract's own block scales, or `given` (u8 E4M3 codes in the scale shape).
+QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const TensorView* given) {
+  validate(c);
+  if (c.family != Family::nvfp4) fail(ErrorKind::bad_argument, "quantize_nvfp4 takes an nvfp4 contract");
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string("nvfp4 quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);  // rank >= 1, K % 16 == 0
+  const std::vector<float> v = to_f32_vector(x);
+  const std::int64_t k = x.shape.back();
+  reject_nonfinite(c, v, k);
+
+  QuantResult r;
+  r.payload = Tensor(DType::u8, specs[0].shape);
+  r.scale = Tensor(DType::u8, specs[1].shape);
+  r.path = "blockwise";
+  if (given) {
+    if (given->dtype != DType::u8 || given->shape != specs[1].shape)
+      fail(ErrorKind::bad_argument, "the given nvfp4 scales must be u8 E4M3 codes of shape " + shape_str(specs[1].shape) +
+                                        ", got " + dtype_name(given->dtype) + " " + shape_str(given->shape));
+    r.scale = contiguous_copy(*given);
+  }
+  float t = 1.0f;
+  if (c.tensor_scale == TensorScale::amax) {
+    t = tensor_scale_of(v, x.dtype);
+    r.tensor_scale = Tensor(DType::f32, specs[2].shape);
+    *r.tensor_scale.data<float>() = t;
+  }
+  std::uint8_t* payload = r.payload.data<std::uint8_t>();
+  std::uint8_t* scale = r.scale.data<std::uint8_t>();
+  const std::int64_t blocks = static_cast<std::int64_t>(v.size()) / kNvfp4Block;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const float* xb = v.data() + b * kNvfp4Block;
+    if (!given) scale[b] = block_scale_code(c, block_amax(xb), t);
+    quantize_block(xb, block_multiplier(c, scale[b], t), payload + b * (kNvfp4Block / 2));
+  }
+  return r;
+}
+
+}  // namespace
+
+QuantResult quantize_nvfp4(const Contract& c, const TensorView& x) { return quantize_nvfp4_impl(c, x, nullptr); }
+
+QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, const TensorView& scale) {
+  return quantize_nvfp4_impl(c, x, &scale);
+}
+
+// torchao NVFP4Tensor.dequantize: e2m1 * (t * s) with the product t * s rounded to fp32 first
+// (get_hp_scales), or e2m1 * s single level. Every NaN comes out canonical, as dequantize_mx.
+Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
+                        const TensorView& tensor_scale, const Shape& x_shape) {
+  validate(c);
+  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
+  if (payload.dtype != DType::u8 || payload.shape != specs[0].shape || scale.dtype != DType::u8 ||
+      scale.shape != specs[1].shape)
+    fail(ErrorKind::bad_argument, "nvfp4 dequantize takes u8 payload " + shape_str(specs[0].shape) +
+                                      " and u8 E4M3 scales " + shape_str(specs[1].shape));
+  float t = 1.0f;
+  if (c.tensor_scale == TensorScale::amax) {
+    if (tensor_scale.data == nullptr || tensor_scale.dtype != DType::f32 || shape_numel(tensor_scale.shape) != 1)
+      fail(ErrorKind::bad_argument, "nvfp4 tensor_scale=amax dequantize takes an f32 [] tensor_scale");
+    t = to_f32_vector(tensor_scale)[0];
+  }
+  const Tensor p = contiguous_copy(payload);
+  const Tensor s = contiguous_copy(scale);
+  Tensor out(DType::f32, x_shape);
+  float* o = out.data<float>();
+  const std::int64_t n = shape_numel(x_shape);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint8_t byte = p.data<std::uint8_t>()[i / 2];
+    const std::uint8_t code = static_cast<std::uint8_t>(i % 2 == 0 ? byte & 0x0F : byte >> 4);
+    float m = e4m3_value(s.data<std::uint8_t>()[i / kNvfp4Block]);
+    if (c.tensor_scale == TensorScale::amax) m = t * m;
+    const float v = elem_decode(ElemFormat::e2m1, code) * m;
+    o[i] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
+  }
+  return out;
+}
+
+}  // namespace qexact::ref

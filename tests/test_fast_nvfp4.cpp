@@ -1,0 +1,168 @@
+// The fast nvfp4 kernels against the reference, byte for byte (0 differing of N): adversarial
+// blocks (E2M1 and E4M3 ties, the 2^-6 clamp, E4M3's subnormal edge, saturation 7 -> 6, signed
+// zeros, NaN and inf), huge and tiny tensor amax, f32 / bf16 / f16 input, single and two level,
+// for every compiled SIMD target and 1, 2, 3 and 7 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fast_test_util.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+
+namespace qexact {
+namespace {
+
+using test::differing_bytes;
+
+class FastNvfp4 : public test::PerTarget {};
+QEXACT_INSTANTIATE_PER_TARGET(FastNvfp4);
+
+std::vector<Contract> contracts() {
+  return {make_preset("nvfp4.torchao"), make_contract("nvfp4.torchao", {"tensor_scale=amax"}),
+          make_contract("nvfp4.torchao", {"nonfinite_input=reject"}),
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"})};
+}
+
+// E4M3 values (positive, finite) and the E2M1 rounding thresholds.
+const std::vector<float>& e4m3_values() {
+  static const std::vector<float> v = [] {
+    std::vector<float> out;
+    for (int c = 1; c < 0x7F; ++c) {
+      const int e = c >> 3, m = c & 7;
+      out.push_back(e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7));
+    }
+    return out;
+  }();
+  return v;
+}
+constexpr float kE2m1Ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+
+// One block of 16 of kind `kind` (0..9) drawn from `rng`.
+void fill_block(int kind, std::mt19937& rng, float* b) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(e4m3_values().size()) - 1);
+  const float s = e4m3_values()[static_cast<std::size_t>(pick(rng))];
+  for (int i = 0; i < 16; ++i) b[i] = u(rng) * s * 6.0f;
+  switch (kind) {
+    case 0: break;                                                   // random at an E4M3 scale
+    case 1:                                                          // E2M1 ties at scale s
+      b[0] = 6.0f * s;
+      for (int i = 1; i < 16; ++i) b[i] = (i % 2 ? 1.0f : -1.0f) * kE2m1Ties[i % 7] * s;
+      break;
+    case 2: {                                                        // E4M3 tie: amax / 6 halfway
+      const std::size_t j = static_cast<std::size_t>(pick(rng)) % (e4m3_values().size() - 1);
+      b[3] = -6.0f * (e4m3_values()[j] + e4m3_values()[j + 1]) / 2.0f;
+      break;
+    }
+    case 3:                                                          // at and below the 2^-6 clamp
+      for (int i = 0; i < 16; ++i) b[i] = u(rng) * std::ldexp(6.0f, -6 - (i % 12));
+      break;
+    case 4: b[5] = 7.0f * s; break;                                  // saturation 7 -> 6
+    case 5:                                                          // signed zeros, tiny negatives
+      for (int i = 0; i < 16; ++i) b[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : -1e-30f;
+      break;
+    case 6: for (int i = 0; i < 16; ++i) b[i] = 0.0f; break;        // all zero
+    case 7: b[7] = std::numeric_limits<float>::quiet_NaN(); break;  // NaN
+    case 8: b[2] = -std::numeric_limits<float>::infinity(); break;  // inf
+    default:                                                         // huge and subnormal
+      for (int i = 0; i < 16; ++i) b[i] = u(rng) * (i < 8 ? 3e38f : 1e-42f);
+      break;
+  }
+}
+
+std::vector<float> adversarial(std::int64_t blocks, unsigned seed, bool nonfinite) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> kind(0, 9);
+  std::vector<float> x(static_cast<std::size_t>(blocks * 16));
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    int k = kind(rng);
+    if (!nonfinite && (k == 7 || k == 8)) k = 0;
+    fill_block(k, rng, x.data() + b * 16);
+  }
+  return x;
+}
+
+void expect_same(const Contract& c, const TensorView& x, const std::string& what) {
+  const test::Outcome& want = test::reference_outcome(what, [&] {
+    const QuantResult r = quantize(c, x, RunOptions{Engine::reference, 1});
+    return std::vector<Tensor>{r.payload, r.scale, r.tensor_scale};
+  });
+  for (int threads : {1, 2, 3, 7}) {
+    const test::Outcome got = test::outcome_of([&] {
+      const QuantResult r = quantize(c, x, RunOptions{Engine::fast, threads});
+      return std::vector<Tensor>{r.payload, r.scale, r.tensor_scale};
+    });
+    test::expect_same_outcome(want, got, what + " threads " + std::to_string(threads));
+    if (want.threw) continue;
+    const Shape& xs = x.shape;
+    const Tensor dr = dequantize(c, want.tensors[0].view(), want.tensors[1].view(), want.tensors[2].view(), xs,
+                                 RunOptions{Engine::reference, 1});
+    const Tensor df = dequantize(c, want.tensors[0].view(), want.tensors[1].view(), want.tensors[2].view(), xs,
+                                 RunOptions{Engine::fast, threads});
+    EXPECT_EQ(differing_bytes(dr, df), 0) << what << " dequantize threads " << threads;
+  }
+}
+
+std::string hex_float(float f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%a", static_cast<double>(f));
+  return buf;
+}
+
+std::string label(const Contract& c) {
+  std::string s = c.preset;
+  for (const auto& [k, v] : params(c)) s += " " + k + "=" + v;
+  return s;
+}
+
+TEST_P(FastNvfp4, AdversarialBlocksEveryDtypeAndThreadCount) {
+  for (bool nonfinite : {false, true}) {
+    for (const Shape& shape : {Shape{5, 16}, Shape{3, 7, 48}, Shape{37, 16 * 33}}) {
+      const std::int64_t blocks = shape_numel(shape) / 16;
+      const test::Storage st(adversarial(blocks, static_cast<unsigned>(blocks) + (nonfinite ? 1000u : 0u), nonfinite));
+      for (const Contract& c : contracts())
+        for (DType dt : {DType::f32, DType::bf16, DType::f16})
+          expect_same(c, st.view(dt, shape),
+                      label(c) + " " + dtype_name(dt) + " " + shape_str(shape) + (nonfinite ? " nonfinite" : ""));
+    }
+  }
+}
+
+// Tensor scales at the edges: a subnormal amax (t underflows to 0: 0 * inf elements), a huge
+// one, and one of every E4M3 binade.
+TEST_P(FastNvfp4, HugeAndTinyTensorAmax) {
+  for (float top : {1e-42f, 1e-38f, 3e-39f, 1e-30f, 1.0f, 448.0f * 6.0f, 1e30f, 3.4e38f}) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(16 * 40);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = u(rng) * top * std::ldexp(1.0f, -static_cast<int>(i / 16) % 20);
+    x[5] = top;
+    x[17] = 0.0f;
+    x[18] = -0.0f;
+    const test::Storage st(x);
+    for (const Contract& c : contracts())
+      for (DType dt : {DType::f32, DType::bf16})
+        expect_same(c, st.view(dt, {40, 16}), label(c) + " " + dtype_name(dt) + " top " + hex_float(top));
+  }
+}
+
+TEST_P(FastNvfp4, LargeTensorAmaxPassIsThreadIndependent) {
+  std::vector<float> x = adversarial(16 * 1024, 99, false);
+  x[123457] = 9000.0f;
+  const test::Storage st(x);
+  const Contract c = make_contract("nvfp4.torchao", {"tensor_scale=amax"});
+  expect_same(c, st.view(DType::f32, {256, 1024}), "large two level f32");
+  x[200001] = std::numeric_limits<float>::quiet_NaN();
+  const test::Storage sn(x);
+  expect_same(c, sn.view(DType::f32, {256, 1024}), "large two level f32 NaN");
+  expect_same(c, sn.view(DType::bf16, {256, 1024}), "large two level bf16 NaN");
+}
+
+}  // namespace
+}  // namespace qexact

@@ -1,0 +1,214 @@
+// The nvfp4 reference (contracts §9.2): the check values measured with torchao 0.18.0
+// (docs/contracts.md §9.2), shapes, errors, non-finite inputs as torchao propagates them,
+// quantize_with_scales and dequantize.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "qexact/contract.hpp"
+#include "qexact/error.hpp"
+#include "qexact/quantize.hpp"
+#include "reference/reference.hpp"
+
+namespace qexact {
+namespace {
+
+const RunOptions kRef{Engine::reference, 1};
+
+Contract single() { return make_preset("nvfp4.torchao"); }
+Contract two_level() { return make_contract("nvfp4.torchao", {"tensor_scale=amax"}); }
+
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+
+// The four blocks of docs/contracts.md §9.2 as a [2, 32] tensor.
+std::vector<float> check_blocks() {
+  std::vector<float> x(64, 0.0f);
+  const std::vector<std::vector<float>> blocks = {
+      {6, 1, 0.25f, -0.75f, 3, -6, 5, 0.1f}, {7, 1, 0.25f, 2.5f, -7, 0}, {}, {0.001f, -0.0005f}};
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    for (std::size_t i = 0; i < blocks[b].size(); ++i) x[b * 16 + i] = blocks[b][i];
+  return x;
+}
+
+std::vector<std::uint8_t> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const std::uint8_t*>(t.raw());
+  return {p, p + t.nbytes()};
+}
+
+// Each block's 8 payload bytes: the first four as given, the rest 0 (zero elements).
+std::vector<std::uint8_t> payload_of(const std::vector<std::vector<std::uint8_t>>& firsts) {
+  std::vector<std::uint8_t> out;
+  for (const auto& f : firsts) {
+    out.insert(out.end(), f.begin(), f.end());
+    out.insert(out.end(), 8 - f.size(), 0);
+  }
+  return out;
+}
+
+TEST(Nvfp4Reference, CheckValuesSingleLevel) {
+  const std::vector<float> x = check_blocks();
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult r = quantize(single(), make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x38, 0x39, 0x08, 0x08}));
+    EXPECT_EQ(bytes_of(r.payload),
+              payload_of({{0x27, 0xA0, 0xF5, 0x06}, {0x27, 0x40, 0x0F, 0x00}, {0, 0, 0, 0}, {0x80, 0, 0, 0}}));
+    EXPECT_EQ(r.payload.shape(), (Shape{2, 16}));
+    EXPECT_EQ(r.scale.shape(), (Shape{2, 2}));
+    EXPECT_EQ(r.tensor_scale.nbytes(), 0u);
+  }
+}
+
+TEST(Nvfp4Reference, CheckValuesTwoLevel) {
+  const std::vector<float> x = check_blocks();
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult r = quantize(two_level(), make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x7C, 0x7E, 0x08, 0x18}));
+    EXPECT_EQ(bytes_of(r.payload),
+              payload_of({{0x27, 0xA0, 0xF5, 0x06}, {0x27, 0x40, 0x0F, 0x00}, {0, 0, 0, 0}, {0xD7, 0, 0, 0}}));
+    ASSERT_EQ(r.tensor_scale.shape(), Shape{});
+    EXPECT_EQ(bits(*r.tensor_scale.data<float>()), bits(7.0f / 2688.0f));
+  }
+}
+
+TEST(Nvfp4Reference, Bf16InputIsItsExactValues) {
+  const std::vector<float> x = check_blocks();
+  std::vector<std::uint16_t> b(x.size());
+  std::vector<float> back(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    b[i] = static_cast<std::uint16_t>(bits(x[i]) >> 16);  // truncation: any bf16 values do
+    back[i] = from_bits(static_cast<std::uint32_t>(b[i]) << 16);
+  }
+  for (const Contract& c : {single(), two_level()}) {
+    const QuantResult rb = quantize(c, make_view(DType::bf16, {2, 32}, b.data()), kRef);
+    const QuantResult rf = quantize(c, make_view(DType::f32, {2, 32}, back.data()), kRef);
+    EXPECT_EQ(bytes_of(rb.payload), bytes_of(rf.payload));
+    EXPECT_EQ(bytes_of(rb.scale), bytes_of(rf.scale));
+  }
+}
+
+TEST(Nvfp4Reference, ShapesAndLeadingDims) {
+  std::vector<float> x(3 * 4 * 48, 1.0f);
+  const QuantResult r = quantize(two_level(), make_view(DType::f32, {3, 4, 48}, x.data()), kRef);
+  EXPECT_EQ(r.payload.shape(), (Shape{3, 4, 24}));
+  EXPECT_EQ(r.scale.shape(), (Shape{3, 4, 3}));
+  EXPECT_EQ(r.tensor_scale.shape(), Shape{});
+  const QuantResult one = quantize(single(), make_view(DType::f32, {16}, x.data()), kRef);
+  EXPECT_EQ(one.payload.shape(), Shape{8});
+  EXPECT_EQ(one.scale.shape(), Shape{1});
+}
+
+TEST(Nvfp4Reference, LastAxisNotAMultipleOf16IsRejected) {
+  std::vector<float> x(3 * 20, 1.0f);
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    try {
+      (void)quantize(single(), make_view(DType::f32, {3, 20}, x.data()), RunOptions{e, 1});
+      FAIL() << "K = 20 was accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("16"), std::string::npos) << err.what();
+    }
+  }
+}
+
+TEST(Nvfp4Reference, RejectNamesTheFirstNonFiniteElement) {
+  std::vector<float> x(2 * 32, 1.0f);
+  x[32 + 17] = std::numeric_limits<float>::infinity();
+  x[32 + 20] = std::numeric_limits<float>::quiet_NaN();
+  const Contract c = make_contract("nvfp4.torchao", {"nonfinite_input=reject"});
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    try {
+      (void)quantize(c, make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 2});
+      FAIL() << "inf was accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::bad_input);
+      EXPECT_NE(std::string(err.what()).find("(row 1, column 17)"), std::string::npos) << err.what();
+    }
+  }
+}
+
+TEST(Nvfp4Reference, IntegerInputIsRejected) {
+  std::vector<std::int8_t> x(16, 1);
+  EXPECT_THROW((void)quantize(single(), make_view(DType::i8, {16}, x.data()), kRef), Error);
+  EXPECT_THROW((void)quantize(single(), make_view(DType::i8, {16}, x.data()), RunOptions{Engine::fast, 1}), Error);
+}
+
+// torchao 0.18.0 measured (docs/decisions.md): a NaN block has scale 0x7F and every element code
+// 0x4; an inf saturates the scale to 448 and itself to 6; two level, a NaN anywhere makes t the
+// f32 NaN 0xFFFFFFFF, every finite block's scale 0xFF and every code 0xC; an all-zero tensor
+// has t = 0 and every block NaN.
+TEST(Nvfp4Reference, NonFiniteInputsPropagateAsTorchao) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x(32, 0.5f);
+  x[3] = nan;
+  x[16 + 2] = inf;
+  QuantResult r = quantize(single(), make_view(DType::f32, {32}, x.data()), kRef);
+  EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x7F, 0x7E}));
+  EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0x44);
+  EXPECT_EQ(r.payload.data<std::uint8_t>()[9], 0x07);  // inf -> 6, 0.5 / 448 -> 0
+  r = quantize(two_level(), make_view(DType::f32, {32}, x.data()), kRef);
+  EXPECT_EQ(bits(*r.tensor_scale.data<float>()), 0xFFFFFFFFu);
+  EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x7F, 0xFF}));
+  EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0xCC);
+
+  std::vector<float> zeros(32, 0.0f);
+  r = quantize(two_level(), make_view(DType::f32, {32}, zeros.data()), kRef);
+  EXPECT_EQ(bits(*r.tensor_scale.data<float>()), 0u);
+  EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0xFF, 0xFF}));
+  EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0xCC);
+  r = quantize(single(), make_view(DType::f32, {32}, zeros.data()), kRef);
+  EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x08, 0x08}));
+}
+
+TEST(Nvfp4Reference, NegativeZerosKeepTheirSign) {
+  std::vector<float> x(16, -0.0f);
+  x[1] = -1e-30f;
+  const QuantResult r = quantize(single(), make_view(DType::f32, {16}, x.data()), kRef);
+  EXPECT_EQ(r.scale.data<std::uint8_t>()[0], 0x08);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(r.payload.data<std::uint8_t>()[i], 0x88) << i;
+}
+
+TEST(Nvfp4Reference, WithGivenScalesOnlyThePayloadChanges) {
+  const std::vector<float> x = check_blocks();
+  const TensorView xv = make_view(DType::f32, {2, 32}, x.data());
+  for (const Contract& c : {single(), two_level()}) {
+    const QuantResult own = quantize(c, xv, kRef);
+    const QuantResult same = ref::quantize_with_scales(c, xv, own.scale.view());
+    EXPECT_EQ(bytes_of(same.payload), bytes_of(own.payload));
+    EXPECT_EQ(bytes_of(same.tensor_scale), bytes_of(own.tensor_scale));
+  }
+  // Block 0 (amax 6) with scale 2.0 (0x40) instead of 1.0: x * 0.5.
+  std::vector<std::uint8_t> given = {0x40, 0x39, 0x08, 0x08};
+  const QuantResult r = ref::quantize_with_scales(single(), xv, make_view(DType::u8, {2, 2}, given.data()));
+  EXPECT_EQ(bytes_of(r.scale), given);
+  // 6 -> 3 (5), 1 -> 0.5 (1); 0.25 -> 0.125 (0), -0.75 -> -0.375 (-0.5: 0x9)
+  EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0x15);
+  EXPECT_EQ(r.payload.data<std::uint8_t>()[1], 0x90);
+  std::vector<std::uint8_t> wrong(3, 0);
+  EXPECT_THROW((void)ref::quantize_with_scales(single(), xv, make_view(DType::u8, {3}, wrong.data())), Error);
+}
+
+TEST(Nvfp4Reference, DequantizeMultipliesByTheTensorScaleTimesTheBlockScale) {
+  const std::vector<float> x = check_blocks();
+  const TensorView xv = make_view(DType::f32, {2, 32}, x.data());
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult s = quantize(single(), xv, kRef);
+    const Tensor d = dequantize(single(), s.payload.view(), s.scale.view(), {2, 32}, RunOptions{e, 1});
+    EXPECT_EQ(d.data<float>()[0], 6.0f);
+    EXPECT_EQ(d.data<float>()[16], 6.0f * 1.125f);
+    EXPECT_EQ(bits(d.data<float>()[49]), bits(-0.0f));
+    const QuantResult t = quantize(two_level(), xv, kRef);
+    const Tensor d2 = dequantize(two_level(), t.payload.view(), t.scale.view(), t.tensor_scale.view(), {2, 32},
+                                 RunOptions{e, 1});
+    const float ts = 7.0f / 2688.0f;
+    EXPECT_EQ(bits(d2.data<float>()[0]), bits(6.0f * (ts * 384.0f)));
+    EXPECT_EQ(bits(d2.data<float>()[48]), bits(6.0f * (ts * 0.0625f)));
+    EXPECT_THROW((void)dequantize(two_level(), t.payload.view(), t.scale.view(), {2, 32}, RunOptions{e, 1}), Error);
+  }
+}
+
+}  // namespace
+}  // namespace qexact
