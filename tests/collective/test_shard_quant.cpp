@@ -3,9 +3,13 @@
 // domains, and otherwise differ only in the domains that straddle a shard boundary.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "collective/global_amax.hpp"
 #include "collective/shard_quant.hpp"
 #include "collective/synthetic_tensor.hpp"
 #include "qexact/error.hpp"
@@ -96,6 +100,124 @@ TEST(ShardQuant, AxesThatCutScaleDomainsAreRefused) {
   EXPECT_NE(message("mxfp8.ascend", 3).find("groups run along the last axis"), std::string::npos);
   EXPECT_NE(message("int8.block.ascend", 3).find("a block spans all D channels"), std::string::npos);
   EXPECT_NE(message("mxfp8.te", 1).find("pads or tiles the scales of the whole tensor"), std::string::npos);
+}
+
+// ---- a tensor-wide amax (fp8.scaled granularity=tensor, nvfp4 tensor_scale=amax) ----
+
+// The shards of x along `axis`, each quantized with the amax the ranks agree on (the max of
+// their amax keys) or, with agree = false, with its own; assembled as the run assembles them:
+// payload (and nvfp4's block scales) joined along the axis, the output computed from the amax
+// alone rank 0's.
+QuantResult shard_tensor_amax(const Contract& c, const Tensor& x, int axis, int world, bool agree) {
+  const std::int64_t len = x.shape()[static_cast<std::size_t>(axis)] / world;
+  std::vector<Tensor> shards;
+  std::int32_t key = 0;
+  for (int r = 0; r < world; ++r) {
+    shards.push_back(slice_copy(x, axis, r * len, len));
+    key = std::max(key, amax_key(shards.back().view()));
+  }
+  std::vector<QuantResult> q;
+  for (const Tensor& s : shards)
+    q.push_back(agree ? quantize_with_tensor_amax(c, s.view(), amax_from_key(key), kRun) : quantize(c, s.view(), kRun));
+  std::vector<TensorView> payloads, scales;
+  for (const QuantResult& r : q) {
+    payloads.push_back(r.payload.view());
+    scales.push_back(r.scale.view());
+  }
+  QuantResult got = q[0];
+  got.payload = concat(payloads, axis);
+  if (c.family == Family::nvfp4) got.scale = concat(scales, axis);
+  return got;
+}
+
+Drift tensor_amax_drift(const QuantResult& got, const QuantResult& want) {
+  BlockMap one;
+  one.block_of_payload_byte = one.block_of_scale_byte = one.block_of_tensor_scale_byte = [](std::int64_t) {
+    return std::int64_t{0};
+  };
+  one.straddles = [](std::int64_t) { return true; };
+  one.blocks = 1;
+  return compare_quantized(got, want, one);
+}
+
+std::vector<Contract> tensor_amax_contracts() {
+  return {make_contract("nvfp4.torchao", {"tensor_scale=amax"})};
+}
+
+TEST(ShardQuant, TensorAmaxDiffersWithoutAgreementAndIsExactWithIt) {
+  for (const Contract& c : tensor_amax_contracts())
+    for (int world : {2, 3, 4}) {
+      SCOPED_TRACE(c.preset + " world " + std::to_string(world));
+      const Tensor x = synthetic_tensor({2, world * 12L, 3, 64}, DType::bf16, 11, "x");
+      const QuantResult want = quantize(c, x.view(), kRun);
+      const std::int64_t n = static_cast<std::int64_t>(want.payload.nbytes() + want.scale.nbytes() + want.tensor_scale.nbytes());
+
+      const Drift own = tensor_amax_drift(shard_tensor_amax(c, x, 1, world, false), want);
+      EXPECT_GT(own.payload_differing + own.scale_differing, 0);
+      EXPECT_GT(own.scale_differing, 0);  // rank 0's shard amax is not the tensor's
+      EXPECT_EQ(own.payload_bytes + own.scale_bytes, n);
+
+      const Drift agreed = tensor_amax_drift(shard_tensor_amax(c, x, 1, world, true), want);
+      EXPECT_EQ(agreed.payload_differing, 0) << "of " << agreed.payload_bytes;
+      EXPECT_EQ(agreed.scale_differing, 0) << "of " << agreed.scale_bytes;
+      EXPECT_EQ(agreed.payload_bytes + agreed.scale_bytes, n);
+      // The same on the batch axis, and on the heads.
+      EXPECT_TRUE(tensor_amax_drift(shard_tensor_amax(c, x, 0, 2, true), want).exact());
+      EXPECT_TRUE(tensor_amax_drift(shard_tensor_amax(c, x, 2, 3, true), want).exact());
+    }
+}
+
+TEST(ShardQuant, TensorAmaxAgreementHoldsForSpecialShards) {
+  // An all-zero shard, a shard whose amax is an inf, one holding a NaN (torch.max propagates it:
+  // the agreed amax is NaN on every rank), f32 and bf16.
+  for (const Contract& c : tensor_amax_contracts())
+    for (DType dt : {DType::f32, DType::bf16}) {
+      Tensor base = synthetic_tensor({4, 32}, DType::f32, 12, "special");
+      std::vector<float> v = to_f32_vector(base.view());
+      for (int i = 0; i < 32; ++i) v[static_cast<std::size_t>(i)] = 0.0f;  // shard 0 of 4 all zero
+      for (const float special : {0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        SCOPED_TRACE(c.preset + " " + dtype_name(dt) + " special " + std::to_string(special));
+        std::vector<float> w = v;
+        w[70] = special == 0.0f ? w[70] : special;  // in shard 2
+        const Tensor x = from_f32_vector(w, {4, 32}, dt);
+        const QuantResult want = quantize(c, x.view(), kRun);
+        const Drift d = tensor_amax_drift(shard_tensor_amax(c, x, 0, 4, true), want);
+        EXPECT_EQ(d.payload_differing, 0) << "of " << d.payload_bytes;
+        EXPECT_EQ(d.scale_differing, 0) << "of " << d.scale_bytes;
+      }
+    }
+}
+
+TEST(ShardQuant, AmaxKeysOrderNanAboveInfAboveEveryFiniteMagnitude) {
+  auto key = [](float v) { return amax_key(make_view(DType::f32, {1}, &v)); };
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(key(-3.5f), key(3.5f));  // magnitudes
+  EXPECT_EQ(amax_from_key(key(-3.5f)), 3.5f);
+  EXPECT_LT(key(3.5f), key(3.5000002f));
+  EXPECT_LT(key(std::numeric_limits<float>::max()), key(-inf));
+  EXPECT_LT(key(inf), key(-std::numeric_limits<float>::quiet_NaN()));
+  EXPECT_EQ(key(0.0f), key(-0.0f));
+  const std::vector<float> mixed{1.0f, -7.0f, 2.0f};
+  EXPECT_EQ(amax_from_key(amax_key(make_view(DType::f32, {3}, mixed.data()))), 7.0f);
+}
+
+TEST(ShardQuant, QuantizeWithTheShardsOwnAmaxIsPlainQuantize) {
+  for (const Contract& c : tensor_amax_contracts()) {
+    const Tensor x = synthetic_tensor({6, 48}, DType::bf16, 13, "own");
+    const QuantResult plain = quantize(c, x.view(), kRun);
+    const QuantResult seam = quantize_with_tensor_amax(c, x.view(), amax_from_key(amax_key(x.view())), kRun);
+    EXPECT_TRUE(tensor_amax_drift(seam, plain).exact()) << c.preset;
+    EXPECT_EQ(seam.payload.shape(), plain.payload.shape());
+    EXPECT_EQ(seam.scale.shape(), plain.scale.shape());
+  }
+}
+
+TEST(ShardQuant, Nvfp4BlocksAreExactForAnySequenceSplit) {
+  const Tensor x = synthetic_tensor({2, 3 * 7, 2, 64}, DType::bf16, 14, "nvfp4");
+  const Outcome o = shard_and_assemble(make_contract("nvfp4.torchao"), x, 1, 3);
+  EXPECT_TRUE(o.drift.exact());
+  EXPECT_EQ(o.drift.payload_bytes, x.numel() / 2);
+  EXPECT_EQ(o.drift.scale_bytes, x.numel() / 16);
 }
 
 }  // namespace
