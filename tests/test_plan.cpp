@@ -253,8 +253,13 @@ TEST(PlanJudge, Fp8TilesAreExactOnTheTileGrid) {
   EXPECT_NE(r3.reason.find("shape[0] % (world x M/4) = 8 % (2 x 8) = 8"), std::string::npos) << r3.reason;
   expect_refused(verdict(tensor_json("[8, 4, 256]", 1, "fp8.ascend.token", R"(, "params": {"granularity": "tile:32x128"})"), 2),
                  "is not a run of tile rows");
-  expect_refused(verdict(tensor_json("[8, 64, 256]", 0, "fp8.ascend.token", R"(, "params": {"granularity": "tile:32x128"})"), 2),
-                 "a tile's 32 rows of the [R, C] view are not whole indices of axis 0 (64 rows each)");
+  // Tiles smaller than an index of axis 0: each index holds 64 / 32 = 2 whole tile rows.
+  const TensorVerdict nested = verdict(tensor_json("[8, 64, 256]", 0, "fp8.ascend.token", R"(, "params": {"granularity": "tile:32x128"})"), 2);
+  EXPECT_TRUE(nested.exact) << nested.reason;
+  EXPECT_EQ(nested.total_blocks, 16 * 2);
+  EXPECT_EQ(nested.scale_bytes, 4 * 2 * 2 * 4);  // 4 indices x 2 tile rows x 2 tile columns, fp32
+  expect_refused(verdict(tensor_json("[8, 96, 256]", 0, "fp8.ascend.token", R"(, "params": {"granularity": "tile:128x128"})"), 2),
+                 "a tile's 128 rows of the [R, C] view and the 96 rows of one index of axis 0 do not divide one another");
 }
 
 TEST(PlanJudge, Fp8HeadBlocksAreInt8BlocksDomains) {

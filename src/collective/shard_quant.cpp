@@ -121,8 +121,9 @@ QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const T
   const std::int64_t e = sa.elements_per_scale;
   const std::int64_t head = std::min(length, (e - offset % e) % e);  // rows before the first global domain edge
 
+  const PieceGeometry g = piece_geometry(c, full, axis, offset, length);
   QuantPiece piece;
-  piece.scale_first = offset / e;
+  piece.scale_first = g.scale_first;
   if (head == 0 || head == length) {
     QuantResult r = quantize(c, local, o);
     piece.payload = std::move(r.payload);
@@ -133,7 +134,6 @@ QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const T
     piece.payload = concat({first.payload.view(), rest.payload.view()}, axis);
     piece.scale = concat({first.scale.view(), rest.scale.view()}, sa.scale_axis);
   }
-  const PieceGeometry g = piece_geometry(c, full, axis, offset, length);
   if (piece.payload.shape() != g.payload || piece.scale.shape() != g.scale)
     throw std::logic_error("quantize_on_global_grid: piece shapes " + shape_str(piece.payload.shape()) + " / " +
                            shape_str(piece.scale.shape()) + " differ from the geometry " + shape_str(g.payload) +
@@ -200,6 +200,7 @@ BlockMap contract_blocks(const Contract& c, const Shape& full, int axis, std::ve
   m.block_of_scale_byte = [=](std::int64_t byte) { return byte / scale_esize; };
   const std::int64_t e = sa.elements_per_scale;
   m.straddles = [=](std::int64_t block) {
+    if (sa.scales_per_index > 1) return false;  // each index holds whole domains
     const std::int64_t index = (block / inner) % ss[a];
     const std::int64_t lo = index * e, hi = std::min(length, lo + e);
     for (std::int64_t p : boundaries)

@@ -21,6 +21,9 @@ struct Domain {
   // A run longer than 1 along a sharded axis, for the messages: its length's name in the
   // contract ("token_block") and what its runs are called ("token blocks").
   std::string run_name = "token_block", run_unit = "token blocks";
+  // Domains of the whole tensor: the product of the runs along each axis, unless one index of
+  // an axis holds several (fp8.scaled tiles smaller than an index of axis 0): then the scales'.
+  std::int64_t total = 0;
 };
 
 // Only for a locally scaled tensor the run supports (quantize_before_refusal is empty). Along the
@@ -93,7 +96,15 @@ Domain domain_of(const TensorPlan& t) {
   }
   std::vector<int> cut_axes = {t.axis};
   if (t.collective == Collective::all_to_all) cut_axes.push_back(t.to_axis);
-  for (int a : cut_axes) d.block[static_cast<std::size_t>(a)] = scale_axis_along(c, s, a).elements_per_scale;
+  bool nested = false;
+  for (int a : cut_axes) {
+    const ScaleAxis sa = scale_axis_along(c, s, a);
+    d.block[static_cast<std::size_t>(a)] = sa.elements_per_scale;
+    nested = nested || sa.scales_per_index > 1;
+  }
+  d.total = 1;
+  for (std::size_t a = 0; a < s.size(); ++a) d.total *= ceil_div(s[a], d.block[a]);
+  if (nested) d.total = shape_numel(scale_shape(c, s));
   return d;
 }
 
@@ -287,17 +298,15 @@ TensorVerdict judge_tensor(const TensorPlan& t, int world) {
   }
 
   const Domain d = domain_of(t);
-  std::int64_t total = 1;
-  for (std::size_t a = 0; a < t.shape.size(); ++a) total *= runs_on(t.shape, d, a);
+  const std::int64_t total = d.total;
   std::vector<int> cut_axes = {t.axis};
   if (t.collective == Collective::all_to_all) cut_axes.push_back(t.to_axis);
-  // A domain survives if no axis cuts its run on that axis.
-  std::int64_t whole = 1;
-  for (std::size_t a = 0; a < t.shape.size(); ++a) {
-    std::int64_t runs = runs_on(t.shape, d, a);
-    if (std::find(cut_axes.begin(), cut_axes.end(), static_cast<int>(a)) != cut_axes.end())
-      runs -= straddled_runs(t.shape[a], world, d.block[a]);
-    whole *= runs;
+  // A domain survives if no axis cuts its run on that axis: of the runs along a cut axis, the
+  // straddled ones take their share of the domains with them.
+  std::int64_t whole = total;
+  for (int a : cut_axes) {
+    const std::int64_t runs = runs_on(t.shape, d, static_cast<std::size_t>(a));
+    whole = whole / runs * (runs - straddled_runs(t.shape[static_cast<std::size_t>(a)], world, d.block[static_cast<std::size_t>(a)]));
   }
   v.total_blocks = total;
   std::string joined;

@@ -66,10 +66,11 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
           // rows only when a tile's M rows are whole indices of axis 0.
           if (axis == rank - 1) return {1, g.cols};
           const std::int64_t inner = shape_numel(Shape(x.begin() + 1, x.end() - 1));
-          if (axis == 0 && g.rows % inner == 0) return {0, g.rows / inner};
+          if (axis == 0 && g.rows % inner == 0) return {0, g.rows / inner, 1};
+          if (axis == 0 && inner % g.rows == 0) return {0, 1, inner / g.rows};
           if (axis == 0)
-            return refuse("a tile's " + std::to_string(g.rows) + " rows of the [R, C] view are not whole indices of axis 0 (" +
-                          std::to_string(inner) + " rows each)");
+            return refuse("a tile's " + std::to_string(g.rows) + " rows of the [R, C] view and the " +
+                          std::to_string(inner) + " rows of one index of axis 0 do not divide one another");
           return refuse("the [R, C] view flattens the leading axes, so a shard of axis " + std::to_string(axis) +
                         " is not a run of tile rows");
         }
@@ -130,9 +131,9 @@ PieceGeometry piece_geometry(const Contract& c, const Shape& full, int axis, std
   PieceGeometry g;
   g.payload = payload_shape(c, local);
   g.scale = scale_shape(c, local);
-  const std::int64_t e = sa.elements_per_scale;
-  g.scale_first = offset / e;
-  g.scale[static_cast<std::size_t>(sa.scale_axis)] = length == 0 ? 0 : ceil_div(offset + length, e) - offset / e;
+  const std::int64_t e = sa.elements_per_scale, k = sa.scales_per_index;
+  g.scale_first = offset / e * k;
+  g.scale[static_cast<std::size_t>(sa.scale_axis)] = length == 0 ? 0 : (ceil_div(offset + length, e) - offset / e) * k;
   return g;
 }
 

@@ -16,10 +16,13 @@
 namespace qexact::plan {
 
 // How a contract's scale tensor is indexed along one axis of x: index i of x's `axis` uses
-// index i / elements_per_scale of the scale tensor's `scale_axis`.
+// index i / elements_per_scale of the scale tensor's `scale_axis` or, where one index holds
+// several whole domains (fp8.scaled tiles smaller than an index of axis 0), the indices
+// [i * scales_per_index, (i + 1) * scales_per_index) (elements_per_scale is then 1).
 struct ScaleAxis {
   int scale_axis = 0;
   std::int64_t elements_per_scale = 1;
+  std::int64_t scales_per_index = 1;
 };
 // Throws bad_argument when the axis cannot be sharded with shard-local scales: MX, int8 and
 // nvfp4 groups along the last axis, one scale per whole row (int8.token, fp8.scaled row) cut
