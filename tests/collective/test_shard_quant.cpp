@@ -171,7 +171,7 @@ TEST(ShardQuant, TensorAmaxAgreementHoldsForSpecialShards) {
   // An all-zero shard, a shard whose amax is an inf, one holding a NaN (torch.max propagates it:
   // the agreed amax is NaN on every rank), f32 and bf16.
   for (const Contract& c : tensor_amax_contracts())
-    for (DType dt : {DType::f32, DType::bf16}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
       Tensor base = synthetic_tensor({4, 32}, DType::f32, 12, "special");
       std::vector<float> v = to_f32_vector(base.view());
       for (int i = 0; i < 32; ++i) v[static_cast<std::size_t>(i)] = 0.0f;  // shard 0 of 4 all zero
@@ -186,6 +186,24 @@ TEST(ShardQuant, TensorAmaxAgreementHoldsForSpecialShards) {
         EXPECT_EQ(d.scale_differing, 0) << "of " << d.scale_bytes;
       }
     }
+}
+
+TEST(ShardQuant, ANonFiniteAgreedAmaxIsRefusedWhereTheContractRejectsIt) {
+  const Contract c = make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"});
+  std::vector<float> v(64, 0.5f);
+  v[40] = std::numeric_limits<float>::infinity();  // shard 1 of 2 ([2, 32] along axis 0)
+  const Tensor x = from_f32_vector(v, {2, 32}, DType::f32);
+  const float amax = amax_from_key(amax_key(x.view()));
+  auto message = [&](int shard) -> std::string {
+    try {
+      quantize_with_tensor_amax(c, slice_copy(x, 0, shard, 1).view(), amax, kRun);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(0), "another rank's shard holds a non-finite element (the agreed amax is inf), which the contract rejects");
+  EXPECT_NE(message(1).find("non-finite input"), std::string::npos) << message(1);  // the kernel's, naming its element
 }
 
 TEST(ShardQuant, AmaxKeysOrderNanAboveInfAboveEveryFiniteMagnitude) {
