@@ -124,6 +124,8 @@ enum class ScaleArith : std::uint8_t {
   fp32,        // one correctly rounded fp32 division
   reciprocal,  // amax * fp32(1 / max) (descale only)
   fp64,        // the division in fp64 (amax and floor widened), rounded once to fp32 (torchao)
+  fp32_satfinite,  // fp32 division; an infinite result (a tiny amax) becomes FLT_MAX
+                   // (TransformerEngine compute_scale_from_amax's value_for_inf)
 };
 // fp8.scaled's parameter "quotient" (int8's is Quotient).
 enum class Fp8Quotient : std::uint8_t {
@@ -131,7 +133,14 @@ enum class Fp8Quotient : std::uint8_t {
   reciprocal,  // x * fp32(1 / descale)
   multiply,    // x * the multiplier (torchao float8, TransformerEngine)
 };
-enum class ScalePow2 : std::uint8_t { none, down, up };  // the computed scale rounded to a power of two
+// The computed scale rounded to a power of two.
+enum class ScalePow2 : std::uint8_t {
+  none,
+  down,       // the largest power of two <= s, exactly (TransformerEngine masks the mantissa bits)
+  up,         // the smallest power of two >= s
+  down_log2f, // 2^floor(fp32(log2 s)): torchao's exp2(floor(log2(s))), whose fp32 log2 rounds up
+              // to k for s a few ulp below 2^k, giving 2^k > s there
+};
 enum class StoredScale : std::uint8_t {
   computed,  // scale.npy holds the scale the quotient uses
   inverse,   // scale.npy holds fp32(1 / it) (TransformerEngine's scale_inv)
@@ -139,6 +148,7 @@ enum class StoredScale : std::uint8_t {
 enum class ZeroGroup : std::uint8_t {
   zero,   // amax == 0: scale 0.0, payload 0 (the seed)
   floor,  // amax == 0 goes through max(amax, amax_floor) like any other amax
+  one,    // max(amax, amax_floor) == 0: scale 1.0, payload x * 1 (TransformerEngine current scaling)
 };
 enum class NonFiniteInput : std::uint8_t {
   reject,     // an error naming the first non-finite element (the seed presets)

@@ -55,10 +55,13 @@ constexpr EnumName<Fp8Quotient> kFp8Quotients[] = {
     {Fp8Quotient::divide, "divide"}, {Fp8Quotient::reciprocal, "reciprocal"}, {Fp8Quotient::multiply, "multiply"}};
 constexpr EnumName<ScaleKind> kScaleKinds[] = {{ScaleKind::descale, "descale"}, {ScaleKind::multiplier, "multiplier"}};
 constexpr EnumName<ScaleArith> kScaleArith[] = {
-    {ScaleArith::fp32, "fp32"}, {ScaleArith::reciprocal, "reciprocal"}, {ScaleArith::fp64, "fp64"}};
-constexpr EnumName<ScalePow2> kScalePow2[] = {{ScalePow2::none, "none"}, {ScalePow2::down, "down"}, {ScalePow2::up, "up"}};
+    {ScaleArith::fp32, "fp32"}, {ScaleArith::reciprocal, "reciprocal"}, {ScaleArith::fp64, "fp64"},
+    {ScaleArith::fp32_satfinite, "fp32_satfinite"}};
+constexpr EnumName<ScalePow2> kScalePow2[] = {
+    {ScalePow2::none, "none"}, {ScalePow2::down, "down"}, {ScalePow2::up, "up"}, {ScalePow2::down_log2f, "down_log2f"}};
 constexpr EnumName<StoredScale> kStored[] = {{StoredScale::computed, "computed"}, {StoredScale::inverse, "inverse"}};
-constexpr EnumName<ZeroGroup> kZeroGroups[] = {{ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}};
+constexpr EnumName<ZeroGroup> kZeroGroups[] = {
+    {ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}, {ZeroGroup::one, "one"}};
 constexpr EnumName<NonFiniteInput> kNonFiniteInput[] = {{NonFiniteInput::reject, "reject"},
                                                         {NonFiniteInput::propagate, "propagate"}};
 constexpr EnumName<TensorScale> kTensorScales[] = {{TensorScale::none, "none"}, {TensorScale::amax, "amax"}};
@@ -310,6 +313,14 @@ void fp8_torchao(Contract& c) {
   c.nonfinite_input = NonFiniteInput::propagate;
 }
 
+// Source-read FP8 stacks that divide by a stored fp32 descale (vLLM, DeepSeek-V3): x / s with an
+// amax floor, finite inputs only (their NaN handling is not modelled).
+void fp8_descale_floor(Contract& c, double amax_floor) {
+  fp8_ascend(c);
+  c.amax_floor = amax_floor;
+  c.zero_group = ZeroGroup::floor;
+}
+
 const std::vector<PresetDef>& preset_defs() {
   static const std::vector<PresetDef> defs = {
       {"mxfp8.ascend", "Ascend MXFP8: bf16 in, E8M0 = clamp(expf(amax)-8, 0, 254), E4M3 RNE saturating, byte 0 flushes", "seed",
@@ -443,15 +454,57 @@ const std::vector<PresetDef>& preset_defs() {
          c = fp8_base({Granularity::row, 1, 1});
          fp8_ascend(c);
        }},
-      {"fp8.torchao.tensorwise", "torchao 0.18.0 float8 tensorwise dynamic scaling: multiplier = fp32(max / max(amax, 1e-12)) in fp64, saturated cast of x * multiplier", "peer",
+      {"fp8.torchao.tensorwise", "torchao 0.18.0 float8 tensorwise dynamic scaling (CPU, measured): multiplier = fp32(max / max(amax, 1e-12)) in fp64, "
+       "saturated cast of x * multiplier, NaN/inf as torch propagates them; round_scales_to_power_of_2 is scale_pow2=down_log2f",
+       "peer",
        [](Contract& c) {
          c = fp8_base({Granularity::tensor, 1, 1});
          fp8_torchao(c);
        }},
-      {"fp8.torchao.rowwise", "torchao 0.18.0 float8 rowwise (axiswise, dim -1) dynamic scaling: one multiplier per row, as tensorwise", "peer",
+      {"fp8.torchao.rowwise", "torchao 0.18.0 float8 rowwise (axiswise, dim -1) dynamic scaling (CPU, measured): one multiplier per row, as "
+       "tensorwise",
+       "peer",
        [](Contract& c) {
          c = fp8_base({Granularity::row, 1, 1});
          fp8_torchao(c);
+       }},
+      {"fp8.te.current",
+       "TransformerEngine Float8CurrentScaling (source-read, [unverified]): multiplier = fp32(448 / amax) (FLT_MAX if that "
+       "overflows, 1 for amax 0), cvt of x * multiplier RNE saturating, scale.npy = scale_inv = fp32(1 / multiplier)",
+       "source",
+       [](Contract& c) {
+         c = fp8_base({Granularity::tensor, 1, 1});
+         c.scale_kind = ScaleKind::multiplier;
+         c.scale_arith = ScaleArith::fp32_satfinite;  // compute_scale_from_amax's value_for_inf
+         c.fp8_quotient = Fp8Quotient::multiply;
+         c.stored = StoredScale::inverse;              // the tensor keeps scale_inv
+         c.zero_group = ZeroGroup::one;  // amax == 0 (amax_epsilon 0 by default): scale 1
+       }},
+      {"fp8.vllm.token",
+       "vLLM dynamic_per_token_scaled_fp8_quant (source-read, [unverified]): descale = max(amax / 448, 1 / (448 * 512)) "
+       "per row, x / descale clamped to +/-448, E4M3 RNE",
+       "source",
+       [](Contract& c) {
+         c = fp8_base({Granularity::row, 1, 1});
+         // max(fp32(amax / 448), fp32(1 / (448 * 512))) == fp32(max(amax, 1 / 512) / 448): the fp32
+         // division is monotone and 1 / 512 is exact.
+         fp8_descale_floor(c, 1.0 / 512.0);
+       }},
+      {"fp8.deepseek.1x128",
+       "DeepSeek-V3 inference/kernel.py act_quant (source-read, [unverified]): per 1x128 group, descale = "
+       "max(amax, 1e-4) / 448, x / descale cast to E4M3 (Triton's fp32 division may round differently)",
+       "source",
+       [](Contract& c) {
+         c = fp8_base({Granularity::group, 1, 128});
+         fp8_descale_floor(c, 1e-4);
+       }},
+      {"fp8.deepseek.128x128",
+       "DeepSeek-V3 128x128 weight blocks (kernel.py weight_quant, source-read, [unverified]): as fp8.deepseek.1x128 "
+       "per 128x128 tile of the [R, C] view",
+       "source",
+       [](Contract& c) {
+         c = fp8_base({Granularity::tile, 128, 128});
+         fp8_descale_floor(c, 1e-4);
        }},
       {"nvfp4.torchao", "torchao 0.18.0 nvfp4_quantize: E2M1 in blocks of 16, E4M3 block scale e4m3(clamp(amax / 6, 2^-6, 448)), x * (1 / scale) clamped to +/-6", "peer",
        [](Contract& c) {
@@ -632,6 +685,8 @@ void validate(const Contract& c) {
       if (!(c.amax_floor >= 0.0) || !std::isfinite(c.amax_floor)) bad("amax_floor must be finite and >= 0");
       if (c.zero_group == ZeroGroup::floor && c.amax_floor == 0.0)
         bad("zero_group=floor takes an all-zero group through the amax floor: it needs amax_floor > 0");
+      if (c.scale_arith == ScaleArith::fp32_satfinite && c.scale_kind != ScaleKind::multiplier)
+        bad("scale_arith=fp32_satfinite bounds an overflowing max / amax: it needs scale_kind=multiplier");
       break;
     case Family::nvfp4:
       break;

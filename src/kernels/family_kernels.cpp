@@ -32,6 +32,16 @@ std::string nvfp4_fast_quantize(const Contract& c, const TensorView& x, const Qu
 void nvfp4_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
   fast::dequantize_nvfp4_into(c, q.payload, q.scale, q.tensor_scale, x, out, t);
 }
+Tensor fp8_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape& x) {
+  return ref::dequantize_fp8_scaled(c, q.payload, q.scale, x);
+}
+std::string fp8_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
+  return fast::quantize_fp8_scaled_into(c, x, static_cast<std::uint8_t*>(o.payload.data), static_cast<float*>(o.scale.data),
+                                        t);
+}
+void fp8_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
+  fast::dequantize_fp8_scaled_into(c, q.payload, q.scale, x, out, t);
+}
 void mx_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
   fast::dequantize_mx_into(c, q.payload, q.scale, x, out, t);
 }
@@ -45,6 +55,7 @@ const FamilyKernels kRows[] = {
     {Family::int8_token, ref::quantize_int8_token, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
     {Family::int8_group, ref::quantize_int8_group, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
     {Family::nvfp4, ref::quantize_nvfp4, nvfp4_ref_dequantize, nvfp4_fast_quantize, nvfp4_fast_dequantize},
+    {Family::fp8_scaled, ref::quantize_fp8_scaled, fp8_ref_dequantize, fp8_fast_quantize, fp8_fast_dequantize},
 };
 
 }  // namespace

@@ -35,11 +35,15 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
 // whose given scale equals the contract's own uses the contract's quotient; another one is
 // divided by it (quotient=divide) or multiplied by fp32(1 / it) (the multiplying quotients).
 // nvfp4: the given E4M3 codes replace the computed ones; the tensor scale is the computed one.
+// fp8.scaled: as int8, a given scale equal to the contract's own uses the contract's own; another
+// is read back from its stored form (stored=inverse: fp32(1 / it)) and used by the contract's
+// quotient; a given 0 under zero_group=zero is a zero domain (payload 0).
 // The result's scale is the given one. Used to separate scale errors from payload errors.
 QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 
 // fp8.scaled (contracts §9.1): u8 E4M3/E5M2 codes of x's shape, f32 scales in the granularity's shape.
 QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x);
+QuantResult quantize_fp8_scaled_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 
 // nvfp4 (contracts §9.2): u8 packed E2M1 pairs, u8 E4M3 block scales, f32 [] tensor scale when

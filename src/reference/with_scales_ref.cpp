@@ -1,7 +1,7 @@
 // The reference's "quantize with these scales" (reference.hpp): the contract's element steps
 // applied with scales given from outside, to tell a device's scale errors from its payload
-// errors. MX and nvfp4 live in mx_ref.cpp and nvfp4_ref.cpp beside the steps they reuse; the int8
-// families are here.
+// errors. MX, nvfp4 and fp8.scaled live in mx_ref.cpp, nvfp4_ref.cpp and fp8_scaled_ref.cpp beside
+// the steps they reuse; the int8 families are here.
 #include <string>
 #include <vector>
 
@@ -52,9 +52,9 @@ QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const T
     case Family::int8_token:
     case Family::int8_group: return quantize_int8_with_scales(c, x, scale);
     case Family::nvfp4: return quantize_nvfp4_with_scales(c, x, scale);
+    case Family::fp8_scaled: return quantize_fp8_scaled_with_scales(c, x, scale);
     case Family::hif4:
-    case Family::pool:
-    case Family::fp8_scaled: break;
+    case Family::pool: break;
   }
   fail(ErrorKind::bad_argument, std::string("the ") + family_name(c.family) +
                                     " family has no scale tensor to quantize with");

@@ -23,6 +23,11 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x, int thre
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                        int threads);
 
+// fp8.scaled (contracts §9.1): u8 codes of x's shape, f32 scales in the granularity's shape.
+QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x, int threads);
+Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale,
+                             const Shape& x_shape, int threads);
+
 Tensor hif4_fake_quant(const TensorView& x, int qdim, int threads);
 Hif4Packed hif4_pack(const TensorView& x, int threads);
 Tensor hif4_unpack(const TensorView& scale, const TensorView& value, int threads);

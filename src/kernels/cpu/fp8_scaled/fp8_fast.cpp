@@ -1,0 +1,198 @@
+// Fast fp8.scaled quantize and dequantize (contracts §9.1): checks, the thread split and the
+// non-finite rules here; the runs' SIMD work in fp8_quantize.cpp. Tensor granularity takes an
+// amax pass over fixed chunks, then a quantize pass; every other granularity runs its domains in
+// parallel, each one's amax then its codes. Outputs never depend on the thread count or the
+// SIMD target: the amax is a max of bits (order-free) and each domain is one thread's.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "contracts/scale_grain.hpp"
+#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/simd_target.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
+
+namespace qexact::fast {
+namespace {
+
+using kernels::Fp8Plan;
+using kernels::Fp8Scale;
+
+// A thread gets at least this many values: below it, thread start-up costs more than it saves.
+constexpr std::int64_t kMinValuesPerThread = 1 << 15;
+// Tensor granularity's unit of work in both passes.
+constexpr std::int64_t kChunk = 1 << 16;
+
+std::int64_t grain_for(std::int64_t values_per_unit) {
+  return std::max<std::int64_t>(1, kMinValuesPerThread / std::max<std::int64_t>(1, values_per_unit));
+}
+
+float value_at(const Fp8Plan& p, std::int64_t i) {
+  const std::uint8_t* at = p.data + i * p.elem_size;
+  if (p.dtype == DType::f32) return *reinterpret_cast<const float*>(at);
+  const std::uint16_t h = *reinterpret_cast<const std::uint16_t*>(at);
+  return p.dtype == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+void check_fp8(const Contract& c) {
+  validate(c);
+  if (c.family != Family::fp8_scaled)
+    fail(ErrorKind::bad_argument, std::string("the fp8.scaled kernel was given a ") + family_name(c.family) + " contract");
+}
+
+// The error for the first non-finite element in C order.
+[[noreturn]] void reject_first_nonfinite(const Fp8Plan& p) {
+  std::int64_t i = 0;
+  while (i < p.numel && std::isfinite(value_at(p, i))) ++i;
+  const float v = value_at(p, i);
+  std::string where;
+  if (p.kind == Granularity::head_block) {
+    where = "(b " + std::to_string(i / (p.S * p.H * p.D)) + ", s " + std::to_string(i / (p.H * p.D) % p.S) + ", n " +
+            std::to_string(i / p.D % p.H) + ", d " + std::to_string(i % p.D) + ")";
+  } else {
+    where = "(row " + std::to_string(i / p.cols) + ", column " + std::to_string(i % p.cols) + ")";
+  }
+  fail(ErrorKind::bad_input, std::string("fp8.scaled takes finite inputs only (nonfinite_input=reject): ") +
+                                 (std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf") + " at " + where);
+}
+
+// Codes of one run under a domain scale.
+void quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
+  if (s.zero) {
+    std::fill(p.payload + offset, p.payload + offset + n, std::uint8_t{0});
+  } else if (s.plain) {
+    kernels::fp8_quantize_run(p, offset, n, s.operand);
+  } else {
+    std::vector<float> q(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      q[static_cast<std::size_t>(i)] = kernels::fp8_special_quotient(p, value_at(p, offset + i), s.operand);
+    kernels::fp8_encode_values(p, q.data(), n, p.payload + offset);
+  }
+}
+
+std::uint32_t amax_bits_of(const Fp8Plan& p, std::int64_t d) {
+  std::uint32_t m = 0;
+  kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) {
+    m = std::max(m, kernels::fp8_abs_max_bits(p, off, n));
+  });
+  return m;
+}
+
+void quantize_tensor(const Fp8Plan& p, int threads) {
+  const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
+  std::vector<std::uint32_t> partial(static_cast<std::size_t>(chunks), 0);
+  kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k)
+      partial[static_cast<std::size_t>(k)] = kernels::fp8_abs_max_bits(p, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+  });
+  const std::uint32_t amax = partial.empty() ? 0 : *std::max_element(partial.begin(), partial.end());
+  if (amax >= 0x7F800000u && !p.propagate) reject_first_nonfinite(p);
+  const Fp8Scale s = kernels::fp8_scale_of(p, amax);
+  p.scale[0] = s.zero ? 0.0f : s.stored;
+  kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) quantize_run(p, s, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+  });
+}
+
+void quantize_domains(const Fp8Plan& p, int threads) {
+  std::atomic<bool> nonfinite{false};
+  const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
+  kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t d = b; d < e; ++d) {
+      const std::uint32_t amax = amax_bits_of(p, d);
+      if (amax >= 0x7F800000u && !p.propagate) {
+        nonfinite.store(true);
+        return;  // the call throws: what this thread leaves unwritten is never returned
+      }
+      const Fp8Scale s = kernels::fp8_scale_of(p, amax);
+      p.scale[d] = s.zero ? 0.0f : s.stored;
+      kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { quantize_run(p, s, off, n); });
+    }
+  });
+  if (nonfinite.load()) reject_first_nonfinite(p);
+}
+
+}  // namespace
+
+std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
+                                     int threads) {
+  kernels::apply_forced_target();
+  check_fp8(c);
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string("fp8.scaled takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  grain_scale_shape(c.granularity, x.shape, "fp8.scaled");
+  // The runs are read as consecutive elements: a strided view is copied once.
+  Tensor copy;
+  const TensorView in = x.is_contiguous() ? x : (copy = contiguous_copy(x)).view();
+  const Fp8Plan p = kernels::make_fp8_plan(c, in, payload, scale);
+  if (p.kind == Granularity::tensor) quantize_tensor(p, threads);
+  else quantize_domains(p, threads);
+  return "groupwise";
+}
+
+void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                                const Shape& x_shape, float* out, int threads) {
+  kernels::apply_forced_target();
+  check_fp8(c);
+  check_grain_quantized(c.granularity, payload, scale, x_shape);
+  Tensor pc, sc;
+  const TensorView pv = payload.is_contiguous() ? payload : (pc = contiguous_copy(payload)).view();
+  const TensorView sv = scale.is_contiguous() ? scale : (sc = contiguous_copy(scale)).view();
+  // The plan's domains walk the payload as they walked the input (one byte per element).
+  const TensorView layout{DType::u8, x_shape, contiguous_strides(x_shape), pv.data};
+  const Fp8Plan p = kernels::make_fp8_plan(c, layout, nullptr, nullptr);
+  const auto* codes = static_cast<const std::uint8_t*>(pv.data);
+  const auto* scales = static_cast<const float*>(sv.data);
+  float table[256];
+  for (int k = 0; k < 256; ++k) {
+    const float v = elem_decode(c.element, static_cast<std::uint8_t>(k));
+    table[k] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
+  }
+  // Stored descale: q * s; stored multiplier: q / s (a zero domain's 0 gives 0).
+  const bool times = (c.scale_kind == ScaleKind::descale) == (c.stored == StoredScale::computed);
+  const bool zero_domains = c.zero_group == ZeroGroup::zero;
+  const auto run = [&](float s, std::int64_t off, std::int64_t n) {
+    for (std::int64_t i = off; i < off + n; ++i) {
+      const float q = table[codes[i]];
+      const float v = times ? q * s : (zero_domains && s == 0.0f ? 0.0f : q / s);
+      out[i] = v == v ? v : std::numeric_limits<float>::quiet_NaN();
+    }
+  };
+  if (p.kind == Granularity::tensor) {
+    const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
+    kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t k = b; k < e; ++k) run(scales[0], k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+    });
+    return;
+  }
+  const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
+  kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t d = b; d < e; ++d)
+      kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { run(scales[d], off, n); });
+  });
+}
+
+QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x, int threads) {
+  check_fp8(c);
+  QuantResult r;
+  r.payload = Tensor::uninitialized(DType::u8, x.shape);
+  r.scale = Tensor::uninitialized(DType::f32, grain_scale_shape(c.granularity, x.shape, "fp8.scaled"));
+  r.path = quantize_fp8_scaled_into(c, x, r.payload.data<std::uint8_t>(), r.scale.data<float>(), threads);
+  return r;
+}
+
+Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale,
+                             const Shape& x_shape, int threads) {
+  Tensor out = Tensor::uninitialized(DType::f32, x_shape);
+  dequantize_fp8_scaled_into(c, payload, scale, x_shape, out.data<float>(), threads);
+  return out;
+}
+
+}  // namespace qexact::fast

@@ -1,0 +1,104 @@
+// Everything the fast fp8.scaled kernel needs, resolved once per call (contracts §9.1): the
+// element format, the scale rules, and the scale domains as runs of consecutive elements of the
+// contiguous input. Every granularity's domain is a union of such runs ("segments"): a row, a
+// row's group, the rows of a tile, the tokens of a head block; the tensor is one domain.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::kernels {
+
+struct Fp8Plan {
+  // Element format: the clamp bound and the bit layout the encoder rounds to.
+  ElemFormat element = ElemFormat::e4m3;
+  int mbits = 3, bias = 7;
+  float max = 448.0f;
+  std::uint32_t max_bits = 0;  // bits of max: the clamp on |x| bits
+
+  // Scale rules.
+  Fp8Quotient quotient = Fp8Quotient::divide;
+  bool multiplier = false;  // scale_kind=multiplier
+  ScaleArith arith = ScaleArith::fp32;
+  ScalePow2 pow2 = ScalePow2::none;
+  bool stored_inverse = false;
+  double amax_floor = 0.0;
+  ZeroGroup zero_group = ZeroGroup::zero;
+  bool propagate = false;         // nonfinite_input=propagate
+  std::uint32_t nan_amax = 0;     // the bits torch's abs-max gives a domain holding a NaN
+
+  // Input (contiguous), viewed as rows x cols; head_block as (B, S, H, D).
+  Granularity kind = Granularity::tensor;
+  DType dtype = DType::f32;
+  std::int64_t elem_size = 4;
+  const std::uint8_t* data = nullptr;
+  std::int64_t numel = 0, rows = 0, cols = 0;
+  std::int64_t grain_rows = 1, grain_cols = 1;  // tile M x N, group N, head_block T (rows)
+  std::int64_t col_blocks = 1;                  // groups per row, tiles per tile row
+  std::int64_t B = 0, S = 0, H = 0, D = 0, token_blocks = 0;
+  std::int64_t domains = 1;
+
+  // Outputs: payload in the input's (C) order, scale in the granularity's shape.
+  std::uint8_t* payload = nullptr;
+  float* scale = nullptr;
+};
+
+Fp8Plan make_fp8_plan(const Contract& c, const TensorView& contiguous_x, std::uint8_t* payload, float* scale);
+
+// One domain's scale: what scale.npy holds, and the operand of the quotient (the descale for
+// quotient=divide, fp32(1 / descale) for reciprocal, the multiplier for multiply).
+struct Fp8Scale {
+  bool zero = false;    // zero_group=zero and amax 0: payload 0
+  float stored = 0.0f;
+  float operand = 0.0f;
+  bool plain = false;   // finite, non-zero operand and finite amax: no element can make a NaN
+};
+Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits);
+
+// The quotient of one element by the operand, with x86 SSE's NaN results (what torch on the CPU
+// gives): for domains that are not plain.
+float fp8_special_quotient(const Fp8Plan& p, float x, float operand);
+
+// Calls f(offset, n) for each run of domain d (offsets in elements of the C-order input).
+template <class F>
+void fp8_for_each_segment(const Fp8Plan& p, std::int64_t d, F&& f) {
+  switch (p.kind) {
+    case Granularity::tensor:
+      f(std::int64_t{0}, p.numel);
+      return;
+    case Granularity::row:
+      f(d * p.cols, p.cols);
+      return;
+    case Granularity::group: {
+      const std::int64_t r = d / p.col_blocks, c0 = (d % p.col_blocks) * p.grain_cols;
+      f(r * p.cols + c0, std::min(p.grain_cols, p.cols - c0));
+      return;
+    }
+    case Granularity::tile: {
+      const std::int64_t r0 = (d / p.col_blocks) * p.grain_rows, c0 = (d % p.col_blocks) * p.grain_cols;
+      const std::int64_t r1 = std::min(p.rows, r0 + p.grain_rows), n = std::min(p.grain_cols, p.cols - c0);
+      for (std::int64_t r = r0; r < r1; ++r) f(r * p.cols + c0, n);
+      return;
+    }
+    case Granularity::head_block: {
+      // d = (b * H + h) * token_blocks + t: tokens [t * T, min(S, (t + 1) * T)) of head h.
+      const std::int64_t t = d % p.token_blocks, bh = d / p.token_blocks;
+      const std::int64_t b = bh / p.H, h = bh % p.H;
+      const std::int64_t s1 = std::min(p.S, (t + 1) * p.grain_rows);
+      for (std::int64_t s = t * p.grain_rows; s < s1; ++s) f(((b * p.S + s) * p.H + h) * p.D, p.D);
+      return;
+    }
+  }
+}
+
+// The SIMD kernels (fp8_quantize.cpp), dispatched to the best target.
+// max |x| of n elements from offset, as fp32 bits (NaN above inf's 0x7F800000).
+std::uint32_t fp8_abs_max_bits(const Fp8Plan& p, std::int64_t offset, std::int64_t n);
+// Codes of n elements from offset, quotient by a plain domain's operand.
+void fp8_quantize_run(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand);
+// Codes of n ready quotients (clamp and round only; NaN keeps its sign).
+void fp8_encode_values(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out);
+
+}  // namespace qexact::kernels
