@@ -75,7 +75,18 @@ std::vector<json> covering_plan(int w) {
           plan_tensor("nv_agreed_amax", {2, w * 6L, 2, 32}, "all_gather", "nvfp4.torchao",
                       {{"params", {{"tensor_scale", "amax"}}}, {"scale", "global"}}),
           plan_tensor("nv_heads_amax", {1, w * 8L, 2L * w, 32}, "all_to_all", "nvfp4.torchao",
-                      {{"params", {{"tensor_scale", "amax"}}}, {"scale", "global"}})};
+                      {{"params", {{"tensor_scale", "amax"}}}, {"scale", "global"}}),
+          plan_tensor("fp8_rows", {2, w * 5L, 2, 48}, "all_gather", "fp8.torchao.rowwise"),
+          plan_tensor("fp8_groups_cut", {3, 2, w * 40L}, "all_gather", "fp8.ascend.token",
+                      {{"params", {{"granularity", "group:32"}}}, {"axis", 2}}),
+          plan_tensor("fp8_tiles", {w * 48L, 64}, "all_gather", "fp8.ascend.token",
+                      {{"params", {{"granularity", "tile:32x32"}}}, {"axis", 0}}),
+          plan_tensor("fp8_blocks_drift", {1, w * 100L, 2, 16}, "all_gather", "fp8.ascend.block"),
+          plan_tensor("fp8_own_amax", {2, w * 6L, 2, 32}, "all_gather", "fp8.torchao.tensorwise"),
+          plan_tensor("fp8_agreed_amax", {2, w * 6L, 2, 32}, "all_gather", "fp8.torchao.tensorwise",
+                      {{"scale", "global"}}),
+          plan_tensor("fp8_heads_amax", {1, w * 8L, 2L * w, 32}, "all_to_all", "fp8.torchao.tensorwise",
+                      {{"scale", "global"}})};
 }
 
 class JudgeEqualsRun : public ::testing::TestWithParam<int> {};
@@ -123,9 +134,10 @@ TEST_P(JudgeEqualsRun, PerTensorVerdictsDriftAndBytes) {
     EXPECT_EQ(v["bytes_after"], run["bytes_sent"]);
     EXPECT_EQ(extra_bytes(v), run["extra_bytes"].get<std::int64_t>());
   }
-  // S % (w x 64) != 0 for block_drift and k_drift, S % (w x 32) != 0 for block_drift_f16; each
-  // shard's own amax for nv_own_amax.
-  EXPECT_EQ(drifting, 4);
+  // S % (w x 64) != 0 for block_drift, k_drift and fp8_blocks_drift, S % (w x 32) != 0 for
+  // block_drift_f16, C % (w x 32) != 0 for fp8_groups_cut, R % (w x 32) != 0 for fp8_tiles (the
+  // boundary at 48 cuts tile row 1); each shard's own amax for nv_own_amax and fp8_own_amax.
+  EXPECT_EQ(drifting, 8);
   EXPECT_FALSE(verdicts.at("nv_own_amax")["exact"].get<bool>());
   EXPECT_TRUE(verdicts.at("nv_agreed_amax")["exact"].get<bool>());
   EXPECT_FALSE(verdicts.at("block_drift")["exact"].get<bool>());
@@ -145,7 +157,10 @@ TEST_P(JudgeEqualsRun, WhatTheRunRefusesTheJudgeCallsNotSupported) {
       // nvfp4's blocks of 16 along the sharded last axis; a tensor scale from each shard's own
       // amax cannot be re-sharded into the head shards' tensor scales.
       plan_tensor("x", {2, 3, 64L * w}, "all_gather", "nvfp4.torchao", {{"axis", 2}}),
-      plan_tensor("x", {1, 16L * w, 2L * w, 32}, "all_to_all", "nvfp4.torchao", {{"params", {{"tensor_scale", "amax"}}}})};
+      plan_tensor("x", {1, 16L * w, 2L * w, 32}, "all_to_all", "nvfp4.torchao", {{"params", {{"tensor_scale", "amax"}}}}),
+      // An fp8 row scale cut along the last axis; tiles of the [R, C] view sharded on a middle axis.
+      plan_tensor("x", {2, 3, 32L * w}, "all_gather", "fp8.torchao.rowwise", {{"axis", 2}}),
+      plan_tensor("x", {2, 8L * w, 64}, "all_gather", "fp8.ascend.token", {{"params", {{"granularity", "tile:8x32"}}}})};
   for (const json& t : cases) {
     SCOPED_TRACE(t.dump());
     std::ofstream(dir / "plan.json") << json{{"world", w}, {"tensors", json::array({t})}}.dump(2);
