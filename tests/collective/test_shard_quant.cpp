@@ -280,6 +280,18 @@ TEST(ShardQuant, Fp8RunsCutByABoundaryDriftOnlyThere) {
   EXPECT_TRUE(shard_and_assemble(make_contract("fp8.ascend.block", {"granularity=head_block:35"}), q, 1, 3).drift.exact());
 }
 
+TEST(ShardQuant, TheAgreedAmaxGivesTheSameBytesOnEveryEngineAndThreadCount) {
+  for (const Contract& c : tensor_amax_contracts()) {
+    const Tensor x = synthetic_tensor({2, 40, 3, 32}, DType::bf16, 21, "engines");
+    const Tensor shard = slice_copy(x, 1, 10, 10);
+    const float amax = amax_from_key(amax_key(x.view()));
+    const QuantResult want = quantize_with_tensor_amax(c, shard.view(), amax, {Engine::reference, 1});
+    for (const RunOptions o : {RunOptions{Engine::fast, 1}, RunOptions{Engine::fast, 2}, RunOptions{Engine::fast, 3}})
+      EXPECT_TRUE(tensor_amax_drift(quantize_with_tensor_amax(c, shard.view(), amax, o), want).exact())
+          << c.preset << " threads " << o.threads;
+  }
+}
+
 TEST(ShardQuant, Nvfp4BlocksAreExactForAnySequenceSplit) {
   const Tensor x = synthetic_tensor({2, 3 * 7, 2, 64}, DType::bf16, 14, "nvfp4");
   const Outcome o = shard_and_assemble(make_contract("nvfp4.torchao"), x, 1, 3);
