@@ -240,6 +240,9 @@ TEST(PlanJudge, Fp8TilesAreExactOnTheTileGrid) {
   const std::string tile = R"(, "params": {"granularity": "tile:128x128"})";
   EXPECT_TRUE(verdict(tensor_json("[1024, 512]", 0, "fp8.ascend.token", tile)).exact);
   EXPECT_TRUE(verdict(tensor_json("[1024, 512]", 1, "fp8.ascend.token", tile)).exact);
+  const TensorVerdict flat = verdict(tensor_json("[4096]", 0, "fp8.ascend.token", tile));  // rank 1: the last axis
+  EXPECT_TRUE(flat.exact) << flat.reason;
+  EXPECT_NE(flat.reason.find("shape[0] % (world x N) = 4096 % (4 x 128) = 0"), std::string::npos) << flat.reason;
   const TensorVerdict v = verdict(tensor_json("[1000, 512]", 0, "fp8.ascend.token", tile));
   EXPECT_FALSE(v.exact);
   EXPECT_EQ(v.total_blocks, 8 * 4);

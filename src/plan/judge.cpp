@@ -79,8 +79,8 @@ Domain domain_of(const TensorPlan& t) {
           for (std::size_t a = 1; a + 1 < s.size(); ++a) d.block[a] = s[a];
           d.block.back() = g.cols;
           d.kind = str(g.rows) + "x" + str(g.cols) + " tiles of the [R, C] view";
-          const std::int64_t inner = shape_numel(Shape(s.begin() + 1, s.end() - 1));
           const bool last = t.axis == static_cast<int>(s.size()) - 1;
+          const std::int64_t inner = last ? 1 : shape_numel(Shape(s.begin() + 1, s.end() - 1));
           d.run_name = last ? "N" : inner > 1 ? "M/" + str(inner) : "M";
           d.run_unit = last ? "tile columns" : "tile rows";
           break;
