@@ -197,6 +197,150 @@ TEST(PlanJudge, AllToAllMustNotCutScalesAfterwards) {
   EXPECT_NE(ok.reason.find("after (re-sharded): axis 2 is not reduced by any scale"), std::string::npos) << ok.reason;
 }
 
+// fp8.scaled's granularities and nvfp4 (contracts §7, §9): scales that do not span the sharded
+// axis are exact; runs along it (groups, tiles, token blocks) are exact when the boundaries fall
+// on the run grid and otherwise drift in the runs cut; a whole row cut is refused.
+std::string tensor_json(const std::string& shape, int axis, const std::string& quantize, const std::string& more = "") {
+  return R"({"name": "x", "shape": )" + shape + R"(, "dtype": "bf16", "collective": "all_gather", "axis": )" +
+         std::to_string(axis) + R"(, "quantize": ")" + quantize + "\"" + more + "}";
+}
+
+TEST(PlanJudge, Fp8RowsAreExactOffTheLastAxisAndRefusedAlongIt) {
+  const TensorVerdict v = verdict(tensor_json("[1, 4000, 24, 128]", 1, "fp8.torchao.rowwise"));
+  EXPECT_TRUE(v.exact) << v.reason;
+  EXPECT_EQ(v.total_blocks, 4000 * 24);
+  EXPECT_NE(v.reason.find("axis 1 is not reduced by any scale (the row scales run along axis 3)"), std::string::npos)
+      << v.reason;
+  EXPECT_EQ(v.payload_bytes, 1000 * 24 * 128);  // one E4M3 code per element
+  EXPECT_EQ(v.scale_bytes, 1000 * 24 * 4);      // one fp32 per row
+  expect_refused(verdict(tensor_json("[64, 128]", 1, "fp8.torchao.rowwise")),
+                 "one scale spans each whole row of the last axis, which sharding would cut");
+}
+
+TEST(PlanJudge, Fp8GroupsAlongTheShardedLastAxisDriftInTheGroupsCut) {
+  // Shards of 250 columns: the boundaries 250, 500, 750 cut the groups of 128 number 1, 3, 5.
+  const TensorVerdict v = verdict(tensor_json("[64, 1000]", 1, "fp8.ascend.token", R"(, "params": {"granularity": "group:128"})"));
+  EXPECT_FALSE(v.exact);
+  EXPECT_FALSE(says_exact(v.reason)) << v.reason;
+  EXPECT_EQ(v.total_blocks, 64 * 8);
+  EXPECT_EQ(v.drift_blocks, 64 * 3);
+  EXPECT_NE(v.reason.find("shape[1] % (world x N) = 1000 % (4 x 128) = 488: 3 of 8 groups straddle a shard boundary "
+                          "(x 64 = 192 of 512 scale blocks)"),
+            std::string::npos)
+      << v.reason;
+  EXPECT_EQ(v.payload_bytes, 64 * 250);
+  EXPECT_EQ(v.scale_bytes, 64 * 3 * 4);  // ranks 1..3 touch 3 global groups per row
+  const TensorVerdict even =
+      verdict(tensor_json("[64, 1024]", 1, "fp8.ascend.token", R"(, "params": {"granularity": "group:128"})"));
+  EXPECT_TRUE(even.exact) << even.reason;
+  EXPECT_NE(even.reason.find("every run of 128 (groups) lies in one shard"), std::string::npos) << even.reason;
+}
+
+TEST(PlanJudge, Fp8TilesAreExactOnTheTileGrid) {
+  const std::string tile = R"(, "params": {"granularity": "tile:128x128"})";
+  EXPECT_TRUE(verdict(tensor_json("[1024, 512]", 0, "fp8.ascend.token", tile)).exact);
+  EXPECT_TRUE(verdict(tensor_json("[1024, 512]", 1, "fp8.ascend.token", tile)).exact);
+  const TensorVerdict flat = verdict(tensor_json("[4096]", 0, "fp8.ascend.token", tile));  // rank 1: the last axis
+  EXPECT_TRUE(flat.exact) << flat.reason;
+  EXPECT_NE(flat.reason.find("shape[0] % (world x N) = 4096 % (4 x 128) = 0"), std::string::npos) << flat.reason;
+  const TensorVerdict v = verdict(tensor_json("[1000, 512]", 0, "fp8.ascend.token", tile));
+  EXPECT_FALSE(v.exact);
+  EXPECT_EQ(v.total_blocks, 8 * 4);
+  EXPECT_EQ(v.drift_blocks, 3 * 4);  // tile rows 1, 3, 5, each 4 tiles wide
+  EXPECT_NE(v.reason.find("3 of 8 tile rows straddle a shard boundary"), std::string::npos) << v.reason;
+  EXPECT_EQ(v.scale_bytes, 3 * 4 * 4);
+  // Rank 3: R = 8 x 4 rows, tiles of 32 rows = 8 indices of axis 0; shards of 4 cut tile row 0.
+  const TensorVerdict r3 = verdict(tensor_json("[8, 4, 256]", 0, "fp8.ascend.token", R"(, "params": {"granularity": "tile:32x128"})"), 2);
+  EXPECT_EQ(r3.total_blocks, 2);
+  EXPECT_EQ(r3.drift_blocks, 2);
+  EXPECT_NE(r3.reason.find("shape[0] % (world x M/4) = 8 % (2 x 8) = 8"), std::string::npos) << r3.reason;
+  expect_refused(verdict(tensor_json("[8, 4, 256]", 1, "fp8.ascend.token", R"(, "params": {"granularity": "tile:32x128"})"), 2),
+                 "is not a run of tile rows");
+  // Tiles smaller than an index of axis 0: each index holds 64 / 32 = 2 whole tile rows.
+  const TensorVerdict nested = verdict(tensor_json("[8, 64, 256]", 0, "fp8.ascend.token", R"(, "params": {"granularity": "tile:32x128"})"), 2);
+  EXPECT_TRUE(nested.exact) << nested.reason;
+  EXPECT_EQ(nested.total_blocks, 16 * 2);
+  EXPECT_EQ(nested.scale_bytes, 4 * 2 * 2 * 4);  // 4 indices x 2 tile rows x 2 tile columns, fp32
+  expect_refused(verdict(tensor_json("[8, 96, 256]", 0, "fp8.ascend.token", R"(, "params": {"granularity": "tile:128x128"})"), 2),
+                 "a tile's 128 rows of the [R, C] view and the 96 rows of one index of axis 0 do not divide one another");
+}
+
+TEST(PlanJudge, Fp8HeadBlocksAreInt8BlocksDomains) {
+  const TensorVerdict v = verdict(tensor_json("[1, 4000, 24, 128]", 1, "fp8.ascend.block"));
+  EXPECT_FALSE(v.exact);
+  EXPECT_EQ(v.total_blocks, 63 * 24);
+  EXPECT_EQ(v.drift_blocks, 3 * 24);
+  EXPECT_NE(v.reason.find("S % (world x T) = 4000 % (4 x 64) = 160: 3 of 63 token blocks straddle"), std::string::npos)
+      << v.reason;
+  EXPECT_EQ(v.scale_bytes, 17 * 24 * 4);
+  EXPECT_TRUE(verdict(tensor_json("[1, 4096, 24, 128]", 2, "fp8.ascend.block")).exact);
+}
+
+TEST(PlanJudge, Nvfp4BlocksRunAlongTheLastAxis) {
+  const TensorVerdict v = verdict(tensor_json("[2, 4096, 64]", 1, "nvfp4.torchao"));
+  EXPECT_TRUE(v.exact) << v.reason;
+  EXPECT_EQ(v.payload_bytes, 2 * 1024 * 32);  // two E2M1 codes per byte
+  EXPECT_EQ(v.scale_bytes, 2 * 1024 * 4);     // one E4M3 byte per block of 16
+  expect_refused(verdict(tensor_json("[2, 4096, 64]", 2, "nvfp4.torchao")),
+                 "its blocks of 16 run along the last axis, which sharding would cut");
+}
+
+TEST(PlanJudge, TensorAmaxDriftsUnlessTheRanksAgreeOnIt) {
+  const TensorVerdict local = verdict(tensor_json("[2, 4096, 64]", 1, "fp8.torchao.tensorwise"));
+  EXPECT_TRUE(local.supported);
+  EXPECT_FALSE(local.exact);
+  EXPECT_FALSE(says_exact(local.reason)) << local.reason;
+  EXPECT_EQ(local.total_blocks, 1);
+  EXPECT_EQ(local.drift_blocks, 1);
+  EXPECT_NE(local.reason.find("each shard's own amax sets the one fp32 scale of granularity=tensor"), std::string::npos)
+      << local.reason;
+  EXPECT_EQ(local.payload_bytes, 2 * 1024 * 64);
+  EXPECT_EQ(local.scale_bytes, 4);  // each rank sends its own scale
+  ASSERT_EQ(local.notes.size(), 1u);
+  EXPECT_NE(local.notes[0].find("\"scale\": \"global\""), std::string::npos);
+
+  for (int axis : {1, 2}) {  // elementwise once the scale is agreed: the last axis too
+    const TensorVerdict agreed = verdict(tensor_json("[2, 4096, 64]", axis, "fp8.torchao.tensorwise", R"(, "scale": "global")"));
+    EXPECT_TRUE(agreed.exact) << agreed.reason;
+    EXPECT_EQ(agreed.drift_blocks, 0);
+    EXPECT_EQ(agreed.scale_bytes, 0);
+    ASSERT_EQ(agreed.extra.size(), 1u);
+    EXPECT_EQ(agreed.extra[0].op, "all_reduce_max");
+    EXPECT_EQ(agreed.extra[0].bytes, 4);
+    EXPECT_NE(agreed.reason.find("byte-exact with one extra all_reduce(MAX) of the fp32 tensor amax (4 bytes)"),
+              std::string::npos)
+        << agreed.reason;
+  }
+
+  const std::string a2a = R"({"name": "x", "shape": [1, 4096, 8, 64], "dtype": "bf16", "collective": "all_to_all", "axis": 1,
+                             "to_axis": 2, "quantize": "fp8.torchao.tensorwise")";
+  expect_refused(verdict(a2a + "}"), "give \"scale\": \"global\"");
+  const TensorVerdict heads = verdict(a2a + R"(, "scale": "global"})");
+  EXPECT_TRUE(heads.exact) << heads.reason;
+  ASSERT_EQ(heads.extra.size(), 1u);
+  EXPECT_EQ(heads.extra[0].bytes, 4 * 4);  // one amax per destination rank
+  EXPECT_EQ(heads.payload_bytes, 1024 * 8 * 64);
+}
+
+TEST(PlanJudge, Nvfp4TensorScaleDriftsUnlessTheRanksAgreeOnTheAmax) {
+  const std::string amax = R"(, "params": {"tensor_scale": "amax"})";
+  const TensorVerdict local = verdict(tensor_json("[2, 4096, 64]", 1, "nvfp4.torchao", amax));
+  EXPECT_FALSE(local.exact);
+  EXPECT_EQ(local.drift_blocks, 1);
+  EXPECT_NE(local.reason.find("the fp32 tensor scale t = amax / (448 x 6) and every E4M3 block scale relative to t"),
+            std::string::npos)
+      << local.reason;
+  EXPECT_EQ(local.scale_bytes, 2 * 1024 * 4 + 4);  // block scales and the rank's own tensor scale
+  const TensorVerdict agreed = verdict(tensor_json("[2, 4096, 64]", 1, "nvfp4.torchao", amax + R"(, "scale": "global")"));
+  EXPECT_TRUE(agreed.exact) << agreed.reason;
+  EXPECT_EQ(agreed.scale_bytes, 2 * 1024 * 4);  // the tensor scale every rank computes
+  EXPECT_EQ(agreed.payload_bytes, 2 * 1024 * 32);
+  ASSERT_EQ(agreed.extra.size(), 1u);
+  EXPECT_EQ(agreed.extra[0].bytes, 4);
+  expect_refused(verdict(tensor_json("[2, 4096, 64]", 2, "nvfp4.torchao", amax + R"(, "scale": "global")")),
+                 "its blocks of 16 run along the last axis");
+}
+
 TEST(PlanJudge, PoolMeanSideChannel) {
   const TensorVerdict tail = verdict(
       R"({"name": "m", "shape": [1, 4000, 24, 128], "dtype": "bf16", "collective": "pool_mean", "axis": 1, "pool": 128})");
@@ -246,8 +390,13 @@ TEST(PlanFileErrors, NameTheTensorAndTheField) {
   EXPECT_NE(t(ok + R"(, "quantize": "int8.block.ascend", "params": {"colour": "red"})").find("'q': field 'params': "),
             std::string::npos);
   EXPECT_EQ(t(ok + R"(, "quantize": "int8.block.ascend", "scale": "global")"),
-            "t.json: tensor #0 'q': field 'scale': \"global\" is defined for int8.channel only (quantize is "
-            "'int8.block.ascend')");
+            "t.json: tensor #0 'q': field 'scale': \"global\" is defined for int8.channel and for a tensor-wide amax "
+            "(fp8.scaled granularity=tensor, nvfp4 tensor_scale=amax) only (quantize is 'int8.block.ascend')");
+  EXPECT_EQ(t(ok + R"(, "quantize": "fp8.torchao.rowwise", "scale": "global")"),
+            "t.json: tensor #0 'q': field 'scale': \"global\" is defined for int8.channel and for a tensor-wide amax "
+            "(fp8.scaled granularity=tensor, nvfp4 tensor_scale=amax) only (quantize is 'fp8.torchao.rowwise')");
+  EXPECT_EQ(t(ok + R"(, "quantize": "fp8.torchao.tensorwise", "scale": "global")"), "");
+  EXPECT_EQ(t(ok + R"(, "quantize": "nvfp4.torchao", "params": {"tensor_scale": "amax"}, "scale": "global")"), "");
   EXPECT_EQ(t(ok + R"(, "quantize": "int8.channel")"),
             "t.json: tensor #0 'q': field 'scale': int8.channel is the global-scale quantizer: give \"scale\": \"global\"");
   EXPECT_EQ(t(R"("shape": [1, 4096, 24, 128], "dtype": "bf16", "collective": "all_to_all", "axis": 1, "to_axis": 2,

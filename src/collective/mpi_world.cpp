@@ -217,6 +217,10 @@ void all_reduce_max(const MpiSession& s, std::vector<std::int64_t>& v) {
   check(MPI_Allreduce(MPI_IN_PLACE, v.data(), as_count(v.size(), "all_reduce"), MPI_INT64_T, MPI_MAX, s.comm()),
         "MPI_Allreduce");
 }
+void all_reduce_max(const MpiSession& s, std::vector<std::int32_t>& v) {
+  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), as_count(v.size(), "all_reduce"), MPI_INT32_T, MPI_MAX, s.comm()),
+        "MPI_Allreduce");
+}
 void all_reduce_sum(const MpiSession& s, std::vector<std::int64_t>& v) {
   check(MPI_Allreduce(MPI_IN_PLACE, v.data(), as_count(v.size(), "all_reduce"), MPI_INT64_T, MPI_SUM, s.comm()),
         "MPI_Allreduce");

@@ -75,6 +75,7 @@ std::vector<std::vector<std::uint8_t>> all_to_all_v(const MpiSession& s,
 void all_reduce_max(const MpiSession& s, std::vector<float>& values);
 void all_reduce_max(const MpiSession& s, std::vector<double>& values);
 void all_reduce_max(const MpiSession& s, std::vector<std::int64_t>& values);
+void all_reduce_max(const MpiSession& s, std::vector<std::int32_t>& values);
 void all_reduce_sum(const MpiSession& s, std::vector<std::int64_t>& values);
 void barrier(const MpiSession& s);
 

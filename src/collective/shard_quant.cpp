@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::dist {
@@ -37,6 +38,10 @@ std::int64_t row_family_scale_element(const Contract& c, const Shape& full, std:
       return flat / k;
     case Family::int8_group:
       return flat / c.group;
+    case Family::nvfp4: {  // E2M1 pairs, whole blocks of 16 (rowmajor)
+      const std::int64_t row_bytes = k / 2;
+      return (flat / row_bytes) * (k / kNvfp4Block) + (flat % row_bytes) * 2 / kNvfp4Block;
+    }
     default:
       throw std::logic_error("row_family_scale_element: not a row family");
   }
@@ -116,8 +121,9 @@ QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const T
   const std::int64_t e = sa.elements_per_scale;
   const std::int64_t head = std::min(length, (e - offset % e) % e);  // rows before the first global domain edge
 
+  const PieceGeometry g = piece_geometry(c, full, axis, offset, length);
   QuantPiece piece;
-  piece.scale_first = offset / e;
+  piece.scale_first = g.scale_first;
   if (head == 0 || head == length) {
     QuantResult r = quantize(c, local, o);
     piece.payload = std::move(r.payload);
@@ -128,7 +134,6 @@ QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const T
     piece.payload = concat({first.payload.view(), rest.payload.view()}, axis);
     piece.scale = concat({first.scale.view(), rest.scale.view()}, sa.scale_axis);
   }
-  const PieceGeometry g = piece_geometry(c, full, axis, offset, length);
   if (piece.payload.shape() != g.payload || piece.scale.shape() != g.scale)
     throw std::logic_error("quantize_on_global_grid: piece shapes " + shape_str(piece.payload.shape()) + " / " +
                            shape_str(piece.scale.shape()) + " differ from the geometry " + shape_str(g.payload) +
@@ -187,12 +192,15 @@ BlockMap contract_blocks(const Contract& c, const Shape& full, int axis, std::ve
       const std::int64_t b = flat / (dim * heads * seq);
       return (b * heads + n) * blocks + s / tb;
     };
+  } else if (c.family == Family::fp8_scaled) {  // one code byte per element, C order
+    m.block_of_payload_byte = [=](std::int64_t flat) { return grain_scale_index(c.granularity, full, flat); };
   } else {
     m.block_of_payload_byte = [=](std::int64_t flat) { return row_family_scale_element(c, full, flat); };
   }
   m.block_of_scale_byte = [=](std::int64_t byte) { return byte / scale_esize; };
   const std::int64_t e = sa.elements_per_scale;
   m.straddles = [=](std::int64_t block) {
+    if (sa.scales_per_index > 1) return false;  // each index holds whole domains
     const std::int64_t index = (block / inner) % ss[a];
     const std::int64_t lo = index * e, hi = std::min(length, lo + e);
     for (std::int64_t p : boundaries)
@@ -211,6 +219,8 @@ Drift compare_quantized(const QuantResult& got, const QuantResult& want, const B
   };
   check_same_form(got.payload, want.payload, "payload");
   check_same_form(got.scale, want.scale, "scale");
+  if (got.tensor_scale.nbytes() > 0 || want.tensor_scale.nbytes() > 0)
+    check_same_form(got.tensor_scale, want.tensor_scale, "tensor scale");
   Drift d;
   std::set<std::int64_t> differing;
   auto count = [&](const Tensor& g, const Tensor& w, std::int64_t& total, std::int64_t& diff,
@@ -226,6 +236,13 @@ Drift compare_quantized(const QuantResult& got, const QuantResult& want, const B
   };
   count(got.payload, want.payload, d.payload_bytes, d.payload_differing, blocks.block_of_payload_byte);
   count(got.scale, want.scale, d.scale_bytes, d.scale_differing, blocks.block_of_scale_byte);
+  if (want.tensor_scale.nbytes() > 0) {
+    if (!blocks.block_of_tensor_scale_byte)
+      throw std::logic_error("compare_quantized: a tensor scale without a block map for it");
+    std::int64_t total = 0;
+    count(got.tensor_scale, want.tensor_scale, total, d.scale_differing, blocks.block_of_tensor_scale_byte);
+    d.scale_bytes += total;
+  }
   d.differing_blocks.assign(differing.begin(), differing.end());
   for (std::int64_t b : d.differing_blocks) d.straddling_blocks += blocks.straddles(b);
   for (std::int64_t b = 0; b < blocks.blocks; ++b) d.straddling_total += blocks.straddles(b);

@@ -51,6 +51,7 @@ QuantPiece quantize_on_global_grid(const Contract& c, const Shape& full, const T
 QuantResult assemble_pieces(const Contract& c, const Shape& full, int axis, const std::vector<QuantPiece>& pieces);
 
 // Differences of a quantized result from the reference, grouped by scale domain ("block").
+// Scale bytes include the tensor scale's (nvfp4 tensor_scale=amax).
 struct Drift {
   std::int64_t payload_bytes = 0, payload_differing = 0;
   std::int64_t scale_bytes = 0, scale_differing = 0;
@@ -66,6 +67,8 @@ struct BlockMap {
   std::function<std::int64_t(std::int64_t)> block_of_scale_byte;
   std::function<bool(std::int64_t)> straddles;
   std::int64_t blocks = 0;  // block indices 0 .. blocks-1 (the flat scale indices)
+  // Where the result has a tensor scale (nvfp4 tensor_scale=amax): the block of its bytes.
+  std::function<std::int64_t(std::int64_t)> block_of_tensor_scale_byte;
 };
 // Blocks of a contract's scale domains on `full`, sharded along `axis` with shard boundaries at
 // `boundaries` (the interior offsets).

@@ -18,6 +18,12 @@ struct Domain {
   std::vector<std::int64_t> block;
   bool bsnd = false;  // (B, S, N, D) naming of the axes (int8.block, int8.channel)
   std::string kind;   // what one domain is, for the messages
+  // A run longer than 1 along a sharded axis, for the messages: its length's name in the
+  // contract ("token_block") and what its runs are called ("token blocks").
+  std::string run_name = "token_block", run_unit = "token blocks";
+  // Domains of the whole tensor: the product of the runs along each axis, unless one index of
+  // an axis holds several (fp8.scaled tiles smaller than an index of axis 0): then the scales'.
+  std::int64_t total = 0;
 };
 
 // Only for a locally scaled tensor the run supports (quantize_before_refusal is empty). Along the
@@ -45,15 +51,60 @@ Domain domain_of(const TensorPlan& t) {
       d.block.back() = s.back();
       d.kind = "row scales";
       break;
+    case Family::nvfp4:
+      d.block.back() = kNvfp4Block;
+      d.kind = "blocks of " + str(kNvfp4Block);
+      break;
+    case Family::fp8_scaled: {
+      const ScaleGrain& g = c.granularity;
+      switch (g.kind) {
+        case Granularity::row:
+          d.block.back() = s.back();
+          d.kind = "row scales";
+          break;
+        case Granularity::group:
+          d.block.back() = g.cols;
+          d.kind = "groups of " + str(g.cols);
+          d.run_name = "N";
+          d.run_unit = "groups";
+          break;
+        case Granularity::head_block:
+          d.bsnd = true;
+          d.block[3] = s[3];
+          d.kind = "(b, head, " + str(g.rows) + "-token block) scales";
+          d.run_name = "T";
+          break;
+        case Granularity::tile: {
+          // The middle axes are reduced whole (axis 0 is the sharded one: scale_axis_along).
+          for (std::size_t a = 1; a + 1 < s.size(); ++a) d.block[a] = s[a];
+          d.block.back() = g.cols;
+          d.kind = str(g.rows) + "x" + str(g.cols) + " tiles of the [R, C] view";
+          const bool last = t.axis == static_cast<int>(s.size()) - 1;
+          const std::int64_t inner = last ? 1 : shape_numel(Shape(s.begin() + 1, s.end() - 1));
+          d.run_name = last ? "N" : inner > 1 ? "M/" + str(inner) : "M";
+          d.run_unit = last ? "tile columns" : "tile rows";
+          break;
+        }
+        case Granularity::tensor:
+          throw std::logic_error("domain_of: " + t.name + " has a tensor amax (judge_tensor_amax)");
+      }
+      break;
+    }
     case Family::hif4:
     case Family::pool:
-    case Family::fp8_scaled:
-    case Family::nvfp4:
       throw std::logic_error("domain_of: " + t.name + " is refused for quantize-before");
   }
   std::vector<int> cut_axes = {t.axis};
   if (t.collective == Collective::all_to_all) cut_axes.push_back(t.to_axis);
-  for (int a : cut_axes) d.block[static_cast<std::size_t>(a)] = scale_axis_along(c, s, a).elements_per_scale;
+  bool nested = false;
+  for (int a : cut_axes) {
+    const ScaleAxis sa = scale_axis_along(c, s, a);
+    d.block[static_cast<std::size_t>(a)] = sa.elements_per_scale;
+    nested = nested || sa.scales_per_index > 1;
+  }
+  d.total = 1;
+  for (std::size_t a = 0; a < s.size(); ++a) d.total *= ceil_div(s[a], d.block[a]);
+  if (nested) d.total = shape_numel(scale_shape(c, s));
   return d;
 }
 
@@ -81,11 +132,14 @@ std::string axis_clause(const TensorPlan& t, const Domain& d, int a, int world, 
       if (d.block[i] > 1) reduced += (reduced.empty() ? "" : ", ") + axis_label(d, static_cast<int>(i));
     return label + " is not reduced by any scale (the " + d.kind + " run along " + reduced + "): no scale domain is cut";
   }
-  // Only int8.block's sequence axis has runs longer than 1 along a sharded axis.
-  std::string c = "S % (world x token_block) = " + str(len) + " % (" + str(world) + " x " + str(b) +
+  // Runs longer than 1 along a sharded axis: the token blocks of a (b, head, token block) scale,
+  // fp8.scaled groups along the last axis and tiles.
+  const std::string len_name = d.bsnd && a == 1 ? "S" : "shape[" + str(a) + "]";
+  std::string c = len_name + " % (world x " + d.run_name + ") = " + str(len) + " % (" + str(world) + " x " + str(b) +
                   ") = " + str(len % (world * b));
-  if (k == 0) return c + ": every " + str(b) + "-token block lies in one shard";
-  return c + ": " + str(k) + " of " + str(runs) + " token blocks straddle a shard boundary (x " + str(per_run) +
+  const std::string one = d.run_unit == "token blocks" ? str(b) + "-token block" : "run of " + str(b) + " (" + d.run_unit + ")";
+  if (k == 0) return c + ": every " + one + " lies in one shard";
+  return c + ": " + str(k) + " of " + str(runs) + " " + d.run_unit + " straddle a shard boundary (x " + str(per_run) +
          " = " + str(k * per_run) + " of " + str(total) + " scale blocks)";
 }
 
@@ -136,6 +190,49 @@ void judge_pool(const TensorPlan& t, int world, TensorVerdict& v) {
                       " rows; a uniform divisor P would be wrong on it, the true-length divisor is used");
 }
 
+// A contract whose every scale depends on the tensor's amax (has_tensor_amax): one domain, the
+// whole tensor, which every shard boundary cuts unless the ranks first agree on its amax.
+void judge_tensor_amax(const TensorPlan& t, int world, TensorVerdict& v) {
+  const Contract c = t.contract();
+  const bool agreed = t.scale == ScaleScope::global;
+  const std::string own = tensor_amax_output(c);
+  for (const OutputSpec& o : output_specs(c, t.shard_shape(world))) {
+    const std::int64_t bytes = shape_numel(o.shape) * static_cast<std::int64_t>(dtype_size(o.dtype));
+    if (o.name == "payload") v.payload_bytes += bytes;
+    else if (!(agreed && o.name == own)) v.scale_bytes += bytes;
+  }
+  v.bytes_after = v.payload_bytes + v.scale_bytes;
+  v.total_blocks = 1;
+  const std::string sets = c.family == Family::nvfp4
+                               ? "the fp32 tensor scale t = amax / (448 x 6) and every E4M3 block scale relative to t"
+                               : "the one fp32 scale of granularity=tensor";
+  if (agreed) {
+    const bool a2a = t.collective == Collective::all_to_all;
+    const std::int64_t values = a2a ? world : 1;
+    v.exact = true;
+    v.extra.push_back({"all_reduce_max", 4 * values,
+                       a2a ? "one fp32 amax per destination rank: the amax of the head shard it holds afterwards"
+                           : "the fp32 amax of the whole tensor"});
+    v.reason = "byte-exact with one extra all_reduce(MAX) of " +
+               (a2a ? str(world) + " fp32 amaxes, one per destination rank's head shard (" : std::string("the fp32 tensor amax (")) +
+               str(4 * values) + " bytes) before quantizing: every rank then quantizes " +
+               (a2a ? "the chunk it sends rank j with the amax of rank j's whole head shard"
+                    : std::string("its shard with the tensor's amax")) +
+               ", which sets " + sets + "; every rank computes " + own + " from it, none sends it";
+    return;
+  }
+  v.drift_blocks = world > 1 ? 1 : 0;
+  v.exact = v.drift_blocks == 0;
+  if (v.exact) {
+    v.reason = "byte-exact: one rank holds the whole tensor and its amax";
+    return;
+  }
+  v.reason = "drift: each shard's own amax sets " + sets + ", not the tensor's amax: the one tensor-wide amax domain is cut by " +
+             str(world - 1) + " shard boundaries (the assembled " + own + " is rank 0's; bytes differ wherever a shard's amax is not the tensor's)";
+  v.notes.push_back("with \"scale\": \"global\" the ranks first agree on the amax (one all_reduce(MAX) of 4 bytes), "
+                    "and quantize-before is byte-exact");
+}
+
 }  // namespace
 
 void ByteTotals::add(const TensorVerdict& v) {
@@ -182,6 +279,10 @@ TensorVerdict judge_tensor(const TensorPlan& t, int world) {
                       "); qexact collective refuses a plan with this tensor");
     return v;
   }
+  if (!t.is_int8_channel() && has_tensor_amax(t.contract())) {
+    judge_tensor_amax(t, world, v);
+    return v;
+  }
   const auto [payload, scale] = quantized_bytes(t, world);
   v.payload_bytes = payload;
   v.scale_bytes = scale;
@@ -197,17 +298,15 @@ TensorVerdict judge_tensor(const TensorPlan& t, int world) {
   }
 
   const Domain d = domain_of(t);
-  std::int64_t total = 1;
-  for (std::size_t a = 0; a < t.shape.size(); ++a) total *= runs_on(t.shape, d, a);
+  const std::int64_t total = d.total;
   std::vector<int> cut_axes = {t.axis};
   if (t.collective == Collective::all_to_all) cut_axes.push_back(t.to_axis);
-  // A domain survives if no axis cuts its run on that axis.
-  std::int64_t whole = 1;
-  for (std::size_t a = 0; a < t.shape.size(); ++a) {
-    std::int64_t runs = runs_on(t.shape, d, a);
-    if (std::find(cut_axes.begin(), cut_axes.end(), static_cast<int>(a)) != cut_axes.end())
-      runs -= straddled_runs(t.shape[a], world, d.block[a]);
-    whole *= runs;
+  // A domain survives if no axis cuts its run on that axis: of the runs along a cut axis, the
+  // straddled ones take their share of the domains with them.
+  std::int64_t whole = total;
+  for (int a : cut_axes) {
+    const std::int64_t runs = runs_on(t.shape, d, static_cast<std::size_t>(a));
+    whole = whole / runs * (runs - straddled_runs(t.shape[static_cast<std::size_t>(a)], world, d.block[static_cast<std::size_t>(a)]));
   }
   v.total_blocks = total;
   std::string joined;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/shard_domain.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::plan {
@@ -170,8 +171,9 @@ TensorPlan parse_tensor(const Json& j, std::size_t index, const std::string& sou
     const std::string v = s.get<std::string>();
     if (v == "global") t.scale = ScaleScope::global;
     else if (v != "local") ctx.value_error("scale", "'" + v + "' is not \"local\" or \"global\"");
-    if (t.scale == ScaleScope::global && !t.is_int8_channel())
-      ctx.value_error("scale", "\"global\" is defined for int8.channel only (quantize is '" + t.quantize + "')");
+    if (t.scale == ScaleScope::global && !t.is_int8_channel() && !(t.quantized() && has_tensor_amax(t.contract())))
+      ctx.value_error("scale", "\"global\" is defined for int8.channel and for a tensor-wide amax (fp8.scaled "
+                               "granularity=tensor, nvfp4 tensor_scale=amax) only (quantize is '" + t.quantize + "')");
   }
   if (t.is_int8_channel()) {
     // Its scales span the whole (b, s) extent: only one all_reduce(MAX) before quantizing makes

@@ -19,7 +19,8 @@ enum class Collective { all_gather, all_to_all, pool_mean };
 const char* collective_name(Collective c);
 
 // Where the scales of a quantized tensor are computed: on each rank's shard (the preset's own
-// scales), or once over the whole tensor after an all_reduce(MAX) (int8.channel only).
+// scales), or from an amax over the whole tensor that the ranks agree on with an
+// all_reduce(MAX) first (int8.channel; fp8.scaled granularity=tensor, nvfp4 tensor_scale=amax).
 enum class ScaleScope { local, global };
 
 // The plan-file name of the int8 per-(head, channel) quantizer (not a preset: its scale is one

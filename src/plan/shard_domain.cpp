@@ -39,21 +39,76 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
       return refuse("hif4 has no quantize");
     case Family::pool:
       return refuse("pool.mean is not a quantizer (move it with collective pool_mean)");
-    case Family::fp8_scaled:
     case Family::nvfp4:
-      return refuse(std::string("the collective judge does not model ") + family_name(c.family) + " yet");
+      payload_shape(c, x);
+      if (axis == rank - 1) return refuse("its blocks of 16 run along the last axis, which sharding would cut");
+      return {axis, 1};
+    case Family::fp8_scaled: {
+      const ScaleGrain& g = c.granularity;
+      scale_shape(c, x);  // rank ((B, S, N, D) for head_block)
+      switch (g.kind) {
+        case Granularity::tensor:
+          return refuse("one scale spans the whole tensor: its amax is the tensor's (\"scale\": \"global\" agrees on it)");
+        case Granularity::row:
+          if (axis == rank - 1) return refuse("one scale spans each whole row of the last axis, which sharding would cut");
+          return {axis, 1};
+        case Granularity::group:
+          return axis == rank - 1 ? ScaleAxis{rank - 1, g.cols} : ScaleAxis{axis, 1};
+        case Granularity::head_block:
+          switch (axis) {
+            case 0: return {0, 1};
+            case 1: return {2, g.rows};
+            case 2: return {1, 1};
+            default: return refuse("a block spans all D channels of its tokens");
+          }
+        case Granularity::tile: {
+          // Tiles of the [R, C] view, R the leading axes flattened: a run of axis 0 is a run of
+          // rows only when a tile's M rows are whole indices of axis 0.
+          if (axis == rank - 1) return {1, g.cols};
+          const std::int64_t inner = shape_numel(Shape(x.begin() + 1, x.end() - 1));
+          if (axis == 0 && g.rows % inner == 0) return {0, g.rows / inner, 1};
+          if (axis == 0 && inner % g.rows == 0) return {0, 1, inner / g.rows};
+          if (axis == 0)
+            return refuse("a tile's " + std::to_string(g.rows) + " rows of the [R, C] view and the " +
+                          std::to_string(inner) + " rows of one index of axis 0 do not divide one another");
+          return refuse("the [R, C] view flattens the leading axes, so a shard of axis " + std::to_string(axis) +
+                        " is not a run of tile rows");
+        }
+      }
+      return refuse("unknown granularity");
+    }
   }
   return refuse("unknown family");
 }
 
+bool has_tensor_amax(const Contract& c) {
+  return (c.family == Family::fp8_scaled && c.granularity.kind == Granularity::tensor) ||
+         (c.family == Family::nvfp4 && c.tensor_scale == TensorScale::amax);
+}
+
+const char* tensor_amax_output(const Contract& c) { return c.family == Family::nvfp4 ? "tensor_scale" : "scale"; }
+
 std::int64_t scale_element_bytes(const Contract& c) {
-  if (c.family == Family::mx) return 1;
-  return c.scale_store == ScaleStore::f16 ? 2 : 4;
+  switch (c.family) {
+    case Family::mx:
+    case Family::nvfp4:
+      return 1;  // E8M0, E4M3 codes
+    case Family::fp8_scaled:
+      return 4;
+    default:
+      return c.scale_store == ScaleStore::f16 ? 2 : 4;
+  }
 }
 
 std::optional<std::string> quantize_before_refusal(const TensorPlan& t) {
-  if (!t.quantized() || t.scale == ScaleScope::global) return std::nullopt;
+  if (!t.quantized() || t.is_int8_channel()) return std::nullopt;
   const Contract c = t.contract();
+  if (has_tensor_amax(c)) {
+    if (t.collective == Collective::all_to_all && t.scale != ScaleScope::global)
+      return "each shard's own amax cannot give the tensor scale of the head shard a rank holds afterwards: "
+             "give \"scale\": \"global\" (one all_reduce(MAX) of one amax per destination rank first)";
+    if (c.family == Family::fp8_scaled) return std::nullopt;  // elementwise once the scale is agreed: any axis
+  }
   try {
     scale_axis_along(c, t.shape, t.axis);
     if (t.collective == Collective::all_to_all) {
@@ -76,9 +131,9 @@ PieceGeometry piece_geometry(const Contract& c, const Shape& full, int axis, std
   PieceGeometry g;
   g.payload = payload_shape(c, local);
   g.scale = scale_shape(c, local);
-  const std::int64_t e = sa.elements_per_scale;
-  g.scale_first = offset / e;
-  g.scale[static_cast<std::size_t>(sa.scale_axis)] = length == 0 ? 0 : ceil_div(offset + length, e) - offset / e;
+  const std::int64_t e = sa.elements_per_scale, k = sa.scales_per_index;
+  g.scale_first = offset / e * k;
+  g.scale[static_cast<std::size_t>(sa.scale_axis)] = length == 0 ? 0 : (ceil_div(offset + length, e) - offset / e) * k;
   return g;
 }
 

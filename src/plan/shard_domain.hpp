@@ -16,15 +16,30 @@
 namespace qexact::plan {
 
 // How a contract's scale tensor is indexed along one axis of x: index i of x's `axis` uses
-// index i / elements_per_scale of the scale tensor's `scale_axis`.
+// index i / elements_per_scale of the scale tensor's `scale_axis` or, where one index holds
+// several whole domains (fp8.scaled tiles smaller than an index of axis 0), the indices
+// [i * scales_per_index, (i + 1) * scales_per_index) (elements_per_scale is then 1).
 struct ScaleAxis {
   int scale_axis = 0;
   std::int64_t elements_per_scale = 1;
+  std::int64_t scales_per_index = 1;
 };
-// Throws bad_argument when the axis cannot be sharded with shard-local scales: MX and int8
-// groups along the last axis, int8.block's channel axis, hif4, pool.mean, and scale layouts
-// padded or tiled over the whole tensor (TransformerEngine, cuBLAS swizzle).
+// Throws bad_argument when the axis cannot be sharded with shard-local scales: MX, int8 and
+// nvfp4 groups along the last axis, one scale per whole row (int8.token, fp8.scaled row) cut
+// along it, the channel axis of a (b, head, token block) scale, fp8.scaled tiles whose rows are
+// not runs of the sharded axis, hif4, pool.mean, scale layouts padded or tiled over the whole
+// tensor (TransformerEngine, cuBLAS swizzle), and one scale for the whole tensor (see
+// has_tensor_amax). fp8.scaled group:N along the last axis is a run of N.
 ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis);
+
+// Whether every scale of the contract depends on the amax of the whole tensor: fp8.scaled
+// granularity=tensor (its one scale) and nvfp4 tensor_scale=amax (t = amax / (448 * 6), and the
+// block scales relative to t). Quantize-before is exact for these only after the ranks agree
+// on that amax (an all_reduce(MAX), plan "scale": "global").
+bool has_tensor_amax(const Contract& c);
+// The name of the output computed from the tensor amax alone ("scale" for fp8.scaled tensor,
+// "tensor_scale" for nvfp4): with the agreed amax every rank computes it, none sends it.
+const char* tensor_amax_output(const Contract& c);
 
 // Bytes of one element of the contract's scale tensor (MX: E8M0, one byte).
 std::int64_t scale_element_bytes(const Contract& c);
@@ -32,7 +47,8 @@ std::int64_t scale_element_bytes(const Contract& c);
 // Why quantize-before cannot run for this tensor (nullopt when it can): its sharded axis, or
 // for all_to_all its re-sharded axis, would cut the scale layout (the run re-shards along
 // to_axis only where every index has its own scales). Unquantized, pool_mean and int8.channel
-// with a global scale always can.
+// with a global scale always can; a tensor-amax contract can on any axis its other scales allow
+// (all_to_all only with "scale": "global").
 std::optional<std::string> quantize_before_refusal(const TensorPlan& t);
 
 // The shapes of the quantized piece of rows [offset, offset + length) of a tensor `full`,

@@ -153,6 +153,96 @@ TEST_P(Ranks, AllToAllGroupIsExactAndThreeOfFourQuantizedMove62Point5Percent) {
   EXPECT_EQ(t["o_grad"]["scale_bytes_sent"], 0);
 }
 
+// A tensor-wide amax (nvfp4 tensor_scale=amax, fp8.scaled granularity=tensor): each shard's own
+// amax gives other bytes than the tensor's (counted); after one all_reduce(MAX) of the amax
+// (per destination rank for all_to_all) every byte equals quantizing the whole tensor.
+std::vector<json> tensor_amax_plan(int w) {
+  const json nvfp4_amax = {{"params", {{"tensor_scale", "amax"}}}};
+  json global = nvfp4_amax;
+  global["scale"] = "global";
+  const json agreed = {{"scale", "global"}};
+  return {plan_tensor("nv_own", {2, w * 24L, 3, 64}, "all_gather", "nvfp4.torchao", nvfp4_amax),
+          plan_tensor("nv_agreed", {2, w * 24L, 3, 64}, "all_gather", "nvfp4.torchao", global),
+          plan_tensor("nv_heads", {1, w * 16L, 2L * w, 32}, "all_to_all", "nvfp4.torchao", global),
+          plan_tensor("fp8_own", {2, w * 24L, 3, 64}, "all_gather", "fp8.torchao.tensorwise"),
+          plan_tensor("fp8_agreed", {2, w * 24L, 3, 64}, "all_gather", "fp8.torchao.tensorwise", agreed),
+          plan_tensor("fp8_agreed_last", {4, 3, w * 40L}, "all_gather", "fp8.torchao.tensorwise",
+                      {{"scale", "global"}, {"axis", 2}}),
+          plan_tensor("fp8_heads", {1, w * 16L, 2L * w, 32}, "all_to_all", "fp8.torchao.tensorwise", agreed)};
+}
+
+TEST_P(Ranks, TensorAmaxDiffersWithoutAgreementAndIsExactAfterOneAllReduce) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  auto t = run_plan(w, tensor_amax_plan(w), dir);
+  ASSERT_EQ(t.size(), tensor_amax_plan(w).size());
+  for (const auto& [name, r] : t) {
+    SCOPED_TRACE(name);
+    const bool own = name.find("_own") != std::string::npos;
+    EXPECT_EQ(r["exact_observed"].get<bool>(), !own);
+    if (own) {
+      EXPECT_GT(r["payload_bytes_differing"].get<long>() + r["scale_bytes_differing"].get<long>(), 0);
+      EXPECT_EQ(r["differing_blocks"], 1);  // the one tensor-wide domain
+      EXPECT_TRUE(r["all_drift_at_boundaries"].get<bool>());
+      EXPECT_TRUE(r["extra_collective"].is_null());
+    } else {
+      EXPECT_EQ(r["payload_bytes_differing"], 0);
+      EXPECT_EQ(r["scale_bytes_differing"], 0);
+      EXPECT_EQ(r["extra_bytes"], r["collective"] == "all_to_all" ? 4 * w : 4);
+    }
+  }
+  const long n = 2 * w * 24L * 3 * 64;  // nv_own, nv_agreed: elements
+  for (const char* name : {"nv_own", "nv_agreed"}) {
+    EXPECT_EQ(t[name]["payload_bytes_total"], n / 2) << name;      // E2M1 pairs
+    EXPECT_EQ(t[name]["scale_bytes_total"], n / 16 + 4) << name;   // E4M3 per 16, fp32 tensor scale
+  }
+  EXPECT_EQ(t["fp8_own"]["payload_bytes_total"], n);                 // one E4M3 code per element
+  EXPECT_EQ(t["fp8_own"]["scale_bytes_total"], 4);                   // one fp32 multiplier
+  EXPECT_EQ(t["fp8_own"]["scale_bytes_sent"], 4);                    // each rank's own
+  EXPECT_EQ(t["fp8_agreed"]["scale_bytes_sent"], 0);                 // computed by every rank
+  EXPECT_EQ(t["fp8_agreed"]["payload_bytes_sent"], n / w);
+  EXPECT_EQ(t["nv_own"]["scale_bytes_sent"], n / w / 16 + 4);      // its own tensor scale too
+  EXPECT_EQ(t["nv_agreed"]["scale_bytes_sent"], n / w / 16);       // every rank computes it
+  EXPECT_EQ(t["nv_agreed"]["extra_collective"], "all_reduce(MAX) of the fp32 tensor amax");
+  EXPECT_EQ(t["nv_heads"]["extra_collective"], "all_reduce(MAX) of one fp32 amax per destination rank");
+}
+
+// fp8.scaled rows, groups, tiles and head blocks whose domains lie inside the shards: 0
+// differing bytes; groups cut along the sharded last axis: drift only in the groups cut.
+TEST_P(Ranks, Fp8ScaledDomainsInsideTheShardsAreExact) {
+  const int w = GetParam();
+  const fs::path dir = scratch_dir();
+  auto t = run_plan(w,
+                    {plan_tensor("rows", {2, w * 10L, 3, 64}, "all_gather", "fp8.torchao.rowwise"),
+                     plan_tensor("groups", {2, w * 10L, 96}, "all_gather", "fp8.ascend.token",
+                                 {{"params", {{"granularity", "group:32"}}}}),
+                     plan_tensor("groups_last", {4, 2, w * 64L}, "all_gather", "fp8.ascend.token",
+                                 {{"params", {{"granularity", "group:32"}}}, {"axis", 2}}),
+                     plan_tensor("tiles", {w * 64L, 96}, "all_gather", "fp8.ascend.token",
+                                 {{"params", {{"granularity", "tile:32x32"}}}, {"axis", 0}}),
+                     plan_tensor("blocks", {1, w * 128L, 2, 32}, "all_gather", "fp8.ascend.block"),
+                     plan_tensor("rows_a2a", {1, w * 10L, 2L * w, 64}, "all_to_all", "fp8.torchao.rowwise"),
+                     plan_tensor("groups_cut", {4, 2, w * 40L}, "all_gather", "fp8.ascend.token",
+                                 {{"params", {{"granularity", "group:32"}}}, {"axis", 2}})},
+                    dir);
+  ASSERT_EQ(t.size(), 7u);
+  for (const auto& [name, r] : t) {
+    if (name == "groups_cut") continue;
+    EXPECT_TRUE(r["exact_observed"].get<bool>()) << name;
+    EXPECT_EQ(r["payload_bytes_differing"], 0) << name;
+    EXPECT_EQ(r["scale_bytes_differing"], 0) << name;
+    EXPECT_GT(r["scale_bytes_total"].get<long>(), 0) << name;
+  }
+  EXPECT_EQ(t["rows"]["payload_bytes_total"], 2 * w * 10L * 3 * 64);
+  EXPECT_EQ(t["rows"]["scale_bytes_total"], 2 * w * 10L * 3 * 4);
+  // Shards of 40 columns cut the groups of 32 whose span holds a multiple of 40.
+  const json& cut = t["groups_cut"];
+  EXPECT_FALSE(cut["exact_observed"].get<bool>());
+  EXPECT_GE(cut["differing_blocks"].get<long>(), 1);
+  EXPECT_EQ(cut["straddling_blocks"], cut["differing_blocks"]);
+  EXPECT_TRUE(cut["all_drift_at_boundaries"].get<bool>());
+}
+
 INSTANTIATE_TEST_SUITE_P(World, Ranks, ::testing::Values(2, 3, 4), [](const auto& info) {
   return "np" + std::to_string(info.param);
 });

@@ -52,7 +52,8 @@ std::int64_t extra_bytes(const json& verdict) {
 
 // The plans of the brief: exact and drifting int8.block, MX along the sequence axis (a shard
 // length a multiple of 32 or not), an all_to_all group with an unquantized tensor and a drifting
-// one, int8.channel with the global scale, pool_mean with and without a tail cell.
+// one, int8.channel with the global scale, pool_mean with and without a tail cell; nvfp4 blocks,
+// and its tensor scale from each shard's own amax or from the amax the ranks agree on.
 std::vector<json> covering_plan(int w) {
   const std::vector<long> a2a{1, w * 64L, 2L * w, 32};
   return {plan_tensor("block_exact", {1, w * 128L, 3, 32}, "all_gather", "int8.block.ascend"),
@@ -67,7 +68,25 @@ std::vector<json> covering_plan(int w) {
           plan_tensor("k_drift", {1, w * 100L, 2L * w, 32}, "all_to_all", "int8.block.ascend"),
           plan_tensor("v_channel", {2, w * 24L, 3, 16}, "all_gather", "int8.channel", {{"scale", "global"}}),
           plan_tensor("pool_tail", {2, w * 50L, 3, 8}, "pool_mean", nullptr, {{"pool", 64}}),
-          plan_tensor("pool_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}})};
+          plan_tensor("pool_even", {1, w * 64L, 2, 8}, "pool_mean", nullptr, {{"pool", 32}}),
+          plan_tensor("nv_blocks", {2, w * 6L, 2L * w, 32}, "all_to_all", "nvfp4.torchao"),
+          plan_tensor("nv_own_amax", {2, w * 6L, 2, 32}, "all_gather", "nvfp4.torchao",
+                      {{"params", {{"tensor_scale", "amax"}}}}),
+          plan_tensor("nv_agreed_amax", {2, w * 6L, 2, 32}, "all_gather", "nvfp4.torchao",
+                      {{"params", {{"tensor_scale", "amax"}}}, {"scale", "global"}}),
+          plan_tensor("nv_heads_amax", {1, w * 8L, 2L * w, 32}, "all_to_all", "nvfp4.torchao",
+                      {{"params", {{"tensor_scale", "amax"}}}, {"scale", "global"}}),
+          plan_tensor("fp8_rows", {2, w * 5L, 2, 48}, "all_gather", "fp8.torchao.rowwise"),
+          plan_tensor("fp8_groups_cut", {3, 2, w * 40L}, "all_gather", "fp8.ascend.token",
+                      {{"params", {{"granularity", "group:32"}}}, {"axis", 2}}),
+          plan_tensor("fp8_tiles", {w * 48L, 64}, "all_gather", "fp8.ascend.token",
+                      {{"params", {{"granularity", "tile:32x32"}}}, {"axis", 0}}),
+          plan_tensor("fp8_blocks_drift", {1, w * 100L, 2, 16}, "all_gather", "fp8.ascend.block"),
+          plan_tensor("fp8_own_amax", {2, w * 6L, 2, 32}, "all_gather", "fp8.torchao.tensorwise"),
+          plan_tensor("fp8_agreed_amax", {2, w * 6L, 2, 32}, "all_gather", "fp8.torchao.tensorwise",
+                      {{"scale", "global"}}),
+          plan_tensor("fp8_heads_amax", {1, w * 8L, 2L * w, 32}, "all_to_all", "fp8.torchao.tensorwise",
+                      {{"scale", "global"}})};
 }
 
 class JudgeEqualsRun : public ::testing::TestWithParam<int> {};
@@ -83,7 +102,7 @@ TEST_P(JudgeEqualsRun, PerTensorVerdictsDriftAndBytes) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto verdicts = by_name(json::parse(j.out)["tensors"]);
   const auto runs = by_name(json::parse(r.out)["tensors"]);
-  ASSERT_EQ(verdicts.size(), 12u);
+  ASSERT_EQ(verdicts.size(), covering_plan(w).size());
   ASSERT_EQ(runs.size(), verdicts.size());
 
   int drifting = 0;
@@ -115,8 +134,12 @@ TEST_P(JudgeEqualsRun, PerTensorVerdictsDriftAndBytes) {
     EXPECT_EQ(v["bytes_after"], run["bytes_sent"]);
     EXPECT_EQ(extra_bytes(v), run["extra_bytes"].get<std::int64_t>());
   }
-  // S % (w x 64) != 0 for block_drift and k_drift, S % (w x 32) != 0 for block_drift_f16.
-  EXPECT_EQ(drifting, 3);
+  // S % (w x 64) != 0 for block_drift, k_drift and fp8_blocks_drift, S % (w x 32) != 0 for
+  // block_drift_f16, C % (w x 32) != 0 for fp8_groups_cut, R % (w x 32) != 0 for fp8_tiles (the
+  // boundary at 48 cuts tile row 1); each shard's own amax for nv_own_amax and fp8_own_amax.
+  EXPECT_EQ(drifting, 8);
+  EXPECT_FALSE(verdicts.at("nv_own_amax")["exact"].get<bool>());
+  EXPECT_TRUE(verdicts.at("nv_agreed_amax")["exact"].get<bool>());
   EXPECT_FALSE(verdicts.at("block_drift")["exact"].get<bool>());
   EXPECT_EQ(verdicts.at("block_drift")["drift_blocks"], 4 * (w - 1));  // each interior boundary cuts one block per head
   EXPECT_TRUE(verdicts.at("mx_seq_e2m1")["exact"].get<bool>());
@@ -130,7 +153,14 @@ TEST_P(JudgeEqualsRun, WhatTheRunRefusesTheJudgeCallsNotSupported) {
   const std::vector<json> cases = {
       plan_tensor("x", {2, 3, 64L * w}, "all_gather", "mxfp8.ascend", {{"axis", 2}}),
       plan_tensor("x", {1, 192, 2L * w, 32}, "all_to_all", "int8.block.ascend", {{"axis", 2}, {"to_axis", 1}}),
-      plan_tensor("x", {64L * w, 64}, "all_gather", "mxfp8.te", {{"axis", 0}})};
+      plan_tensor("x", {64L * w, 64}, "all_gather", "mxfp8.te", {{"axis", 0}}),
+      // nvfp4's blocks of 16 along the sharded last axis; a tensor scale from each shard's own
+      // amax cannot be re-sharded into the head shards' tensor scales.
+      plan_tensor("x", {2, 3, 64L * w}, "all_gather", "nvfp4.torchao", {{"axis", 2}}),
+      plan_tensor("x", {1, 16L * w, 2L * w, 32}, "all_to_all", "nvfp4.torchao", {{"params", {{"tensor_scale", "amax"}}}}),
+      // An fp8 row scale cut along the last axis; tiles of the [R, C] view sharded on a middle axis.
+      plan_tensor("x", {2, 3, 32L * w}, "all_gather", "fp8.torchao.rowwise", {{"axis", 2}}),
+      plan_tensor("x", {2, 8L * w, 64}, "all_gather", "fp8.ascend.token", {{"params", {{"granularity", "tile:8x32"}}}})};
   for (const json& t : cases) {
     SCOPED_TRACE(t.dump());
     std::ofstream(dir / "plan.json") << json{{"world", w}, {"tensors", json::array({t})}}.dump(2);
