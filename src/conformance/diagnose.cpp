@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "conformance/contract_variant.hpp"
 #include "conformance/diagnose_search.hpp"
 #include "conformance/scale_grid.hpp"
 #include "contracts/family_table.hpp"
@@ -22,14 +23,7 @@
 namespace qexact::conformance {
 namespace {
 
-using Changes = std::vector<std::pair<std::string, std::string>>;
 const RunOptions kRef{Engine::reference, 1};
-
-std::string changes_str(const Changes& ch) {
-  std::string s;
-  for (const auto& [k, v] : ch) s += (s.empty() ? "" : ", ") + k + "=" + v;
-  return s;
-}
 
 std::string param_of(const Contract& c, const std::string& key) {
   for (const auto& [k, v] : params(c))
@@ -37,29 +31,8 @@ std::string param_of(const Contract& c, const std::string& key) {
   return "?";
 }
 
-// c with `ch` applied; nullopt when that is not a contract qexact implements.
-std::optional<Contract> variant(const Contract& c, const Changes& ch) {
-  Contract v = c;
-  try {
-    for (const auto& [k, val] : ch) set_param(v, k, val);
-    validate(v);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  return v;
-}
-
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-
-std::int64_t matching_bytes(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() != b.nbytes()) return 0;
-  const auto* pa = static_cast<const std::uint8_t*>(a.raw());
-  const auto* pb = static_cast<const std::uint8_t*>(b.raw());
-  std::int64_t n = 0;
-  for (std::size_t i = 0; i < a.nbytes(); ++i) n += pa[i] == pb[i] ? 1 : 0;
-  return n;
 }
 
 Diagnosis make(const std::string& signature, std::vector<std::pair<std::string, std::int64_t>> evidence,
@@ -77,8 +50,8 @@ struct Alternative {
 
 std::vector<Alternative> alternatives(const Contract& c, const Shape& x) {
   std::vector<Alternative> out;
-  auto add = [&](const Changes& ch, const std::string& signature, const std::string& what) {
-    if (auto v = variant(c, ch)) out.push_back({*v, signature, what});
+  auto add = [&](const ParamChanges& ch, const std::string& signature, const std::string& what) {
+    if (auto v = contract_variant(c, ch)) out.push_back({*v, signature, what});
   };
   const std::int64_t k = x.empty() ? 0 : x.back();
   switch (c.family) {
@@ -87,7 +60,7 @@ std::vector<Alternative> alternatives(const Contract& c, const Shape& x) {
         for (const char* layout : {"pairs", "rowmajor", "padded", "swizzled"}) {
           const bool same_block = std::to_string(c.block) == block;
           if (same_block && param_of(c, "layout") == layout) continue;
-          Changes ch{{"block", block}, {"layout", layout}};
+          ParamChanges ch{{"block", block}, {"layout", layout}};
           const bool whole = std::string(layout) == "padded" || std::string(layout) == "swizzled";
           ch.push_back({"tail", whole ? "reject" : param_of(c, "tail")});
           add(ch, same_block ? "scale_layout" : "granularity",
@@ -219,17 +192,17 @@ class Stager {
   // differences look like ties broken another way: the bf16 values' ties are not the fp32's.
   bool skips_bf16_rounding() const {
     if (c_.family != Family::mx || c_.prequant != Prequant::bf16) return false;
-    const std::optional<Contract> v = variant(c_, {{"prequant_round", "none"}});
+    const std::optional<Contract> v = contract_variant(c_, {{"prequant_round", "none"}});
     if (!v) return false;
     try {
       const ContractOutput o = run_contract(*v, x_, kRef);
       return same_bytes(o.payload, dev_.payload) && same_bytes(o.scale, dev_.scale);
     } catch (const Error&) {
-      return false;  // the variant refuses the input the device quantized: not this device
+      return false;  // the contract_variant refuses the input the device quantized: not this device
     }
   }
 
-  // Scale grid of c's variant v on this input (reference engine), or nullopt when v rejects it.
+  // Scale grid of c's contract_variant v on this input (reference engine), or nullopt when v rejects it.
   std::optional<std::vector<std::uint32_t>> variant_scales(const Contract& v) const {
     try {
       const ContractOutput o = run_contract(v, x_, kRef);
@@ -258,17 +231,17 @@ class Stager {
 
     struct Suspect {
       std::string signature;
-      Changes changes;
+      ParamChanges changes;
     };
     std::vector<Suspect> suspects;
     if (c_.family == Family::mx) {
       if (c_.prequant == Prequant::bf16) suspects.push_back({"amax_fp32_not_bf16", {{"prequant_round", "none"}}});
       for (const char* rule : {"floor", "rceil", "ceil", "even"}) {
         if (param_of(c_, "scale_rule") == rule) continue;
-        Changes ch{{"scale_rule", rule}};
+        ParamChanges ch{{"scale_rule", rule}};
         if (std::string(rule) != "floor") ch.push_back({"log2_fp32", "false"});
         for (const char* ratio : {"divide", "reciprocal"}) {
-          Changes with = ch;
+          ParamChanges with = ch;
           if (std::string(rule) == "rceil") with.push_back({"ratio", ratio});
           else if (std::string(ratio) == "reciprocal") continue;
           else with.push_back({"ratio", "divide"});
@@ -285,7 +258,7 @@ class Stager {
       suspects.push_back({"scale_rule", {{"scale_store", c_.scale_store == ScaleStore::f32 ? "f16" : "f32"}}});
     }
     for (const Suspect& s : suspects) {
-      const std::optional<Contract> v = variant(c_, s.changes);
+      const std::optional<Contract> v = contract_variant(c_, s.changes);
       if (!v) continue;
       const auto scales = variant_scales(*v);
       if (!scales || *scales != ds_) continue;
@@ -304,8 +277,8 @@ class Stager {
               param_of(*v, "nonfinite") + ", not " + param_of(c_, "nonfinite");
       else
         why = "the " + std::to_string(n) + " differing scales (deltas in " + unit + ": " + deltas +
-              ") are what the scale rule " + changes_str(s.changes) + " gives, not the contract's";
-      why += " (re-running the contract with " + changes_str(s.changes) + " reproduces every scale";
+              ") are what the scale rule " + changes_words(s.changes) + " gives, not the contract's";
+      why += " (re-running the contract with " + changes_words(s.changes) + " reproduces every scale";
       const ContractOutput o = run_contract(*v, x_, kRef);
       const bool everything = same_bytes(o.payload, dev_.payload) && same_bytes(o.scale, dev_.scale);
       why += everything ? " and payload byte)" : ")";
@@ -399,7 +372,7 @@ class Stager {
     return ds == qs && std::abs(dm - qm) == 1;
   }
 
-  // The device's payload codes explained by variant v quantizing with the device's own scales,
+  // The device's payload codes explained by contract_variant v quantizing with the device's own scales,
   // on the elements `where` selects: all of them (and none broken elsewhere) -> true.
   bool explains(const Contract& v, const std::function<bool(std::int64_t)>& where) const {
     std::vector<std::uint8_t> codes;
@@ -454,7 +427,7 @@ class Stager {
         if (done || c_.family != Family::mx) break;
         for (const std::string& value : r.values) {
           if (param_of(c_, r.param) == value) continue;
-          const std::optional<Contract> v = variant(c_, {{r.param, value}});
+          const std::optional<Contract> v = contract_variant(c_, {{r.param, value}});
           if (!v) continue;
           if (want_scales) {
             const auto scales = variant_scales(*v);
@@ -487,7 +460,7 @@ class Stager {
         const auto w = static_cast<std::int8_t>(static_cast<std::uint8_t>(static_cast<std::int64_t>(r) & 0xFF));
         wrapped += static_cast<std::int8_t>(a_[static_cast<std::size_t>(e)]) == w ? 1 : 0;
       }
-      const std::optional<Contract> nan = c_.family == Family::mx ? variant(c_, {{"overflow", "nan"}}) : std::nullopt;
+      const std::optional<Contract> nan = c_.family == Family::mx ? contract_variant(c_, {{"overflow", "nan"}}) : std::nullopt;
       auto saturating = [&](std::int64_t e) { return is_error[static_cast<std::size_t>(e)] && cls[static_cast<std::size_t>(e)] == ElemClass::saturation; };
       if (c_.family != Family::mx && wrapped == n)
         out.push_back(make("wraparound", {{"saturation", n}, {"wrapped_mod_256", wrapped}},
@@ -512,7 +485,7 @@ class Stager {
     };
     struct Suspect {
       const char* signature;
-      Changes changes;
+      ParamChanges changes;
     };
     std::vector<Suspect> suspects;
     if (c_.family == Family::mx) {
@@ -527,16 +500,16 @@ class Stager {
     const std::int64_t n = ties + off;
     const std::vector<std::pair<std::string, std::int64_t>> ev{{"payload_errors", n}, {"exact_ties", ties}, {"off_tie", off}};
     for (const Suspect& s : suspects) {
-      const std::optional<Contract> v = variant(c_, s.changes);
+      const std::optional<Contract> v = contract_variant(c_, s.changes);
       if (!v || !explains(*v, rounding_class)) continue;
       const std::string was = param_of(c_, s.changes[0].first);
       std::string why = std::string(s.signature) == "rounding_mode"
                             ? "the " + std::to_string(n) + " payload differences (" + std::to_string(ties) +
                                   " at exact ties, " + std::to_string(off) + " off ties) are what " +
-                                  changes_str(s.changes) + " gives: the device rounds " + s.changes[0].second +
+                                  changes_words(s.changes) + " gives: the device rounds " + s.changes[0].second +
                                   ", not " + was
                             : "the " + std::to_string(n) + " payload differences (" + std::to_string(off) +
-                                  " off ties) are what " + changes_str(s.changes) +
+                                  " off ties) are what " + changes_words(s.changes) +
                                   " gives: the device multiplies by a reciprocal (or divides) where the contract " +
                                   (was == "divide" ? "divides by the stored scale" : "uses quotient=" + was);
       out.push_back(make(s.signature, ev, why + " (re-running the contract with it reproduces them)", true));
@@ -597,7 +570,7 @@ std::vector<Diagnosis> diagnose_pool(const Contract& c, const TensorView& x, con
     in_tail += grid.is_tail_group(grid.group_of(e)) ? 1 : 0;
   }
   const std::string other = c.divisor == PoolDivisor::true_length ? "uniform" : "true_length";
-  const std::optional<Contract> v = variant(c, {{"divisor", other}});
+  const std::optional<Contract> v = contract_variant(c, {{"divisor", other}});
   const bool confirmed = v && same_bytes(run_contract(*v, x, kRef).output, dev.output);
   if (!confirmed && (in_tail != differing || !grid.has_tail())) return {};
   const std::int64_t len = x.shape[1];

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "conformance/contract_variant.hpp"
 #include "conformance/scale_grid.hpp"
 #include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
@@ -16,7 +17,6 @@
 namespace qexact::conformance {
 namespace {
 
-using Changes = std::vector<std::pair<std::string, std::string>>;
 const RunOptions kReferenceRun{Engine::reference, 1};
 
 // Parameters by how much a change of them tells (a pair of changes is named by the more telling
@@ -33,34 +33,16 @@ std::size_t telling_rank(const std::string& key) {
   return std::size(kSignatures);
 }
 
-std::string signature_of(const Changes& ch) {
+std::string signature_of(const ParamChanges& ch) {
   std::size_t best = std::size(kSignatures);
   for (const auto& kv : ch) best = std::min(best, telling_rank(kv.first));
   return best < std::size(kSignatures) ? kSignatures[best].second : "parameter";
-}
-
-std::string changes_words(const Changes& ch) {
-  std::string s;
-  for (const auto& [k, v] : ch) s += (s.empty() ? "" : ", ") + k + "=" + v;
-  return s;
 }
 
 std::string value_of(const Contract& c, const std::string& key) {
   for (const auto& [k, v] : params(c))
     if (k == key) return v;
   return "";
-}
-
-// c with ch applied, or nullopt when that is not a valid contract.
-std::optional<Contract> changed(const Contract& c, const Changes& ch) {
-  Contract v = c;
-  try {
-    for (const auto& [k, val] : ch) set_param(v, k, val);
-    validate(v);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  return v;
 }
 
 bool identical(const Tensor& a, const Tensor& b) {
@@ -70,15 +52,6 @@ bool identical(const Tensor& a, const Tensor& b) {
 
 bool reproduces(const ContractOutput& o, const DeviceOutput& d) {
   return identical(o.payload, d.payload) && identical(o.scale, d.scale) && identical(o.tensor_scale, d.tensor_scale);
-}
-
-std::int64_t matching(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() != b.nbytes()) return 0;
-  const auto* pa = static_cast<const std::uint8_t*>(a.raw());
-  const auto* pb = static_cast<const std::uint8_t*>(b.raw());
-  std::int64_t n = 0;
-  for (std::size_t i = 0; i < a.nbytes(); ++i) n += pa[i] == pb[i] ? 1 : 0;
-  return n;
 }
 
 // Every grain the shape allows: tensor, row, group:2^k and group:C, tile:2^a x 2^b,
@@ -113,11 +86,11 @@ class Search {
     std::optional<std::pair<Contract, ContractOutput>> best;
     std::int64_t best_scale = -1, best_payload = -1;
     for (const std::string& g : grains_for(x_.shape)) {
-      const std::optional<Contract> v = changed(c_, {{"granularity", g}});
+      const std::optional<Contract> v = contract_variant(c_, {{"granularity", g}});
       if (!v || !shape_fits(*v)) continue;
       std::optional<ContractOutput> o = run(*v);
       if (!o || o->scale.dtype() != dev_.scale.dtype()) continue;
-      const std::int64_t sm = matching(o->scale, dev_.scale), pm = matching(o->payload, dev_.payload);
+      const std::int64_t sm = matching_bytes(o->scale, dev_.scale), pm = matching_bytes(o->payload, dev_.payload);
       if (sm > best_scale || (sm == best_scale && pm > best_payload)) {
         best_scale = sm;
         best_payload = pm;
@@ -129,14 +102,14 @@ class Search {
 
   // Change sets that reproduce every device byte: single changes first; when none does, a
   // change the contract refuses alone, completed by one change of another parameter.
-  std::vector<Changes> reproducing(const Contract& base) const {
-    std::vector<Changes> found, refused;
+  std::vector<ParamChanges> reproducing(const Contract& base) const {
+    std::vector<ParamChanges> found, refused;
     const auto ps = params(base);
     for (const auto& [key, current] : ps)
       for (const std::string& value : candidates(base.family, key, x_.shape)) {
         if (value == current) continue;
-        const Changes ch{{key, value}};
-        const std::optional<Contract> v = changed(base, ch);
+        const ParamChanges ch{{key, value}};
+        const std::optional<Contract> v = contract_variant(base, ch);
         if (!v) {
           refused.push_back(ch);
           continue;
@@ -144,14 +117,14 @@ class Search {
         if (try_reproduces(*v)) found.push_back(ch);
       }
     if (!found.empty()) return found;
-    for (const Changes& first : refused)
+    for (const ParamChanges& first : refused)
       for (const auto& [key, current] : ps) {
         if (key == first[0].first) continue;
         for (const std::string& value : candidates(base.family, key, x_.shape)) {
           if (value == current) continue;
-          Changes ch = first;
+          ParamChanges ch = first;
           ch.emplace_back(key, value);
-          const std::optional<Contract> v = changed(base, ch);
+          const std::optional<Contract> v = contract_variant(base, ch);
           if (v && try_reproduces(*v)) found.push_back(ch);
         }
       }
@@ -306,7 +279,7 @@ std::vector<Diagnosis> diagnose_by_search(const Contract& c, const TensorView& x
     const bool all = reproduces(base_out, device);
     const auto scale_bytes = static_cast<std::int64_t>(device.scale.nbytes());
     const auto payload_bytes = static_cast<std::int64_t>(device.payload.nbytes());
-    const std::int64_t sm = matching(base_out.scale, device.scale), pm = matching(base_out.payload, device.payload);
+    const std::int64_t sm = matching_bytes(base_out.scale, device.scale), pm = matching_bytes(base_out.payload, device.payload);
     out.push_back(Diagnosis{
         "granularity",
         {{"scale_bytes", scale_bytes},
@@ -321,7 +294,7 @@ std::vector<Diagnosis> diagnose_by_search(const Contract& c, const TensorView& x
         all});
     if (all) return out;
   }
-  for (const Changes& ch : search.reproducing(base)) {
+  for (const ParamChanges& ch : search.reproducing(base)) {
     std::string was;
     for (const auto& kv : ch) was += (was.empty() ? "" : ", ") + kv.first + "=" + value_of(base, kv.first);
     out.push_back(Diagnosis{signature_of(ch),
