@@ -8,6 +8,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -74,7 +75,8 @@ HWY_INLINE void StoreCodes(VI code, std::int64_t count, std::uint8_t* out) {
   }
   HWY_ALIGN std::uint8_t tmp[kMaxLanes];
   hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, tmp);
-  std::memcpy(out, tmp, static_cast<std::size_t>(count));
+  // count < Lanes <= sizeof tmp; the min makes that visible to GCC's overread check (ASan build).
+  std::memcpy(out, tmp, std::min(static_cast<std::size_t>(count), sizeof tmp));
 }
 
 std::uint32_t AbsMaxBits(const Fp8Plan& p, std::int64_t offset, std::int64_t n) {
