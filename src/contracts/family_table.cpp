@@ -126,6 +126,23 @@ std::vector<std::string> output_names(const Contract& c) {
   return names;
 }
 
+void require_quantized(const Contract& c, const TensorView& payload, const TensorView& scale,
+                       const TensorView& tensor_scale, const Shape& x) {
+  const std::vector<OutputSpec> specs = family_traits(c.family).outputs(c, x);
+  const TensorView* given[] = {&payload, &scale, &tensor_scale};
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const TensorView& g = *given[i];
+    if (g.data == nullptr && shape_numel(specs[i].shape) > 0)
+      fail(ErrorKind::bad_argument, std::string(family_name(c.family)) + " dequantize needs its " + specs[i].name);
+    if (g.dtype != specs[i].dtype || g.shape != specs[i].shape)
+      fail(ErrorKind::bad_argument, std::string(family_name(c.family)) + " " + specs[i].name + " must be " +
+                                        dtype_name(specs[i].dtype) + " of shape " + shape_str(specs[i].shape) +
+                                        ", got " + dtype_name(g.dtype) + " " + shape_str(g.shape));
+  }
+  if (specs.size() < 3 && tensor_scale.data != nullptr)
+    fail(ErrorKind::bad_argument, std::string(family_name(c.family)) + " has no tensor scale, but one was given");
+}
+
 void require_quantizer(const Contract& c, const char* what) {
   if (c.family == Family::hif4)
     fail(ErrorKind::bad_argument, std::string("hif4 has no ") + what + ": use " +

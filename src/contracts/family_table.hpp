@@ -47,6 +47,12 @@ const std::vector<FamilyTraits>& family_table();
 // output_specs' names by the tests.
 std::vector<std::string> output_names(const Contract& c);
 
+// Checks the quantized tensors a dequantizer is handed against output_specs(c, x): each output
+// the contract has is present, of its dtype and shape (tensor_scale: an empty view, data ==
+// nullptr, where the contract has none). Throws bad_argument naming the first one that is not.
+void require_quantized(const Contract& c, const TensorView& payload, const TensorView& scale,
+                       const TensorView& tensor_scale, const Shape& x);
+
 // Throws bad_argument naming the contract when its family does not quantize.
 void require_quantizer(const Contract& c, const char* what);
 

@@ -81,17 +81,6 @@ Shape grain_scale_shape(const ScaleGrain& g, const Shape& x, const char* what) {
   return Shape{};
 }
 
-Shape check_grain_quantized(const ScaleGrain& g, const TensorView& payload, const TensorView& scale, const Shape& x) {
-  const Shape ss = grain_scale_shape(g, x, "fp8.scaled");
-  if (payload.dtype != DType::u8 || payload.shape != x)
-    fail(ErrorKind::bad_argument, "fp8.scaled payload must be u8 of shape " + shape_str(x) + ", got " +
-                                      dtype_name(payload.dtype) + " " + shape_str(payload.shape));
-  if (scale.dtype != DType::f32 || scale.shape != ss)
-    fail(ErrorKind::bad_argument, "fp8.scaled scale must be f32 of shape " + shape_str(ss) + ", got " +
-                                      dtype_name(scale.dtype) + " " + shape_str(scale.shape));
-  return ss;
-}
-
 std::int64_t grain_scale_index(const ScaleGrain& g, const Shape& x, std::int64_t i) {
   if (g.kind == Granularity::head_block) {
     const std::int64_t S = x[1], N = x[2], D = x[3];

@@ -18,10 +18,6 @@ std::string scale_grain_name(const ScaleGrain& g);
 // leading dims), (B, N, ceil(S/T)) head_block. `what` names the contract in errors.
 Shape grain_scale_shape(const ScaleGrain& g, const Shape& x, const char* what);
 
-// Checks fp8.scaled's quantized outputs against the input shape (u8 payload of x's shape, f32
-// scale in the grain's shape) before dequantizing them; returns the scale shape.
-Shape check_grain_quantized(const ScaleGrain& g, const TensorView& payload, const TensorView& scale, const Shape& x);
-
 // Flat index (C order) into the scale tensor of the element with C-order flat index `i` of x.
 // The obviously correct mapping, one element at a time (the reference's and the tests').
 std::int64_t grain_scale_index(const ScaleGrain& g, const Shape& x, std::int64_t i);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/formats/element.hpp"
 #include "reference/reference.hpp"
@@ -232,7 +233,7 @@ QuantResult quantize_fp8_scaled_with_scales(const Contract& c, const TensorView&
 Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale,
                              const Shape& x_shape) {
   check_fp8(c, "the fp8.scaled dequantizer");
-  check_grain_quantized(c.granularity, payload, scale, x_shape);
+  require_quantized(c, payload, scale, TensorView{}, x_shape);
   const Tensor p = contiguous_copy(payload);
   const std::vector<float> s = to_f32_vector(scale);
   const bool descale = stores_descale(c);

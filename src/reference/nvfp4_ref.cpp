@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts/family_table.hpp"
 #include "formats/torchao_nan.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
@@ -201,17 +202,9 @@ QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, c
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape) {
   validate(c);
-  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
-  if (payload.dtype != DType::u8 || payload.shape != specs[0].shape || scale.dtype != DType::u8 ||
-      scale.shape != specs[1].shape)
-    fail(ErrorKind::bad_argument, "nvfp4 dequantize takes u8 payload " + shape_str(specs[0].shape) +
-                                      " and u8 E4M3 scales " + shape_str(specs[1].shape));
+  require_quantized(c, payload, scale, tensor_scale, x_shape);
   float t = 1.0f;
-  if (c.tensor_scale != TensorScale::none) {
-    if (tensor_scale.data == nullptr || tensor_scale.dtype != DType::f32 || shape_numel(tensor_scale.shape) != 1)
-      fail(ErrorKind::bad_argument, "nvfp4 dequantize with a tensor scale takes an f32 [] tensor_scale");
-    t = to_f32_vector(tensor_scale)[0];
-  }
+  if (c.tensor_scale != TensorScale::none) t = to_f32_vector(tensor_scale)[0];
   const Tensor p = contiguous_copy(payload);
   const Tensor s = contiguous_copy(scale);
   Tensor out(DType::f32, x_shape);

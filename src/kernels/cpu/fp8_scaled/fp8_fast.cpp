@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "kernels/cpu/fast.hpp"
 #include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
@@ -141,7 +142,7 @@ void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, co
                                 const Shape& x_shape, float* out, int threads) {
   kernels::apply_forced_target();
   check_fp8(c);
-  check_grain_quantized(c.granularity, payload, scale, x_shape);
+  require_quantized(c, payload, scale, TensorView{}, x_shape);
   Tensor pc, sc;
   const TensorView pv = payload.is_contiguous() ? payload : (pc = contiguous_copy(payload)).view();
   const TensorView sv = scale.is_contiguous() ? scale : (sc = contiguous_copy(scale)).view();

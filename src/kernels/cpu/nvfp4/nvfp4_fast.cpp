@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "contracts/family_table.hpp"
 #include "kernels/cpu/fast.hpp"
 #include "kernels/cpu/mx_scale_bits.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
@@ -91,18 +92,10 @@ std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uin
 void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                            const TensorView& tensor_scale, const Shape& x_shape, float* out, int threads) {
   validate(c);
-  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
-  if (payload.dtype != DType::u8 || payload.shape != specs[0].shape || scale.dtype != DType::u8 ||
-      scale.shape != specs[1].shape)
-    fail(ErrorKind::bad_argument, "nvfp4 dequantize takes u8 payload " + shape_str(specs[0].shape) +
-                                      " and u8 E4M3 scales " + shape_str(specs[1].shape));
+  require_quantized(c, payload, scale, tensor_scale, x_shape);
   float t = 1.0f;
   const bool two_level = c.tensor_scale != TensorScale::none;
-  if (two_level) {
-    if (tensor_scale.data == nullptr || tensor_scale.dtype != DType::f32 || shape_numel(tensor_scale.shape) != 1)
-      fail(ErrorKind::bad_argument, "nvfp4 dequantize with a tensor scale takes an f32 [] tensor_scale");
-    t = *static_cast<const float*>(tensor_scale.data);
-  }
+  if (two_level) t = *static_cast<const float*>(tensor_scale.data);
   const Tensor pc = payload.is_contiguous() ? Tensor() : contiguous_copy(payload);
   const Tensor sc = scale.is_contiguous() ? Tensor() : contiguous_copy(scale);
   const auto* pp = static_cast<const std::uint8_t*>(payload.is_contiguous() ? payload.data : pc.raw());
