@@ -129,7 +129,7 @@ TensorReport run_all_gather_local(const MpiSession& s, const Prepared& p, const 
   std::vector<PieceGeometry> geometry;
   for (int r = 0; r < world; ++r) {
     geometry.push_back(piece_geometry(c, full, t.axis, r * p.shard_length, p.shard_length));
-    scale_counts.push_back(shape_numel(geometry.back().scale) * plan::scale_element_bytes(c));
+    scale_counts.push_back(shape_numel(geometry.back().scale) * plan::scale_element_bytes(c, full));
   }
 
   QuantPiece mine;

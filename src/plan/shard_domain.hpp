@@ -41,8 +41,9 @@ bool has_tensor_amax(const Contract& c);
 // "tensor_scale" for nvfp4): with the agreed amax every rank computes it, none sends it.
 const char* tensor_amax_output(const Contract& c);
 
-// Bytes of one element of the contract's scale tensor (MX: E8M0, one byte).
-std::int64_t scale_element_bytes(const Contract& c);
+// Bytes of one element of the contract's scale tensor for input shape x: its scale output's
+// dtype (MX: E8M0, one byte).
+std::int64_t scale_element_bytes(const Contract& c, const Shape& x);
 
 // Why quantize-before cannot run for this tensor (nullopt when it can): its sharded axis, or
 // for all_to_all its re-sharded axis, would cut the scale layout (the run re-shards along
