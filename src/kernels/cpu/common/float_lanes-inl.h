@@ -4,11 +4,11 @@
 // target. Loads widen exactly (every bf16 and f16 value is an fp32 value); stores round to
 // nearest even with the narrow format's subnormals, overflow to +/-inf and NaN kept quiet with
 // its sign, as qexact/formats/{bf16,fp16}.hpp define them.
-#if defined(QEXACT_KERNELS_CPU_FLOAT_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QEXACT_KERNELS_CPU_FLOAT_LANES_INL_H_
-#undef QEXACT_KERNELS_CPU_FLOAT_LANES_INL_H_
+#if defined(QEXACT_KERNELS_CPU_COMMON_FLOAT_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_COMMON_FLOAT_LANES_INL_H_
+#undef QEXACT_KERNELS_CPU_COMMON_FLOAT_LANES_INL_H_
 #else
-#define QEXACT_KERNELS_CPU_FLOAT_LANES_INL_H_
+#define QEXACT_KERNELS_CPU_COMMON_FLOAT_LANES_INL_H_
 #endif
 
 #include <hwy/cache_control.h>
@@ -123,4 +123,4 @@ HWY_INLINE void StoreNarrowed(DF df, DType dt, hn::Vec<DF> v, void* p) {
 }  // namespace qexact::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // QEXACT_KERNELS_CPU_FLOAT_LANES_INL_H_ toggle
+#endif  // QEXACT_KERNELS_CPU_COMMON_FLOAT_LANES_INL_H_ toggle

@@ -1,7 +1,7 @@
-// Array forms of float_lanes-inl.hpp, one body per SIMD target.
+// Array forms of float_lanes-inl.h, one body per SIMD target.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/float_lanes.cpp"
-#include "kernels/cpu/float_lanes.hpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/common/float_lanes.cpp"
+#include "kernels/cpu/common/float_lanes.hpp"
 
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

@@ -1,4 +1,4 @@
-// The fast kernels' own conversions between fp32 and the tensor dtypes (float_lanes-inl.hpp)
+// The fast kernels' own conversions between fp32 and the tensor dtypes (float_lanes-inl.h)
 // over whole arrays, on the SIMD target dispatch picks: what the tests hold to
 // qexact/formats/{bf16,fp16}.hpp bit for bit, NaN, subnormals and overflow included.
 #pragma once

@@ -1,6 +1,6 @@
 // Which SIMD target the fast kernels dispatch to, and QEXACT_FORCE_TARGET to choose it.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/simd_target.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/common/simd_target.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -17,7 +17,7 @@ HWY_AFTER_NAMESPACE();
 #include <mutex>
 #include <string>
 
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::kernels {

@@ -1,19 +1,19 @@
 // Fast HiF4 fake-quant (contracts §5), one SIMD body per x86 target (google/highway), dispatched
 // at run time. Blocks along the last axis are line blocks (64 contiguous values, see
-// hif4_lanes-inl.hpp); blocks across a later axis are column blocks: N neighbouring inner
+// hif4_lanes-inl.h); blocks across a later axis are column blocks: N neighbouring inner
 // positions are N blocks, one per lane, walked down the quantized axis a row at a time, so
 // that the contiguous rows are read and written whole and no transposed copy is made.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/hif4_fake_quant.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/hif4/hif4_fake_quant.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/hif4_kernels.hpp"
-#include "kernels/cpu/hif4_lanes-inl.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/hif4/hif4_kernels.hpp"
+#include "kernels/cpu/hif4/hif4_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

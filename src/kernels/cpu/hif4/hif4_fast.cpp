@@ -5,9 +5,9 @@
 
 #include "contracts/hif4_checks.hpp"
 #include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/hif4_kernels.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/hif4/hif4_kernels.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 
 namespace qexact::fast {
 namespace {

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/hif4_plan.hpp"
+#include "kernels/cpu/hif4/hif4_plan.hpp"
 
 namespace qexact::kernels {
 

@@ -3,11 +3,11 @@
 // the contract's order (Mul, Div, never MulAdd; -ffp-contract=off); the roundings (bf16, the
 // E6M2 scale) are done on the integer bits. Two layouts use them: line blocks (64 contiguous
 // values, below) and column blocks (one whole block per lane, in hif4_fake_quant.cpp).
-#if defined(QEXACT_KERNELS_CPU_HIF4_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QEXACT_KERNELS_CPU_HIF4_LANES_INL_H_
-#undef QEXACT_KERNELS_CPU_HIF4_LANES_INL_H_
+#if defined(QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_
+#undef QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_
 #else
-#define QEXACT_KERNELS_CPU_HIF4_LANES_INL_H_
+#define QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_
 #endif
 
 #include <hwy/highway.h>
@@ -18,8 +18,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/hif4_plan.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/hif4/hif4_plan.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
@@ -372,4 +372,4 @@ HWY_INLINE void Hif4ForLineBatches(const Hif4Plan& p, std::int64_t first, std::i
 }  // namespace qexact::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // QEXACT_KERNELS_CPU_HIF4_LANES_INL_H_ toggle
+#endif  // QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_ toggle

@@ -1,13 +1,13 @@
 // Fast HiF4 packing (contracts §5), one SIMD body per x86 target, dispatched at run time: the
-// line blocks of hif4_lanes-inl.hpp, their codes written as nibbles and their L2 and L3 bits
+// line blocks of hif4_lanes-inl.h, their codes written as nibbles and their L2 and L3 bits
 // gathered into the scale bytes.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/hif4_pack.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/hif4/hif4_pack.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/cpu/hif4_kernels.hpp"
-#include "kernels/cpu/hif4_lanes-inl.hpp"
+#include "kernels/cpu/hif4/hif4_kernels.hpp"
+#include "kernels/cpu/hif4/hif4_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

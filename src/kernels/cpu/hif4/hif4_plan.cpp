@@ -1,4 +1,4 @@
-#include "kernels/cpu/hif4_plan.hpp"
+#include "kernels/cpu/hif4/hif4_plan.hpp"
 
 namespace qexact::kernels {
 

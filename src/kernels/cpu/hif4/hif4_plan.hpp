@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/strided_dims.hpp"
+#include "kernels/cpu/common/strided_dims.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::kernels {

@@ -1,14 +1,14 @@
 // Fast HiF4 unpacking (contracts §5), one SIMD body per x86 target, dispatched at run time: one
 // sub-group per lane (its two value bytes, its L2 and L3 bits), StoreInterleaved4 putting its
-// 4 elements back in order; each value is c * step with fake-quant's step (hif4_lanes-inl.hpp),
+// 4 elements back in order; each value is c * step with fake-quant's step (hif4_lanes-inl.h),
 // so that unpack(pack(x)) is fake_quant(x) bit for bit.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/hif4_unpack.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/hif4/hif4_unpack.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/cpu/hif4_kernels.hpp"
-#include "kernels/cpu/hif4_lanes-inl.hpp"
+#include "kernels/cpu/hif4/hif4_kernels.hpp"
+#include "kernels/cpu/hif4/hif4_lanes-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

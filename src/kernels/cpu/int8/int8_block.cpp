@@ -5,13 +5,13 @@
 // whole token at a time streams through memory; a unit per (b, head, token block) read runs of
 // D values one token stride apart, a new page each, which the prefetchers did not keep up with.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/int8_block.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/int8/int8_block.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <vector>
 
-#include "kernels/cpu/int8_span-inl.h"
+#include "kernels/cpu/int8/int8_span-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

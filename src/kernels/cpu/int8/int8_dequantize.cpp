@@ -2,15 +2,15 @@
 // float(q) * scale, one fp32 multiply as in the contract. A unit is a run of payload values in
 // C order that share one scale.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/int8_dequantize.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/int8/int8_dequantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/int8_plan.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/int8/int8_plan.hpp"
 #include "qexact/formats/fp16.hpp"
 
 HWY_BEFORE_NAMESPACE();

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/int8_plan.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/int8/int8_plan.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 
 namespace qexact::fast {
 namespace {

@@ -2,11 +2,11 @@
 // unit is one group, numbered in C order (the scale's flat index): reduce, form the scale,
 // quantize the group again from cache.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/int8_group.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/int8/int8_group.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/cpu/int8_span-inl.h"
+#include "kernels/cpu/int8/int8_span-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

@@ -1,4 +1,4 @@
-#include "kernels/cpu/int8_plan.hpp"
+#include "kernels/cpu/int8/int8_plan.hpp"
 
 #include <algorithm>
 #include <cmath>

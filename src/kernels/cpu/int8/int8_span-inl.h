@@ -2,11 +2,11 @@
 // (step 1) and the element quantization (steps 4-5), shared by the block, token and group
 // kernels. Every value goes through the same IEEE fp32 operations as in the contract, in its
 // order: a division is Div, a multiply is Mul, never fused. Included once per target.
-#if defined(QEXACT_KERNELS_CPU_INT8_SPAN_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QEXACT_KERNELS_CPU_INT8_SPAN_INL_H_
-#undef QEXACT_KERNELS_CPU_INT8_SPAN_INL_H_
+#if defined(QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_
+#undef QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_
 #else
-#define QEXACT_KERNELS_CPU_INT8_SPAN_INL_H_
+#define QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_
 #endif
 
 #include <hwy/cache_control.h>
@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/int8_plan.hpp"
-#include "kernels/cpu/float_lanes-inl.hpp"
+#include "kernels/cpu/int8/int8_plan.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -284,4 +284,4 @@ HWY_INLINE void WithElementArithmetic(const Int8Plan& p, Body&& body) {
 }  // namespace qexact::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
-#endif  // QEXACT_KERNELS_CPU_INT8_SPAN_INL_H_
+#endif  // QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_

@@ -6,13 +6,13 @@
 //                     source again chunk by chunk and quantizes: nothing row-sized is held.
 // Both apply the same lane arithmetic to the same values, so they give the same bytes.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/int8_token.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/int8/int8_token.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <vector>
 
-#include "kernels/cpu/int8_span-inl.h"
+#include "kernels/cpu/int8/int8_span-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

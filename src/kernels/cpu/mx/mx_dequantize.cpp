@@ -1,15 +1,15 @@
 // Fast MX dequantize: element codes decoded on their bits (SIMD for byte-wide codes, a 16-entry
 // table for packed FP4) times the decoded E8M0 scale, one fp32 multiply as in the contract.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/mx_dequantize.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/mx/mx_dequantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstdint>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/mx_plan.hpp"
-#include "kernels/cpu/mx_scale_bits.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/mx/mx_plan.hpp"
+#include "kernels/cpu/mx/mx_scale_bits.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/mx_plan.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/mx/mx_plan.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 
 namespace qexact::kernels {
 void quantize_mx_groups(const MxPlan& p, std::int64_t first, std::int64_t last);

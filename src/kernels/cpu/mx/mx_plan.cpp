@@ -1,4 +1,4 @@
-#include "kernels/cpu/mx_plan.hpp"
+#include "kernels/cpu/mx/mx_plan.hpp"
 
 #include <array>
 #include <bit>

@@ -4,15 +4,15 @@
 // the contract's division: both are one correct rounding of the same real number) and rounds
 // elements with integer arithmetic on the fp32 bits. It shares no code with reference/.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/mx_quantize.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/mx/mx_quantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstring>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/mx_plan.hpp"
-#include "kernels/cpu/mx_scale_bits.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/mx/mx_plan.hpp"
+#include "kernels/cpu/mx/mx_scale_bits.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

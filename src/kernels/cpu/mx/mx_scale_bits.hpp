@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "formats/torchao_nan.hpp"
-#include "kernels/cpu/mx_plan.hpp"
+#include "kernels/cpu/mx/mx_plan.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 

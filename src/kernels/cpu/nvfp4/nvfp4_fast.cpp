@@ -8,11 +8,11 @@
 
 #include "contracts/family_table.hpp"
 #include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/mx_scale_bits.hpp"
+#include "kernels/cpu/mx/mx_scale_bits.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::fast {

@@ -15,10 +15,10 @@
 #include <string>
 
 #include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/pool_plan.hpp"
-#include "kernels/cpu/quotient_rounding.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/pool/pool_plan.hpp"
+#include "kernels/cpu/pool/quotient_rounding.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "reference/exact_sum.hpp"

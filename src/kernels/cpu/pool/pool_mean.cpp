@@ -4,14 +4,14 @@
 // smallest ulp (significand << (exponent - smallest), in 64-bit lanes), which is exact when
 // the range fits (the caller checks, and sums the other columns another way).
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/pool_mean.cpp"
+#define HWY_TARGET_INCLUDE "kernels/cpu/pool/pool_mean.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstring>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/pool_plan.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/pool/pool_plan.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {

@@ -1,6 +1,6 @@
-#include "kernels/cpu/pool_plan.hpp"
+#include "kernels/cpu/pool/pool_plan.hpp"
 
-#include "kernels/cpu/strided_dims.hpp"
+#include "kernels/cpu/common/strided_dims.hpp"
 
 namespace qexact::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/quotient_rounding.hpp"
+#include "kernels/cpu/pool/quotient_rounding.hpp"
 
 #include <algorithm>
 
