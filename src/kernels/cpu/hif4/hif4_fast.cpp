@@ -4,10 +4,10 @@
 #include <string>
 
 #include "contracts/hif4_checks.hpp"
-#include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/hif4/hif4_kernels.hpp"
 #include "kernels/cpu/common/parallel.hpp"
 #include "kernels/cpu/common/simd_target.hpp"
+#include "kernels/cpu/hif4/hif4_fast.hpp"
+#include "kernels/cpu/hif4/hif4_kernels.hpp"
 
 namespace qexact::fast {
 namespace {

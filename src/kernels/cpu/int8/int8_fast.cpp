@@ -8,10 +8,10 @@
 #include <atomic>
 #include <string>
 
-#include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/int8/int8_plan.hpp"
 #include "kernels/cpu/common/parallel.hpp"
 #include "kernels/cpu/common/simd_target.hpp"
+#include "kernels/cpu/int8/int8_fast.hpp"
+#include "kernels/cpu/int8/int8_plan.hpp"
 
 namespace qexact::fast {
 namespace {

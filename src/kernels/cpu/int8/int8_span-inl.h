@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/int8/int8_plan.hpp"
 #include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/int8/int8_plan.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 

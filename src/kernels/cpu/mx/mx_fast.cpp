@@ -2,10 +2,10 @@
 // the SIMD kernels (mx_quantize.cpp, mx_dequantize.cpp).
 #include <cstring>
 
-#include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/mx/mx_plan.hpp"
 #include "kernels/cpu/common/parallel.hpp"
 #include "kernels/cpu/common/simd_target.hpp"
+#include "kernels/cpu/mx/mx_fast.hpp"
+#include "kernels/cpu/mx/mx_plan.hpp"
 
 namespace qexact::kernels {
 void quantize_mx_groups(const MxPlan& p, std::int64_t first, std::int64_t last);

@@ -3,24 +3,13 @@
 // power-of-two multiplier elements are scaled by.
 #pragma once
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 
 #include "formats/torchao_nan.hpp"
+#include "kernels/cpu/common/scalar_load.hpp"
 #include "kernels/cpu/mx/mx_plan.hpp"
-#include "qexact/formats/bf16.hpp"
-#include "qexact/formats/fp16.hpp"
 
 namespace qexact::kernels {
-
-inline float bits_to_float(std::uint32_t b) { return std::bit_cast<float>(b); }
-inline std::uint32_t float_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
-
-inline float load_scalar_f32(DType dt, const std::uint8_t* base, std::int64_t index) {
-  if (dt == DType::f32) return reinterpret_cast<const float*>(base)[index];
-  const std::uint16_t h = reinterpret_cast<const std::uint16_t*>(base)[index];
-  return dt == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
-}
 
 struct GroupScale {
   std::uint8_t byte = 0;

@@ -12,7 +12,7 @@
 #include <cmath>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
-#include "kernels/cpu/mx/mx_scale_bits.hpp"
+#include "kernels/cpu/common/scalar_load.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
 

@@ -14,11 +14,11 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/cpu/fast.hpp"
 #include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
+#include "kernels/cpu/pool/pool_fast.hpp"
 #include "kernels/cpu/pool/pool_plan.hpp"
 #include "kernels/cpu/pool/quotient_rounding.hpp"
-#include "kernels/cpu/common/simd_target.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "reference/exact_sum.hpp"
