@@ -1,9 +1,15 @@
 #include "kernels/family_kernels.hpp"
 
 #include "contracts/family_table.hpp"
-#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/fp8_scaled/fp8_fast.hpp"
+#include "kernels/cpu/int8/int8_fast.hpp"
+#include "kernels/cpu/mx/mx_fast.hpp"
+#include "kernels/cpu/nvfp4/nvfp4_fast.hpp"
 #include "qexact/error.hpp"
-#include "reference/reference.hpp"
+#include "reference/fp8_scaled_ref.hpp"
+#include "reference/int8_ref.hpp"
+#include "reference/mx_ref.hpp"
+#include "reference/nvfp4_ref.hpp"
 
 namespace qexact {
 namespace {
