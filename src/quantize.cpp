@@ -7,11 +7,13 @@
 
 #include "contracts/family_table.hpp"
 #include "contracts/hif4_checks.hpp"
-#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/hif4/hif4_fast.hpp"
+#include "kernels/cpu/pool/pool_fast.hpp"
 #include "kernels/family_kernels.hpp"
 #include "out_checks.hpp"
 #include "qexact/pool.hpp"
-#include "reference/reference.hpp"
+#include "reference/hif4_ref.hpp"
+#include "reference/pool_mean_ref.hpp"
 
 namespace qexact {
 

@@ -14,7 +14,7 @@
 
 #include "qexact/error.hpp"
 
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/tensor.hpp"

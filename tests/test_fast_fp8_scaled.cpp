@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "fast_test_util.hpp"
-#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/fp8_scaled/fp8_fast.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
-#include "reference/reference.hpp"
+#include "reference/fp8_scaled_ref.hpp"
 #include "tensor_test_util.hpp"
 
 namespace {

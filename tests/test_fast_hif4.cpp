@@ -17,7 +17,7 @@
 #include "conformance/cases.hpp"
 #include "fast_test_util.hpp"
 #include "hif4_test_util.hpp"
-#include "kernels/cpu/float_lanes.hpp"
+#include "kernels/cpu/common/float_lanes.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e6m2.hpp"

@@ -18,10 +18,10 @@
 
 #include "conformance/cases.hpp"
 #include "fast_test_util.hpp"
-#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/int8/int8_fast.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
-#include "reference/reference.hpp"
+#include "reference/int8_ref.hpp"
 
 namespace qexact {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fast_test_util.hpp"
-#include "kernels/cpu/quotient_rounding.hpp"
+#include "kernels/cpu/pool/quotient_rounding.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/pool.hpp"

@@ -16,7 +16,7 @@
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/quantize.hpp"
-#include "reference/reference.hpp"
+#include "reference/with_scales_ref.hpp"
 #include "tensor_test_util.hpp"
 
 namespace {

@@ -23,7 +23,7 @@
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
 #include "qexact/quantize.hpp"
-#include "reference/reference.hpp"
+#include "reference/with_scales_ref.hpp"
 #include "tensor_test_util.hpp"
 
 namespace qexact::conformance {

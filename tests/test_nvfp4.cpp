@@ -11,7 +11,7 @@
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/quantize.hpp"
-#include "reference/reference.hpp"
+#include "reference/with_scales_ref.hpp"
 
 namespace qexact {
 namespace {

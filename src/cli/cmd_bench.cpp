@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "perf/roofline.hpp"
 
 namespace qexact::cli {

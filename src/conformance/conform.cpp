@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "conformance/cases.hpp"
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "qexact/pool.hpp"
 #include "qexact/quantize.hpp"
 

@@ -19,7 +19,8 @@
 #include "qexact/formats/fp16.hpp"
 #include "qexact/formats/int8.hpp"
 #include "reference/int8_steps.hpp"
-#include "reference/reference.hpp"
+#include "reference/mx_ref.hpp"
+#include "reference/with_scales_ref.hpp"
 
 namespace qexact::conformance {
 namespace {

@@ -7,7 +7,7 @@
 #include "qexact/error.hpp"
 
 #include "qexact/quantize.hpp"
-#include "reference/reference.hpp"
+#include "reference/mx_ref.hpp"
 
 namespace qexact::conformance {
 namespace {

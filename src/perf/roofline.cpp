@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu/simd_target.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "perf/measure.hpp"
 #include "perf/prepared_kernel.hpp"
 

@@ -21,7 +21,7 @@
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/formats/element.hpp"
-#include "reference/reference.hpp"
+#include "reference/fp8_scaled_ref.hpp"
 
 namespace qexact::ref {
 namespace {

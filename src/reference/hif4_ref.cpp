@@ -14,7 +14,7 @@
 #include "contracts/hif4_checks.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e6m2.hpp"
-#include "reference/reference.hpp"
+#include "reference/hif4_ref.hpp"
 
 namespace qexact::ref {
 namespace {

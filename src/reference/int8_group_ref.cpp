@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/int8_ref.hpp"
 #include "reference/int8_steps.hpp"
-#include "reference/reference.hpp"
 
 namespace qexact::ref {
 

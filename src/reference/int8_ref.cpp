@@ -10,7 +10,7 @@
 #include "reference/int8_steps.hpp"
 
 #include "contracts/family_table.hpp"
-#include "reference/reference.hpp"
+#include "reference/int8_ref.hpp"
 
 namespace qexact::ref {
 namespace int8 {

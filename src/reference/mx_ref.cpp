@@ -8,7 +8,7 @@
 #include "formats/torchao_nan.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e8m0.hpp"
-#include "reference/reference.hpp"
+#include "reference/mx_ref.hpp"
 
 namespace qexact::ref {
 namespace {

@@ -20,7 +20,7 @@
 #include "formats/torchao_nan.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
-#include "reference/reference.hpp"
+#include "reference/nvfp4_ref.hpp"
 
 namespace qexact::ref {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "qexact/pool.hpp"
 #include "reference/exact_sum.hpp"
-#include "reference/reference.hpp"
+#include "reference/pool_mean_ref.hpp"
 
 namespace qexact {
 namespace {

@@ -1,4 +1,4 @@
-// The reference's "quantize with these scales" (reference.hpp): the contract's element steps
+// The reference's "quantize with these scales" (with_scales_ref.hpp): the contract's element steps
 // applied with scales given from outside, to tell a device's scale errors from its payload
 // errors. MX, nvfp4 and fp8.scaled live in mx_ref.cpp, nvfp4_ref.cpp and fp8_scaled_ref.cpp beside
 // the steps they reuse; the int8 families are here. Which one a contract takes is its row of
@@ -8,8 +8,9 @@
 
 #include "contracts/family_table.hpp"
 #include "kernels/family_kernels.hpp"
+#include "reference/int8_ref.hpp"
 #include "reference/int8_steps.hpp"
-#include "reference/reference.hpp"
+#include "reference/with_scales_ref.hpp"
 
 namespace qexact::ref {
 

@@ -12,10 +12,10 @@
 
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
-#include "kernels/cpu/fast.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
+#include "kernels/cpu/fp8_scaled/fp8_fast.hpp"
 #include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd_target.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
 #include "qexact/formats/fp16.hpp"

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
 
 HWY_BEFORE_NAMESPACE();

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "contracts/family_table.hpp"
-#include "kernels/cpu/fast.hpp"
-#include "kernels/cpu/mx_scale_bits.hpp"
+#include "kernels/cpu/common/parallel.hpp"
+#include "kernels/cpu/common/scalar_load.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
+#include "kernels/cpu/nvfp4/nvfp4_fast.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
-#include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd_target.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::fast {

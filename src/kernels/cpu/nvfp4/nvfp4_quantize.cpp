@@ -11,8 +11,8 @@
 
 #include <cmath>
 
-#include "kernels/cpu/float_lanes-inl.hpp"
-#include "kernels/cpu/mx_scale_bits.hpp"
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/common/scalar_load.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
 

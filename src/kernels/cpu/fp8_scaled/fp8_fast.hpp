@@ -1,0 +1,23 @@
+// Fast fp8.scaled kernels (contracts §9.1), the entry points of fp8_fast.cpp; the rules every
+// fast entry point follows (checks, threads, determinism, the _into forms) are in
+// kernels/cpu/README.md.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::fast {
+
+// u8 codes of x's shape, f32 scales in the granularity's shape.
+QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x, int threads);
+Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale,
+                             const Shape& x_shape, int threads);
+std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
+                                     int threads);
+void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                                const Shape& x_shape, float* out, int threads);
+
+}  // namespace qexact::fast

@@ -1,0 +1,375 @@
+// The steps of the HiF4 contract (contracts §5) on SIMD lanes, for the fast kernels (a Highway
+// per-target header). Every step is lane-wise and is the contract's own IEEE fp32 operation in
+// the contract's order (Mul, Div, never MulAdd; -ffp-contract=off); the roundings (bf16, the
+// E6M2 scale) are done on the integer bits. Two layouts use them: line blocks (64 contiguous
+// values, below) and column blocks (one whole block per lane, in hif4_fake_quant.cpp).
+#if defined(QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_
+#undef QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_
+#else
+#define QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/hif4/hif4_plan.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// At most 16 fp32 lanes: a line block's 16 sub-groups fill at most one vector.
+using Hif4DF = hn::CappedTag<float, 16>;
+using Hif4DI = hn::RebindToSigned<Hif4DF>;
+using Hif4VF = hn::Vec<Hif4DF>;
+using Hif4VI = hn::Vec<Hif4DI>;
+using Hif4MF = hn::Mask<Hif4DF>;
+using Hif4MI = hn::Mask<Hif4DI>;
+
+inline constexpr std::int32_t kHif4NaNBits = 0x7FC00000;  // the NaN of a non-finite block
+inline constexpr std::int32_t kHif4LargestFinite = 0x7F7FFFFF;
+
+// |x| as fp32 bits, NaN and +/-inf counted as 0 (for every max and every element code).
+HWY_INLINE Hif4VI Hif4FiniteMagnitude(Hif4VI bits) {
+  const Hif4DI di;
+  const Hif4VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  return hn::IfThenZeroElse(hn::Gt(abs, hn::Set(di, kHif4LargestFinite)), abs);
+}
+
+// The sign of the output: bit 31 set when x is finite and x < 0 (so -0.0 and the non-finite
+// elements are positive), every other bit clear.
+HWY_INLINE Hif4VI Hif4Sign(Hif4VI bits) {
+  const Hif4DI di;
+  const Hif4VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const Hif4MI finite_non_zero = hn::And(hn::Gt(abs, hn::Zero(di)), hn::Lt(abs, hn::Set(di, 0x7F800000)));
+  return hn::IfThenElseZero(finite_non_zero, hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0x80000000u))));
+}
+
+// The same for an x known to be finite, given |x| as abs.
+HWY_INLINE Hif4VI Hif4FiniteSign(Hif4VI bits, Hif4VI abs) {
+  const Hif4DI di;
+  return hn::IfThenZeroElse(hn::Eq(abs, hn::Zero(di)),
+                            hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0x80000000u))));
+}
+
+// bf16(v) by the integer trick, for the finite non-negative values the contract rounds (a
+// NaN cannot reach it, so it needs no NaN case).
+HWY_INLINE Hif4VF Hif4Bf16(Hif4VF v) {
+  const Hif4DF df;
+  const Hif4DI di;
+  const Hif4VI bits = hn::BitCast(di, v);
+  const Hif4VI lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 1));
+  const Hif4VI rounded = hn::Add(bits, hn::Add(hn::Set(di, 0x7FFF), lsb));
+  return hn::BitCast(df, hn::And(rounded, hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u))));
+}
+
+struct Hif4Scale {
+  Hif4VI bits;   // fp32 bits of the E6M2 scale
+  Hif4VF value;  // m * 2^(e-2)
+  Hif4VF rec;    // bf16(1 / scale)
+};
+
+// sf = bf16(max * bf16(1/7)), clamped to [2^-48, 49152], rounded to the E6M2 grid: RNE of the
+// fp32 significand to 2 bits on the integer bits, where m = 8 carries into the exponent by
+// itself. rec is one correctly rounded fp32 division, then bf16.
+HWY_INLINE Hif4Scale Hif4ScaleOf(Hif4VF max) {
+  const Hif4DF df;
+  const Hif4DI di;
+  Hif4VF sf = Hif4Bf16(hn::Mul(max, hn::Set(df, 0.142578125f)));
+  sf = hn::Min(hn::Max(sf, hn::Set(df, 0x1p-48f)), hn::Set(df, 49152.0f));
+  const Hif4VI b = hn::BitCast(di, sf);
+  const Hif4VI lsb = hn::And(hn::ShiftRight<21>(b), hn::Set(di, 1));
+  const Hif4VI bits = hn::And(hn::Add(b, hn::Add(hn::Set(di, 0xFFFFF), lsb)), hn::Set(di, ~0x1FFFFF));
+  const Hif4VF value = hn::BitCast(df, bits);
+  return Hif4Scale{bits, value, Hif4Bf16(hn::Div(hn::Set(df, 1.0f), value))};
+}
+
+// (e + 48) << 2 | (m - 4) from the scale's bits: the biased exponent (e + 127) and the two
+// mantissa bits sit together above bit 21, and 316 = (127 - 48) << 2.
+HWY_INLINE Hif4VI Hif4ScaleByte(Hif4VI scale_bits) {
+  const Hif4DI di;
+  return hn::Sub(hn::ShiftRight<21>(scale_bits), hn::Set(di, 316));
+}
+
+// d8 = (max8 * rec >= 4).
+HWY_INLINE Hif4MF Hif4L2Bit(Hif4VF max8, Hif4VF rec) { return hn::Ge(hn::Mul(max8, rec), hn::Set(Hif4DF(), 4.0f)); }
+
+// v * 2^-bit, exactly as the contract's multiply by 2^-d.
+HWY_INLINE Hif4VF Hif4Halve(Hif4MF bit, Hif4VF v) {
+  return hn::IfThenElse(bit, hn::Mul(v, hn::Set(Hif4DF(), 0.5f)), v);
+}
+
+// d4 = ((max4 * rec) * 2^-d8 >= 2); down8 = 2^-d8.
+HWY_INLINE Hif4MF Hif4L3Bit(Hif4VF max4, Hif4VF rec, Hif4VF down8) {
+  return hn::Ge(hn::Mul(hn::Mul(max4, rec), down8), hn::Set(Hif4DF(), 2.0f));
+}
+
+// c = min(floor(bf16((|x| * rec) * 2^-(d8 + d4)) * 4 + 0.5), 7); down = 2^-(d8 + d4). The code
+// stays an fp32 integer (0..7); floor and the min by the integer 7 commute.
+HWY_INLINE Hif4VF Hif4Code(Hif4VF magnitude, Hif4VF rec, Hif4VF down) {
+  const Hif4DF df;
+  const Hif4VF mant = Hif4Bf16(hn::Mul(hn::Mul(magnitude, rec), down));
+  const Hif4VF half_up = hn::Add(hn::Mul(mant, hn::Set(df, 4.0f)), hn::Set(df, 0.5f));
+  return hn::Floor(hn::Min(half_up, hn::Set(df, 7.0f)));
+}
+
+// The integer of a code: below 2^23, c + 2^23 holds c in its low mantissa bits.
+HWY_INLINE Hif4VI Hif4CodeBits(Hif4VF code) {
+  const Hif4DF df;
+  const Hif4DI di;
+  return hn::And(hn::BitCast(di, hn::Add(code, hn::Set(df, 8388608.0f))), hn::Set(di, 7));
+}
+
+// The value of one code step, scale * 2^(d8 + d4 - 2), so that out = c * step. The contract's
+// (c / 4) * 2^d8 * 2^d4 * scale has at most 3 x 3 significant bits and stays above 2^-50: every
+// product is exact, in any order.
+HWY_INLINE Hif4VF Hif4Step(Hif4VF scale, Hif4MF d8, Hif4MF d4) {
+  const Hif4DF df;
+  const Hif4VF quarter = hn::Mul(scale, hn::Set(df, 0.25f));
+  const Hif4VF after_d8 = hn::IfThenElse(d8, hn::Add(quarter, quarter), quarter);
+  return hn::IfThenElse(d4, hn::Add(after_d8, after_d8), after_d8);
+}
+
+// sign(x) * c * step, the sign as from Hif4Sign: a negative x whose code is 0 gives -0.0.
+HWY_INLINE Hif4VF Hif4Value(Hif4VF code, Hif4VI sign, Hif4VF step) {
+  return hn::Or(hn::Mul(code, step), hn::BitCast(Hif4DF(), sign));
+}
+
+// ---- line blocks: 64 contiguous fp32 values each ----
+// A block is 64 / N natural vectors, in element order. A sub-group of 4 is one 128-bit block of
+// a natural vector (N >= 4), so two in-block shuffles give its max; the maxima of natural
+// vectors 4c..4c+3 are gathered into compact vector c, whose lane 4b + w holds the sub-group in
+// 128-bit block b of natural vector 4c + w. The bits and steps are computed once per sub-group
+// on the compact vectors, and Broadcast<w> (lane w of every 128-bit block) hands them back to the
+// elements of natural vector 4c + w. On the scalar target a natural vector is one element and a
+// compact vector one sub-group.
+//
+// Blocks go in batches of up to 16: all are scanned (maxima), then their scales are computed
+// together, one block per lane, then all are quantized. The batch breaks the chain max ->
+// scale -> division -> codes of one block, which no out-of-order window could overlap, into
+// three runs of independent work, and divides once per batch.
+
+inline constexpr std::size_t kHif4Lanes = hn::MaxLanes(Hif4DF());
+inline constexpr std::size_t kHif4Compacts = 16 / kHif4Lanes;  // compact vectors per block
+inline constexpr std::size_t kHif4Batch = 16;
+
+struct Hif4LineBatch {
+  HWY_ALIGN std::int32_t max4[kHif4Batch][16];  // fp32 bits of the sub-group maxima, compact order
+  HWY_ALIGN std::int32_t block_max[kHif4Batch];
+  HWY_ALIGN std::int32_t scale_byte[kHif4Batch];  // of a finite block: (e + 48) << 2 | (m - 4)
+  HWY_ALIGN float scale[kHif4Batch];
+  HWY_ALIGN float rec[kHif4Batch];
+  bool non_finite[kHif4Batch];
+};
+
+// The sub-group index of lane `lane` of compact vector c.
+inline constexpr std::size_t Hif4SubGroupOf(std::size_t c, std::size_t lane) {
+  return kHif4Lanes == 1 ? c : (4 * c + lane % 4) * (kHif4Lanes / 4) + lane / 4;
+}
+
+// Compact vector of the sub-group maxima of four natural vectors of magnitudes.
+HWY_INLINE Hif4VI Hif4CompactMax(Hif4VI m0, Hif4VI m1, Hif4VI m2, Hif4VI m3) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+#else
+  const Hif4DI di;
+  const hn::Repartition<std::int64_t, Hif4DI> d64;
+  auto in_block = [](Hif4VI m) {
+    m = hn::Max(m, hn::Shuffle2301(m));
+    return hn::Max(m, hn::Shuffle1032(m));
+  };
+  const Hif4VI m01 = hn::InterleaveLower(di, in_block(m0), in_block(m1));  // per block: m0 m1 m0 m1
+  const Hif4VI m23 = hn::InterleaveLower(di, in_block(m2), in_block(m3));
+  return hn::BitCast(di, hn::InterleaveLower(d64, hn::BitCast(d64, m01), hn::BitCast(d64, m23)));
+#endif
+}
+
+// Per compact lane, the max of the other sub-group of its group of 8.
+HWY_INLINE Hif4VI Hif4OtherHalfMax(const std::int32_t* max4, std::size_t c) {
+  const Hif4DI di;
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(di, max4[c ^ 1]);
+#else
+  const Hif4VI m4 = hn::Load(di, max4 + c * kHif4Lanes);
+  if constexpr (kHif4Lanes == 4) {
+    return hn::Shuffle2301(m4);  // sub-groups 4c + w: the other half is lane w ^ 1
+  } else {
+    // Sub-groups of one natural vector sit in neighbouring 128-bit blocks: lane L ^ 4.
+    alignas(64) static constexpr std::int32_t kOther[16] = {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11};
+    return hn::TableLookupLanes(m4, hn::SetTableIndices(di, kOther));
+  }
+#endif
+}
+
+// The compact vector's values for the elements of natural vector 4c + kW.
+template <int kW>
+HWY_INLINE Hif4VF Hif4Expand(Hif4VF compact) {
+#if HWY_TARGET == HWY_SCALAR
+  return compact;
+#else
+  return hn::Broadcast<kW>(compact);
+#endif
+}
+
+// Sub-group maxima (into max4, compact order) and the block max of the block at x.
+template <class Magnitude>
+HWY_INLINE std::int32_t Hif4ScanMaxima(const float* HWY_RESTRICT x, std::int32_t* HWY_RESTRICT max4,
+                                       Magnitude magnitude) {
+  const Hif4DF df;
+  const Hif4DI di;
+  constexpr std::size_t N = kHif4Lanes;
+  Hif4VI block_max = hn::Zero(di);
+  for (std::size_t c = 0; c < kHif4Compacts; ++c) {
+    const float* q = x + 4 * N * c;
+    const Hif4VI m = Hif4CompactMax(magnitude(hn::LoadU(df, q)), magnitude(hn::LoadU(df, q + N)),
+                                    magnitude(hn::LoadU(df, q + 2 * N)), magnitude(hn::LoadU(df, q + 3 * N)));
+    hn::Store(m, di, max4 + c * N);
+    block_max = hn::Max(block_max, m);
+  }
+  return hn::GetLane(hn::MaxOfLanes(di, block_max));
+}
+
+// The maxima and the non-finite flag of block i (at x) of the batch. They are taken on |x|, and
+// taken again with NaN and +/-inf as 0 only for a block that turns out to hold one.
+HWY_INLINE void Hif4ScanLine(const float* HWY_RESTRICT x, Hif4LineBatch& b, std::size_t i) {
+  const Hif4DI di;
+  b.block_max[i] =
+      Hif4ScanMaxima(x, b.max4[i], [&](Hif4VF v) { return hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF)); });
+  b.non_finite[i] = b.block_max[i] > kHif4LargestFinite;
+  if (b.non_finite[i])
+    b.block_max[i] = Hif4ScanMaxima(x, b.max4[i], [&](Hif4VF v) { return Hif4FiniteMagnitude(hn::BitCast(di, v)); });
+}
+
+// The scales of the batch's first `count` blocks, scanned: one block per lane.
+HWY_INLINE void Hif4ScaleBatch(Hif4LineBatch& b, std::size_t count) {
+  const Hif4DF df;
+  const Hif4DI di;
+  constexpr std::size_t N = kHif4Lanes;
+  for (std::size_t i = 0; i < count; i += N) {
+    const Hif4Scale scale = Hif4ScaleOf(hn::BitCast(df, hn::Load(di, b.block_max + i)));
+    hn::Store(Hif4ScaleByte(scale.bits), di, b.scale_byte + i);
+    hn::Store(scale.value, df, b.scale + i);
+    hn::Store(scale.rec, df, b.rec + i);
+  }
+}
+
+// Quantizes block i (at x) of a scanned and scaled batch: per compact vector c,
+// out.Bits(c, d8, d4) with its sub-groups' L2 and L3 bits, then per natural vector v (4c..4c+3)
+// out.Codes(v, code, sign, step): the element codes (Hif4Code), signs (Hif4Sign) and steps. kFinite: the
+// block holds no NaN or +/-inf, so |x| needs no masking and the sign no finiteness test.
+template <bool kFinite, class Out>
+HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatch& b, std::size_t i, Out& out) {
+  const Hif4DF df;
+  const Hif4DI di;
+  constexpr std::size_t N = kHif4Lanes;
+  const Hif4VF rec = hn::Set(df, b.rec[i]);
+  const Hif4VF scale = hn::Set(df, b.scale[i]);
+  for (std::size_t c = 0; c < kHif4Compacts; ++c) {
+    const Hif4VI m4 = hn::Load(di, b.max4[i] + c * N);
+    const Hif4VF max8 = hn::BitCast(df, hn::Max(m4, Hif4OtherHalfMax(b.max4[i], c)));
+    const Hif4MF d8 = Hif4L2Bit(max8, rec);
+    const Hif4VF down8 = Hif4Halve(d8, hn::Set(df, 1.0f));
+    const Hif4MF d4 = Hif4L3Bit(hn::BitCast(df, m4), rec, down8);
+    const Hif4VF down = Hif4Halve(d4, down8);
+    const Hif4VF step = Hif4Step(scale, d8, d4);
+    out.Bits(c, d8, d4);
+    auto natural = [&](auto w) {
+      constexpr int kW = decltype(w)::value;
+      const std::size_t v = 4 * c + kW;
+      const Hif4VI bits = hn::BitCast(di, hn::LoadU(df, x + v * N));
+      Hif4VF code;
+      Hif4VI sign;
+      if constexpr (kFinite) {
+        const Hif4VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+        code = Hif4Code(hn::BitCast(df, abs), rec, Hif4Expand<kW>(down));
+        sign = Hif4FiniteSign(bits, abs);
+      } else {
+        code = Hif4Code(hn::BitCast(df, Hif4FiniteMagnitude(bits)), rec, Hif4Expand<kW>(down));
+        sign = Hif4Sign(bits);
+      }
+      out.Codes(v, code, sign, Hif4Expand<kW>(step));
+    };
+    natural(std::integral_constant<int, 0>());
+    natural(std::integral_constant<int, 1>());
+    natural(std::integral_constant<int, 2>());
+    natural(std::integral_constant<int, 3>());
+  }
+}
+
+// Walks the line blocks of an input whose blocks lie along its last axis (inner == 1) in
+// order, from block `first` (= o * blocks_per_line + l / 64), with no division per block.
+class Hif4LineCursor {
+ public:
+  Hif4LineCursor(const Hif4Plan& p, std::int64_t first)
+      : p_(p),
+        o_(first / p.blocks_per_line),
+        l_(first % p.blocks_per_line * kHif4Block),
+        base_(p.outer_dims.offset_of(o_)) {}
+
+  // The fp32 values of the current block: the input itself when it is contiguous fp32, else
+  // widened (and gathered first when strided, through `raw`) into `widened`.
+  const float* values(float* HWY_RESTRICT widened, std::uint8_t* HWY_RESTRICT raw) const {
+    const auto esize = static_cast<std::int64_t>(p_.esize);
+    const std::uint8_t* src = p_.data + (base_ + l_ * p_.axis_stride) * esize;
+    if (p_.axis_stride != 1) {
+      const std::int64_t step = p_.axis_stride * esize;
+      for (std::int64_t k = 0; k < kHif4Block; ++k) std::memcpy(raw + k * esize, src + k * step, p_.esize);
+      src = raw;
+    } else {
+      PrefetchAheadBytes(src, kHif4Block * esize);
+      if (p_.dtype == DType::f32) return reinterpret_cast<const float*>(src);
+    }
+    const Hif4DF df;
+    const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+    for (std::int64_t i = 0; i < kHif4Block; i += N)
+      hn::Store(LoadWidened(df, p_.dtype, src + i * esize), df, widened + i);
+    return widened;
+  }
+
+  void next() {
+    l_ += kHif4Block;
+    if (l_ == p_.length) {
+      l_ = 0;
+      base_ = p_.outer_dims.offset_of(++o_);
+    }
+  }
+
+ private:
+  const Hif4Plan& p_;
+  std::int64_t o_, l_, base_;
+};
+
+// Runs the line blocks [first, last) in batches: a batch's blocks are scanned, their scales
+// computed, then emit(block, i, batch, x) quantizes each (i: its place in the batch, x: its fp32
+// values).
+template <class Emit>
+HWY_INLINE void Hif4ForLineBatches(const Hif4Plan& p, std::int64_t first, std::int64_t last, Emit&& emit) {
+  HWY_ALIGN float widened[kHif4Batch][64];
+  HWY_ALIGN std::uint8_t raw[64 * 4];
+  Hif4LineBatch batch;
+  const float* x[kHif4Batch];
+  Hif4LineCursor cursor(p, first);
+  for (std::int64_t begin = first; begin < last; begin += static_cast<std::int64_t>(kHif4Batch)) {
+    const auto count =
+        static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(kHif4Batch), last - begin));
+    for (std::size_t i = 0; i < count; ++i, cursor.next()) {
+      x[i] = cursor.values(widened[i], raw);
+      Hif4ScanLine(x[i], batch, i);
+    }
+    for (std::size_t i = count; i < kHif4Batch; ++i) batch.block_max[i] = 0;
+    Hif4ScaleBatch(batch, count);
+    for (std::size_t i = 0; i < count; ++i) emit(begin + static_cast<std::int64_t>(i), i, batch, x[i]);
+  }
+}
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // QEXACT_KERNELS_CPU_HIF4_HIF4_LANES_INL_H_ toggle

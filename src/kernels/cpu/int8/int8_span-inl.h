@@ -1,0 +1,287 @@
+// Per-target SIMD steps of the int8 contracts on one run of input values (a span): the abs max
+// (step 1) and the element quantization (steps 4-5), shared by the block, token and group
+// kernels. Every value goes through the same IEEE fp32 operations as in the contract, in its
+// order: a division is Div, a multiply is Mul, never fused. Included once per target.
+#if defined(QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_
+#undef QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_
+#else
+#define QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_
+#endif
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/int8/int8_plan.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/fp16.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// n values of the plan's input dtype, `stride` elements apart, the first at `first`.
+struct Span {
+  const std::uint8_t* first;
+  std::int64_t n;
+  std::int64_t stride;
+};
+
+// fp32 bits of |x| at or above this are an infinity or a NaN.
+constexpr std::uint32_t kNonFiniteBits = 0x7F800000u;
+
+HWY_INLINE float ScalarF32(DType dt, const std::uint8_t* at) {
+  if (dt == DType::f32) {
+    float f;
+    std::memcpy(&f, at, sizeof f);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, at, sizeof h);
+  return dt == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+HWY_INLINE std::uint32_t AbsBits(float x) { return std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu; }
+
+// Step 1 on the bits: for non-negative floats the integer order of the bits is the order of the
+// values (NaN above +inf), so the max of |x|'s bits is the bits of max |x|, and NaN and
+// infinities show as bits >= kNonFiniteBits.
+HWY_INLINE std::uint32_t AbsMaxBitsF32(const float* x, std::int64_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::ScalableTag<std::int32_t> di;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto magnitude = hn::Set(di, 0x7FFFFFFF);
+  auto m0 = hn::Zero(di), m1 = hn::Zero(di);
+  std::int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    PrefetchAhead(x + i);
+    PrefetchAhead(x + i + N);
+    m0 = hn::Max(m0, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
+    m1 = hn::Max(m1, hn::And(hn::BitCast(di, hn::LoadU(df, x + i + N)), magnitude));
+  }
+  if (i + N <= n) {
+    m0 = hn::Max(m0, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
+    i += N;
+  }
+  std::uint32_t m = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, hn::Max(m0, m1))));
+  for (; i < n; ++i) m = std::max(m, AbsBits(x[i]));
+  return m;
+}
+
+// The same on 16-bit inputs, whose magnitude bits order the values the same way; the max is
+// widened to fp32 bits once.
+HWY_INLINE std::uint32_t AbsMaxBits16(DType dt, const std::uint16_t* x, std::int64_t n) {
+  const hn::ScalableTag<std::int16_t> d16;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d16));
+  const auto* xs = reinterpret_cast<const std::int16_t*>(x);
+  const auto magnitude = hn::Set(d16, 0x7FFF);
+  auto m0 = hn::Zero(d16), m1 = hn::Zero(d16);
+  std::int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    PrefetchAhead(xs + i);
+    PrefetchAhead(xs + i + N);
+    m0 = hn::Max(m0, hn::And(hn::LoadU(d16, xs + i), magnitude));
+    m1 = hn::Max(m1, hn::And(hn::LoadU(d16, xs + i + N), magnitude));
+  }
+  if (i + N <= n) {
+    m0 = hn::Max(m0, hn::And(hn::LoadU(d16, xs + i), magnitude));
+    i += N;
+  }
+  auto m = static_cast<std::uint16_t>(hn::GetLane(hn::MaxOfLanes(d16, hn::Max(m0, m1))));
+  for (; i < n; ++i) m = std::max(m, static_cast<std::uint16_t>(x[i] & 0x7FFFu));
+  return dt == DType::bf16 ? static_cast<std::uint32_t>(m) << 16 : std::bit_cast<std::uint32_t>(f16_to_f32(m));
+}
+
+// Bits of max |x| over a span (see AbsMaxBitsF32); 0 for an empty span.
+HWY_INLINE std::uint32_t AbsMaxBits(DType dt, const Span& s) {
+  if (s.stride == 1) {
+    if (dt == DType::f32) return AbsMaxBitsF32(reinterpret_cast<const float*>(s.first), s.n);
+    return AbsMaxBits16(dt, reinterpret_cast<const std::uint16_t*>(s.first), s.n);
+  }
+  const std::int64_t step = s.stride * static_cast<std::int64_t>(dtype_size(dt));
+  std::uint32_t m = 0;
+  for (std::int64_t i = 0; i < s.n; ++i) m = std::max(m, AbsBits(ScalarF32(dt, s.first + i * step)));
+  return m;
+}
+
+// Copies a span into `out` as fp32 and returns the bits of its max |x|: the single read of a
+// token row into its working buffer.
+HWY_INLINE std::uint32_t LoadF32AbsMaxBits(DType dt, const Span& s, float* out) {
+  const hn::ScalableTag<float> df;
+  const hn::ScalableTag<std::int32_t> di;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  std::int64_t i = 0;
+  std::uint32_t m = 0;
+  if (s.stride == 1) {
+    const auto magnitude = hn::Set(di, 0x7FFFFFFF);
+    auto mv = hn::Zero(di);
+    const std::int64_t bytes = static_cast<std::int64_t>(dtype_size(dt));
+    for (; i + N <= s.n; i += N) {
+      PrefetchAhead(s.first + i * bytes);
+      const auto v = LoadWidened(df, dt, s.first + i * bytes);
+      hn::StoreU(v, df, out + i);
+      mv = hn::Max(mv, hn::And(hn::BitCast(di, v), magnitude));
+    }
+    m = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, mv)));
+  }
+  const std::int64_t step = s.stride * static_cast<std::int64_t>(dtype_size(dt));
+  for (; i < s.n; ++i) {
+    out[i] = ScalarF32(dt, s.first + i * step);
+    m = std::max(m, AbsBits(out[i]));
+  }
+  return m;
+}
+
+// Steps 4-5 on N lanes of one domain: the quotient v (x / operand or x * operand), rounded to
+// an integer by the contract's rule, NaN to 0, saturated to [lowest, 127] (never wrapping).
+//
+// The saturation comes first here: every rounding rule is monotonic and leaves the integer
+// bounds unchanged, so round-then-clamp and clamp-then-round agree on every v. The clamped,
+// rounded value r then becomes its byte exactly: r + 1.5 * 2^23 lies in [2^23, 2^24), where
+// the fp32 spacing is 1 and the low byte of the bits is r in two's complement.
+//
+// A division (the contract's x / scale) costs ~16x a multiply in the vector units: it is first
+// tried as x * (1 / scale), which differs from the correctly rounded quotient by less than
+// |v| * 2^-22 when the scale and its reciprocal are normal fp32 numbers. The result of rounding
+// and clamping only changes at the rounding rule's steps (half-integers, or integers for
+// trunc) inside the int8 range, so the product gives the same byte whenever no lane lies
+// within kStepGuard of a step (|v| < 130; beyond it both saturate); a vector with such a lane
+// is divided exactly instead (about one in a hundred).
+template <IntRounding kRounding, bool kDivide>
+class Encoder {
+ public:
+  using DF = hn::ScalableTag<float>;
+  using D8 = hn::Rebind<std::uint8_t, DF>;
+
+  Encoder(float operand, float lowest)
+      : operand_(hn::Set(DF(), operand)),
+        recip_(hn::Set(DF(), 1.0f / operand)),
+        lowest_(hn::Set(DF(), lowest)),
+        top_(hn::Set(DF(), 127.0f)),
+        magic_(hn::Set(DF(), 12582912.0f)),
+        use_recip_(kDivide && std::isnormal(operand) && std::isnormal(1.0f / operand)) {}
+
+  HWY_INLINE hn::Vec<D8> operator()(hn::Vec<DF> x) const {
+    const DF df;
+    hn::Vec<DF> v;
+    if constexpr (kDivide) {
+      v = hn::Mul(x, recip_);
+      if (!use_recip_ || !hn::AllFalse(df, NearStep(v))) v = hn::Div(x, operand_);
+    } else {
+      v = hn::Mul(x, operand_);
+    }
+    v = hn::IfThenZeroElse(hn::IsNaN(v), v);
+    v = hn::Min(hn::Max(v, lowest_), top_);
+    hn::Vec<DF> biased;
+    if constexpr (kRounding == IntRounding::rne) {
+      biased = hn::Add(v, magic_);  // the addition itself rounds to nearest even
+    } else if constexpr (kRounding == IntRounding::half_away) {
+      // Exact: v - trunc(v) and trunc(v) +/- 1 are representable for |v| <= 128.
+      const auto t = hn::Trunc(v);
+      const auto away = hn::Add(t, hn::CopySign(hn::Set(df, 1.0f), v));
+      biased = hn::Add(hn::IfThenElse(hn::Ge(hn::Abs(hn::Sub(v, t)), hn::Set(df, 0.5f)), away, t), magic_);
+    } else if constexpr (kRounding == IntRounding::trunc) {
+      biased = hn::Add(hn::Trunc(v), magic_);
+    } else {
+      // The fp32 addition of +/-0.5 rounds, as the contract's Triton kernel does.
+      biased = hn::Add(hn::Trunc(hn::Add(v, hn::CopySign(hn::Set(df, 0.5f), v))), magic_);
+    }
+    return hn::TruncateTo(D8(), hn::BitCast(hn::RebindToUnsigned<DF>(), biased));
+  }
+
+ private:
+  static constexpr float kStepGuard = 1.0f / 4096;  // 2^-12 > 130 * 2^-22
+
+  // Lanes within kStepGuard of a step of the rounding rule, with |v| < 130 (NaN: none).
+  static HWY_INLINE hn::Mask<DF> NearStep(hn::Vec<DF> v) {
+    const DF df;
+    const auto off = kRounding == IntRounding::trunc ? hn::Sub(v, hn::Round(v))
+                                                     : hn::Sub(hn::Sub(v, hn::Floor(v)), hn::Set(df, 0.5f));
+    return hn::And(hn::Lt(hn::Abs(off), hn::Set(df, kStepGuard)), hn::Lt(hn::Abs(v), hn::Set(df, 130.0f)));
+  }
+
+  hn::Vec<DF> operand_, recip_, lowest_, top_, magic_;
+  bool use_recip_;
+};
+
+// Quantizes a span into its n payload bytes.
+template <IntRounding kRounding, bool kDivide>
+HWY_INLINE void QuantizeSpan(const Encoder<kRounding, kDivide>& encode, DType dt, const Span& s, std::int8_t* out) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<std::uint8_t, decltype(df)> d8;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
+  const std::uint8_t* first = s.first;
+  const std::int64_t n = s.n;
+  std::int64_t i = 0;
+  if (s.stride == 1) {
+    if (dt == DType::f32) {
+      const auto* x = reinterpret_cast<const float*>(first);
+      for (; i + N <= n; i += N) {
+        PrefetchAhead(x + i);
+        hn::StoreU(encode(hn::LoadU(df, x + i)), d8, bytes + i);
+      }
+    } else {
+      for (; i + N <= n; i += N) {
+        PrefetchAhead(first + 2 * i);
+        hn::StoreU(encode(LoadWidened(df, dt, first + 2 * i)), d8, bytes + i);
+      }
+    }
+    if (i == n) return;
+  }
+  // The rest (a tail, or every value of a strided span) through an fp32 staging vector: the
+  // same lane arithmetic as above.
+  const std::int64_t step = s.stride * static_cast<std::int64_t>(dtype_size(dt));
+  HWY_ALIGN float staged[hn::MaxLanes(df)];
+  HWY_ALIGN std::uint8_t codes[hn::MaxLanes(df)];
+  while (i < n) {
+    const std::int64_t k = std::min(N, n - i);
+    for (std::int64_t j = 0; j < N; ++j) staged[j] = j < k ? ScalarF32(dt, first + (i + j) * step) : 0.0f;
+    hn::Store(encode(hn::Load(df, staged)), d8, codes);
+    std::memcpy(bytes + i, codes, static_cast<std::size_t>(k));
+    i += k;
+  }
+}
+
+// Steps 4-5 for a span of one domain whose quotient is q.
+template <IntRounding kRounding, bool kDivide>
+HWY_INLINE void QuantizeSpan(const Int8Plan& p, const Int8Quotient& q, DType dt, const Span& s, std::int8_t* out) {
+  if (q.zero_payload) {
+    if (s.n > 0) std::memset(out, 0, static_cast<std::size_t>(s.n));
+    return;
+  }
+  QuantizeSpan(Encoder<kRounding, kDivide>(q.operand, p.lowest), dt, s, out);
+}
+
+// Calls body.template operator()<rounding, divide>() with the plan's element arithmetic as
+// template arguments, so that each kernel's loop is compiled for it.
+template <class Body>
+HWY_INLINE void WithElementArithmetic(const Int8Plan& p, Body&& body) {
+  const bool divide = p.quotient == Quotient::divide;
+  switch (p.rounding) {
+    case IntRounding::rne:
+      return divide ? body.template operator()<IntRounding::rne, true>()
+                    : body.template operator()<IntRounding::rne, false>();
+    case IntRounding::half_away:
+      return divide ? body.template operator()<IntRounding::half_away, true>()
+                    : body.template operator()<IntRounding::half_away, false>();
+    case IntRounding::half_away_fp32:
+      return divide ? body.template operator()<IntRounding::half_away_fp32, true>()
+                    : body.template operator()<IntRounding::half_away_fp32, false>();
+    case IntRounding::trunc:
+      return divide ? body.template operator()<IntRounding::trunc, true>()
+                    : body.template operator()<IntRounding::trunc, false>();
+  }
+}
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // QEXACT_KERNELS_CPU_INT8_INT8_SPAN_INL_H_

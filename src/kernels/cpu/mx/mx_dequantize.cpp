@@ -1,0 +1,106 @@
+// Fast MX dequantize: element codes decoded on their bits (SIMD for byte-wide codes, a 16-entry
+// table for packed FP4) times the decoded E8M0 scale, one fp32 multiply as in the contract.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/mx/mx_dequantize.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/mx/mx_plan.hpp"
+#include "kernels/cpu/mx/mx_scale_bits.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+inline float ScaleValue(std::uint8_t byte) {
+  if (byte == 255) return bits_to_float(0x7FC00000u);
+  return byte == 0 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(byte) << 23);
+}
+
+// fp32 value of element code c (scalar twin of DecodeBytes, for FP4 nibbles).
+inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
+  const std::uint32_t sign = (c >> (p.elem_bits - 1)) & 1u;
+  const std::uint32_t mag = c & ((1u << (p.elem_bits - 1)) - 1u);
+  const std::uint32_t e = mag >> p.mbits, m = mag & ((1u << p.mbits) - 1u);
+  float v = e == 0 ? static_cast<float>(m) * bits_to_float(static_cast<std::uint32_t>(127 + 1 - p.bias - p.mbits) << 23)
+                   : bits_to_float(((e - p.bias + 127) << 23) | (m << (23 - p.mbits)));
+  return sign ? -v : v;
+}
+
+template <class DF, class V8>
+HWY_INLINE hn::Vec<DF> DecodeBytes(DF df, const MxPlan& p, V8 bytes) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto c = hn::PromoteTo(du, bytes);
+  const auto mag = hn::And(c, hn::Set(du, 0x7Fu));
+  const auto e = hn::ShiftRightSame(mag, p.mbits);
+  const auto m = hn::And(mag, hn::Set(du, (1u << p.mbits) - 1u));
+  const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
+  std::uint32_t exp_special = 0;
+  if (p.has_inf) exp_special = 31;  // E5M2: exponent field 31 holds inf and NaN
+  const auto normal_bits = hn::Or(hn::ShiftLeft<23>(hn::Add(e, hn::Set(du, static_cast<std::uint32_t>(127 - p.bias)))),
+                                  hn::ShiftLeftSame(m, 23 - p.mbits));
+  const auto sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<DF>(), m)),
+                           hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + 1 - p.bias - p.mbits) << 23)));
+  auto v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(e, hn::Zero(du))), sub, hn::BitCast(df, normal_bits));
+  if (p.has_inf) {
+    const auto special = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeftSame(m, 23 - p.mbits));
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(e, hn::Set(du, exp_special))), hn::BitCast(df, special), v);
+  } else if (p.has_nan) {  // E4M3: S.1111.111 is NaN
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
+  }
+  return hn::Or(v, hn::BitCast(df, sign));
+}
+
+void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
+                      std::int64_t first, std::int64_t last) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<std::uint8_t, decltype(df)> d8;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  float fp4_table[16];
+  if (p.fp4)
+    for (std::uint32_t c = 0; c < 16; ++c) fp4_table[c] = DecodeScalar(p, c);
+  for (std::int64_t row = first; row < last; ++row) {
+    const std::uint8_t* in = payload + row * p.payload_row_bytes;
+    float* o = out + row * p.k;
+    for (std::int64_t g = 0; g < p.groups; ++g) {
+      const float s = ScaleValue(scale[mx_scale_offset(p, row, g)]);
+      const std::int64_t begin = g * p.block;
+      const std::int64_t end = std::min(p.k, begin + p.block);
+      std::int64_t i = begin;
+      if (!p.fp4 && p.elem_bits == 8) {
+        PrefetchAhead(in + begin);
+        const auto vs = hn::Set(df, s);
+        // Streaming stores (the output is not read again) where the destination is aligned.
+        const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
+        for (; i + N <= end; i += N) {
+          const auto v = hn::Mul(DecodeBytes(df, p, hn::LoadU(d8, in + i)), vs);
+          const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
+          if (stream) hn::Stream(y, df, o + i);
+          else hn::StoreU(y, df, o + i);
+        }
+      }
+      for (; i < end; ++i) {
+        const std::uint32_t c = p.fp4 ? (in[i / 2] >> (4 * (i % 2))) & 0xFu : in[i];
+        const float v = (p.fp4 ? fp4_table[c] : DecodeScalar(p, c)) * s;
+        o[i] = v != v ? bits_to_float(0x7FC00000u) : v;  // the canonical quiet NaN
+      }
+    }
+  }
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
+}
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qexact::kernels {
+HWY_EXPORT(DequantizeMxRows);
+void dequantize_mx_rows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
+                        std::int64_t first, std::int64_t last) {
+  HWY_DYNAMIC_DISPATCH(DequantizeMxRows)(p, payload, scale, out, first, last);
+}
+}  // namespace qexact::kernels
+#endif

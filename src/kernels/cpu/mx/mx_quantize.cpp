@@ -1,0 +1,369 @@
+// Fast MX quantizer: one SIMD body compiled for every x86 target (google/highway), dispatched
+// at run time. Per group it reduces |x| on the raw fp32 bits, derives the scale byte from the
+// amax's exponent bits, multiplies by the exact power-of-two reciprocal of the scale (equal to
+// the contract's division: both are one correct rounding of the same real number) and rounds
+// elements with integer arithmetic on the fp32 bits. It shares no code with reference/.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/mx/mx_quantize.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstring>
+
+#include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/mx/mx_plan.hpp"
+#include "kernels/cpu/mx/mx_scale_bits.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+
+constexpr std::int32_t kExpMask = 0x7F800000;
+
+// RNE to bf16 by the integer trick; NaN stays a quiet NaN with its sign.
+HWY_INLINE VI RoundBf16Bits(VI bits) {
+  const DI di;
+  const VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const VI lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 1));
+  const VI rounded = hn::And(hn::Add(hn::Add(bits, hn::Set(di, 0x7FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)));
+  const VI quiet = hn::Or(hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u))), hn::Set(di, 0x00400000));
+  return hn::IfThenElse(hn::Gt(abs, hn::Set(di, kExpMask)), quiet, rounded);
+}
+
+// Element codes (in int32 lanes) of already scaled values, by bit arithmetic. `e_min` is the
+// format's smallest normal exponent; below it the grid is the subnormal one.
+template <bool kRneSaturate>
+HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
+  const DF df;
+  const DI di;
+  const VI bits = hn::BitCast(di, v);
+  const VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const VF a = hn::BitCast(df, abs);
+  const int m = p.mbits;
+  const int e_min = 1 - p.bias;
+  const int drop = 23 - m;
+
+  // Normal grid: round the fp32 significand to m bits on the integer bits, then rebias.
+  VI add = hn::Set(di, (1 << (drop - 1)) - 1);
+  if (kRneSaturate || p.rounding == Rounding::rne || p.rounding == Rounding::even_fp32) {
+    add = hn::Add(add, hn::And(hn::ShiftRightSame(abs, drop), hn::Set(di, 1)));
+  } else if (p.rounding == Rounding::trunc) {
+    add = hn::Zero(di);  // dropping the low bits is rounding toward zero
+  } else {
+    add = hn::Set(di, 1 << (drop - 1));  // ties away (exact on this grid in fp32 too)
+  }
+  const VI normal = hn::Sub(hn::ShiftRightSame(hn::Add(abs, add), drop), hn::Set(di, (127 - p.bias) << m));
+
+  // Subnormal grid: x = a / 2^(e_min - m) < 2^m, then round to an integer in fp32.
+  const VF x = hn::Mul(a, hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + m - e_min) << 23)));
+  VF q;
+  VI subnormal;
+  switch (kRneSaturate ? Rounding::rne : p.rounding) {
+    case Rounding::rne: {
+      // 2^23 + x (0 <= x < 2^m) rounds x to an integer, RNE, and holds it in its low mantissa
+      // bits: subtracting 2^23's bits is the integer, without a float-to-int conversion. Lanes
+      // with larger x get garbage here, but they take the normal grid below.
+      const VF magic = hn::Set(df, 8388608.0f);
+      subnormal = hn::Sub(hn::BitCast(di, hn::Add(x, magic)), hn::Set(di, 0x4B000000));
+      break;
+    }
+    case Rounding::half_away: {
+      const VF fl = hn::Floor(x);
+      q = hn::IfThenElse(hn::Ge(hn::Sub(x, fl), hn::Set(df, 0.5f)), hn::Add(fl, hn::Set(df, 1.0f)), fl);
+      break;
+    }
+    case Rounding::half_away_fp32:
+      q = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));
+      break;
+    case Rounding::trunc:
+      q = hn::Floor(x);  // x >= 0
+      break;
+    case Rounding::even_fp32: {
+      const VF up = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));
+      const VF below = hn::Sub(x, hn::Set(df, 0.5f));
+      const VF half = hn::Mul(below, hn::Set(df, 0.5f));
+      const auto even_int = hn::And(hn::Eq(hn::Floor(below), below), hn::Eq(hn::Floor(half), half));
+      q = hn::IfThenElse(even_int, hn::Sub(up, hn::Set(df, 1.0f)), up);
+      break;
+    }
+  }
+  if (!kRneSaturate && p.rounding != Rounding::rne) subnormal = hn::ConvertTo(di, q);
+  const auto is_sub = hn::Lt(abs, hn::Set(di, (127 + e_min) << 23));
+  VI code = hn::IfThenElse(is_sub, subnormal, normal);
+
+  // Overflow (inf included: its bits round past every code), then NaN.
+  const auto over = hn::Gt(code, hn::Set(di, p.max_code));
+  const std::int32_t ovf = kRneSaturate || p.overflow == Overflow::saturate ? p.max_code
+                           : p.overflow == Overflow::nan                  ? 0x7F
+                                                                          : 0x7C;
+  code = hn::IfThenElse(over, hn::Set(di, ovf), code);
+  const auto is_nan = hn::Gt(abs, hn::Set(di, kExpMask));
+  code = hn::IfThenElse(is_nan, hn::Set(di, p.has_nan ? 0x7F : 0), code);
+
+  // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
+  VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
+  sign = hn::IfThenZeroElse(is_nan, sign);
+  if (!kRneSaturate && p.signed_zero == SignedZero::drop) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
+  if (!kRneSaturate && p.signed_zero == SignedZero::underflow)  // a zero value (a -0.0 input) only
+    sign = hn::IfThenZeroElse(hn::And(hn::Eq(code, hn::Zero(di)), hn::Eq(abs, hn::Zero(di))), sign);
+  return hn::Or(code, sign);
+}
+
+// Quantizes one group held in `src` (fp32, zero padded to the block); codes go to `codes`.
+template <bool kRneSaturate>
+HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT codes) {
+  const DF df;
+  const DI di;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int block = p.block;
+
+  VI max_bits = hn::Zero(di), max_finite = hn::Zero(di);
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  const VI exp_mask = hn::Set(di, kExpMask);
+  for (int i = 0; i < block; i += N) {
+    VI bits = hn::BitCast(di, hn::Load(df, src + i));
+    if (p.prequant_bf16) {
+      bits = RoundBf16Bits(bits);
+      hn::Store(hn::BitCast(df, bits), df, src + i);
+    }
+    const VI abs = hn::And(bits, abs_mask);
+    max_bits = hn::Max(max_bits, abs);
+    max_finite = hn::Max(max_finite, hn::IfThenZeroElse(hn::Gt(abs, exp_mask), abs));
+  }
+  const auto amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_bits)));
+  const GroupScale gs = group_scale(p, amax_bits, static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_finite))));
+
+  if (gs.fill) {
+    std::memset(codes, gs.fill_code, static_cast<std::size_t>(block));
+    return gs.byte;
+  }
+  if (gs.signed_nan) {  // every element NaN, each with its own sign
+    for (int i = 0; i < block; ++i)
+      codes[i] = static_cast<std::uint8_t>((float_bits(src[i]) >> 31 ? 0x80 : 0x00) | 0x7F);
+    return gs.byte;
+  }
+  if (gs.torchao_nan) {
+    for (int i = 0; i < block; ++i) codes[i] = torchao_group_code(p, float_bits(src[i]));
+    return gs.byte;
+  }
+  const hn::Rebind<std::uint8_t, DI> d8;
+  const VF mul = hn::Set(df, gs.multiplier);
+  for (int i = 0; i < block; i += N) {
+    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::Load(df, src + i), mul));
+    hn::StoreU(hn::DemoteTo(d8, code), d8, codes + i);
+  }
+  return gs.byte;
+}
+
+// A whole group read straight from a contiguous row into registers, codes written straight to
+// the payload: the path of almost every group of a real tensor.
+template <DType kDtype, bool kRneSaturate>
+HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row,
+                                          std::int64_t begin, std::uint8_t* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kMaxVecs = 32 / kN > 0 ? 32 / kN : 1;
+  const int nv = p.block / kN;
+  VI bits[kMaxVecs];
+  VI max_bits = hn::Zero(di), max_finite = hn::Zero(di);
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  const VI exp_mask = hn::Set(di, kExpMask);
+  for (int j = 0; j < nv; ++j) {
+    VI b = hn::BitCast(di, LoadWidened(df, kDtype, row + (begin + j * kN) * static_cast<std::int64_t>(kDtype == DType::f32 ? 4 : 2)));
+    if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
+    bits[j] = b;
+    const VI abs = hn::And(b, abs_mask);
+    max_bits = hn::Max(max_bits, abs);
+    max_finite = hn::Max(max_finite, hn::IfThenZeroElse(hn::Gt(abs, exp_mask), abs));
+  }
+  const auto amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_bits)));
+  const auto finite_bits = amax_bits < static_cast<std::uint32_t>(kExpMask)
+                               ? amax_bits
+                               : static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_finite)));
+  const GroupScale gs = group_scale(p, amax_bits, finite_bits);
+  if (gs.fill) {
+    std::memset(out + begin, gs.fill_code, static_cast<std::size_t>(p.block));
+    return gs.byte;
+  }
+  if (gs.signed_nan) {
+    for (int j = 0; j < nv; ++j) {
+      const VI sign = hn::ShiftLeft<7>(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits[j]))));
+      hn::StoreU(hn::DemoteTo(hn::Rebind<std::uint8_t, DI>(), hn::Or(sign, hn::Set(di, 0x7F))),
+                 hn::Rebind<std::uint8_t, DI>(), out + begin + j * kN);
+    }
+    return gs.byte;
+  }
+  if (gs.torchao_nan) {
+    HWY_ALIGN std::int32_t lanes[kN];
+    for (int j = 0; j < nv; ++j) {
+      hn::Store(bits[j], di, lanes);
+      for (int i = 0; i < kN; ++i) out[begin + j * kN + i] = torchao_group_code(p, static_cast<std::uint32_t>(lanes[i]));
+    }
+    return gs.byte;
+  }
+  // Codes are 0..255: truncating each lane to its low byte is exact (one vpmovdb on AVX-512,
+  // where the saturating demotion takes two packs).
+  const hn::Rebind<std::uint8_t, DU> d8;
+  const VF mul = hn::Set(df, gs.multiplier);
+  for (int j = 0; j < nv; ++j) {
+    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul));
+    hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + begin + j * kN);
+  }
+  return gs.byte;
+}
+
+// One lane per group: kN consecutive whole groups of block 32 in one contiguous row, under the
+// floor rule (byte = exponent of amax - emax). The groups' maxima are reduced together (each
+// level of ConcatEven/ConcatOdd + Max halves both the vectors and the lanes per group, leaving
+// group j's max in lane j), the scale bytes and power-of-two multipliers come out of one
+// vector, and the elements are encoded as in QuantizeFullGroup. Returns false, having written
+// nothing, when a group is special (scale byte 0 or a non-finite amax): the caller then runs
+// the groups one at a time, where group_scale applies the contract's rules for those.
+template <DType kDtype, bool kRneSaturate>
+HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
+                                   std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)row, (void)g0, (void)out, (void)scale;
+  return false;
+#else
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(kN <= 32 && 32 % kN == 0, "a group of 32 is whole vectors");
+  constexpr int kPerGroup = 32 / kN;  // vectors per group of 32
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  const std::uint8_t* src = row + g0 * 32 * kSize;
+  const auto load_bits = [&](int v) {
+    VI b = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
+    if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
+    return b;
+  };
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::And(load_bits(j * kPerGroup), abs_mask);
+    for (int v = 1; v < kPerGroup; ++v) m = hn::Max(m, hn::And(load_bits(j * kPerGroup + v), abs_mask));
+    level[j] = m;
+  }
+  for (int width = kN; width > 1; width /= 2)
+    for (int j = 0; j < width / 2; ++j)
+      level[j] = hn::Max(hn::ConcatEven(di, level[2 * j + 1], level[2 * j]),
+                         hn::ConcatOdd(di, level[2 * j + 1], level[2 * j]));
+  const VI amax = level[0];
+  const VI byte = hn::Min(hn::Max(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)), hn::Zero(di)),
+                          hn::Set(di, 254));
+  if (!hn::AllFalse(di, hn::Or(hn::Gt(amax, hn::Set(di, kExpMask - 1)), hn::Eq(byte, hn::Zero(di))))) return false;
+  // 2^(127 - byte): the exponent field 254 - byte, or the subnormal 2^-127 for byte 254.
+  const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
+                                      hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
+  HWY_ALIGN float multipliers[kN];
+  hn::Store(hn::BitCast(df, mult_bits), df, multipliers);
+  const hn::Rebind<std::uint8_t, DU> d8;
+  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), byte)), d8, scale);
+  for (int j = 0; j < kN; ++j) {
+    const VF mul = hn::Set(df, multipliers[j]);
+    for (int v = 0; v < kPerGroup; ++v) {
+      const int at = j * kPerGroup + v;
+      const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, load_bits(at)), mul));
+      hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + g0 * 32 + at * kN);
+    }
+  }
+  return true;
+#endif
+}
+
+template <DType kDtype, bool kRneSaturate>
+void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last) {
+  // A local copy: the byte stores below may alias anything, which would make the compiler
+  // reload every plan field after each of them.
+  const MxPlan p = plan;
+  HWY_ALIGN float buf[32];
+  HWY_ALIGN std::uint8_t codes[32];
+  constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
+  // Byte-wide codes from a contiguous row take the register path.
+  const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
+  // Groups of 32 from a contiguous row, floor rule, scale bytes of a row contiguous: kN at a time.
+  constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+  const bool batched = direct && p.block == 32 && p.rule == ScaleRule::floor && !p.log2_fp32 &&
+                       p.layout != ScaleLayout::swizzled && kBatch > 1;
+  std::int64_t row = first / p.groups;
+  std::int64_t g = first % p.groups;
+  const std::uint8_t* row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
+  const auto one_group = [&](std::int64_t gi) {
+    const std::int64_t begin = gi * p.block;
+    const int n = static_cast<int>(std::min<std::int64_t>(p.block, p.k - begin));
+    std::uint8_t* out = p.payload + row * p.payload_row_bytes;
+    std::uint8_t byte;
+    if (direct && n == p.block) {
+      PrefetchAheadBytes(row_ptr + begin * static_cast<std::int64_t>(kSize), p.block * static_cast<std::int64_t>(kSize));
+      byte = QuantizeFullGroup<kDtype, kRneSaturate>(p, row_ptr, begin, out);
+    } else {
+      for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
+      byte = QuantizeGroup<kRneSaturate>(p, buf, codes);
+      if (p.fp4) {
+        for (int i = 0; i < n; i += 2) {  // groups start at even columns: whole bytes
+          const std::uint8_t hi = i + 1 < n ? codes[i + 1] : 0;
+          out[(begin + i) / 2] = static_cast<std::uint8_t>(codes[i] | (hi << 4));
+        }
+      } else {
+        std::memcpy(out + begin, codes, static_cast<std::size_t>(n));
+      }
+    }
+    p.scale[mx_scale_offset(p, row, gi)] = byte;
+  };
+  for (std::int64_t flat = first; flat < last;) {
+    std::int64_t done = 1;
+    if (batched && (g + kBatch) * p.block <= p.k && flat + kBatch <= last) {
+      done = kBatch;
+      PrefetchAheadBytes(row_ptr + g * 32 * static_cast<std::int64_t>(kSize), kBatch * 32 * static_cast<std::int64_t>(kSize));
+      if (!QuantizeGroupBatch<kDtype, kRneSaturate>(p, row_ptr, g, p.payload + row * p.payload_row_bytes,
+                                                     p.scale + mx_scale_offset(p, row, g)))
+        for (std::int64_t j = 0; j < kBatch; ++j) one_group(g + j);
+    } else {
+      one_group(g);
+    }
+    flat += done;
+    g += done;
+    if (g == p.groups && flat < last) {
+      g = 0;
+      ++row;
+      row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
+    }
+  }
+}
+
+template <DType kDtype>
+void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
+  const bool rne_saturate =
+      p.rounding == Rounding::rne && p.overflow == Overflow::saturate && p.signed_zero == SignedZero::keep;
+  if (rne_saturate) QuantizeGroupsOf<kDtype, true>(p, first, last);
+  else QuantizeGroupsOf<kDtype, false>(p, first, last);
+}
+
+void QuantizeMxGroups(const MxPlan& p, std::int64_t first, std::int64_t last) {
+  switch (p.dtype) {
+    case DType::f32: return QuantizeGroupsOf<DType::f32>(p, first, last);
+    case DType::bf16: return QuantizeGroupsOf<DType::bf16>(p, first, last);
+    default: return QuantizeGroupsOf<DType::f16>(p, first, last);
+  }
+}
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qexact::kernels {
+HWY_EXPORT(QuantizeMxGroups);
+
+void quantize_mx_groups(const MxPlan& p, std::int64_t first, std::int64_t last) {
+  HWY_DYNAMIC_DISPATCH(QuantizeMxGroups)(p, first, last);
+}
+}  // namespace qexact::kernels
+#endif

@@ -1,0 +1,133 @@
+// Scalar parts of the fast MX kernel, on the fp32 bits: the scale byte of a group (every rule
+// as the device computes it: exponent field, round-up on the mantissa bits) and the exact
+// power-of-two multiplier elements are scaled by.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "formats/torchao_nan.hpp"
+#include "kernels/cpu/common/scalar_load.hpp"
+#include "kernels/cpu/mx/mx_plan.hpp"
+
+namespace qexact::kernels {
+
+struct GroupScale {
+  std::uint8_t byte = 0;
+  float multiplier = 1.0f;      // elements are x * multiplier
+  bool fill = false;            // every code is fill_code
+  std::uint8_t fill_code = 0;
+  bool signed_nan = false;      // every code is the NaN code with the element's sign
+  bool torchao_nan = false;     // a torchao NaN group: each code from torchao_group_code
+};
+
+inline int clamp_byte(int b) { return std::clamp(b, 0, 254); }
+
+// Scale byte of a finite amax given as fp32 bits.
+inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
+  const int e = static_cast<int>(amax >> 23);
+  switch (p.rule) {
+    case ScaleRule::floor: {
+      const int up = p.log2_fp32 && e > 0 && amax >= p.log2_up_from[e] ? 1 : 0;
+      return clamp_byte(e + up - p.emax);
+    }
+    case ScaleRule::ceil:
+      return clamp_byte(e + ((amax & 0x7FFFFF) != 0 ? 1 : 0) - p.emax);
+    case ScaleRule::even:
+      return clamp_byte(static_cast<int>(((amax + (1u << (22 - p.mbits))) & 0xFF800000u) >> 23) - p.emax);
+    case ScaleRule::rceil: {
+      const float a = bits_to_float(amax);
+      const std::uint32_t d = float_bits(p.ratio_reciprocal ? a * p.inv_max_value : a / p.max_value);
+      const int de = static_cast<int>(d >> 23);
+      const std::uint32_t mant = d & 0x7FFFFF;
+      const bool up = de == 0 ? mant > 0x400000 : mant != 0;
+      return std::min(de + (up ? 1 : 0), 254);
+    }
+  }
+  return 0;
+}
+
+// 2^(127 - byte) for byte in 1..254 (254 gives the subnormal 2^-127).
+inline float reciprocal_of_byte(int byte) {
+  return byte == 254 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(254 - byte) << 23);
+}
+
+// amax: max of |x| bits over the group (NaN above inf); finite_or_inf: the same without NaN.
+inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t finite_or_inf) {
+  GroupScale g;
+  if (amax >= 0x7F800000u) {
+    switch (p.nonfinite) {
+      case NonFiniteRule::zero:
+        g.byte = 255;
+        g.fill = true;
+        return g;
+      case NonFiniteRule::nan:
+        g.byte = 255;
+        g.fill = true;
+        g.fill_code = p.has_nan ? 0x7F : 0;
+        return g;
+      case NonFiniteRule::nan_signed:
+        g.byte = 255;
+        if (p.has_nan) g.signed_nan = true;
+        else g.fill = true;
+        return g;
+      case NonFiniteRule::torchao:
+      case NonFiniteRule::torchao_rceil:
+      case NonFiniteRule::torchao_rceil_compiled:
+        if (amax > 0x7F800000u) {
+          g.byte = 255;
+          g.torchao_nan = true;
+          return g;
+        }
+        // An inf amax: RCEIL saturates to byte 254 (x * 2^-127); the bit-reading rules take
+        // inf's exponent field 255, byte 255 - emax. inf elements then saturate.
+        g.byte = static_cast<std::uint8_t>(p.nonfinite == NonFiniteRule::torchao && p.rule != ScaleRule::rceil
+                                               ? std::min(255 - p.emax, 254)
+                                               : 254);
+        g.multiplier = reciprocal_of_byte(g.byte);
+        return g;
+      case NonFiniteRule::te:
+      case NonFiniteRule::te_saturate:
+        if (finite_or_inf == 0x7F800000u) {
+          g.byte = 254;
+          g.multiplier = p.nonfinite == NonFiniteRule::te ? 0.0f : bits_to_float(0x00400000u);
+          return g;
+        }
+        amax = finite_or_inf;  // NaN takes no part in the reduction
+        break;
+    }
+  }
+  g.byte = static_cast<std::uint8_t>(scale_byte_from_bits(p, amax));
+  if (g.byte != 0) {
+    g.multiplier = reciprocal_of_byte(g.byte);
+    return g;
+  }
+  switch (p.byte0) {
+    case Byte0Rule::flush: g.fill = true; break;
+    case Byte0Rule::quantize: g.multiplier = 0x1p127f; break;
+    case Byte0Rule::min_normal: g.multiplier = 0x1p126f; break;
+    case Byte0Rule::unscaled: g.multiplier = 1.0f; break;
+  }
+  return g;
+}
+
+// Code of element `bits` in a torchao NaN group (GroupScale::torchao_nan): FLOOR/CEIL/EVEN
+// compute x / +inf (finite -> zero, NaN -> itself quieted, inf -> x86's default NaN), eager
+// RCEIL x * NaN (the amax's positive canonical NaN for every element, NaN ones included),
+// compiled RCEIL the NaN 0xFFFFFFFF.
+inline std::uint8_t torchao_group_code(const MxPlan& p, std::uint32_t bits) {
+  const std::uint32_t mag = bits & 0x7FFFFFFFu;
+  const bool is_nan = mag > 0x7F800000u;
+  switch (p.nonfinite) {
+    case NonFiniteRule::torchao:
+      if (is_nan) return torchao_nan_code(p.element, bits | 0x00400000u);
+      if (mag == 0x7F800000u) return torchao_nan_code(p.element, kX86DefaultNaN);
+      // A zero: its sign survives only where the contract keeps the sign of a zero value.
+      return p.signed_zero == SignedZero::keep && (bits >> 31) ? static_cast<std::uint8_t>(1u << (p.elem_bits - 1)) : 0;
+    case NonFiniteRule::torchao_rceil:
+      return torchao_nan_code(p.element, 0x7FC00000u);
+    default:
+      return torchao_nan_code(p.element, 0xFFFFFFFFu);
+  }
+}
+
+}  // namespace qexact::kernels

@@ -1,0 +1,19 @@
+// Fast nvfp4 kernels (contracts §9.2), the entry points of nvfp4_fast.cpp; the rules every fast
+// entry point follows (checks, threads, determinism, the _into forms) are in
+// kernels/cpu/README.md.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "qexact/contract.hpp"
+#include "qexact/tensor.hpp"
+
+namespace qexact::fast {
+
+// tensor_scale is null unless the contract has a tensor scale (tensor_scale=amax or te: one f32).
+std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
+                                float* tensor_scale, int threads);
+void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
+                           const TensorView& tensor_scale, const Shape& x_shape, float* out, int threads);
+
+}  // namespace qexact::fast
