@@ -174,7 +174,7 @@ void judge_tensor_amax(const TensorPlan& t, int world, TensorVerdict& v) {
   }
   v.bytes_after = v.payload_bytes + v.scale_bytes;
   v.total_blocks = 1;
-  const std::string sets = c.family == Family::nvfp4
+  const std::string sets = amax_sets_tensor_scale(c)
                                ? "the fp32 tensor scale t = amax / (448 x 6) and every E4M3 block scale relative to t"
                                : "the one fp32 scale of granularity=tensor";
   if (agreed) {

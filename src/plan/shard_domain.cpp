@@ -60,12 +60,21 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
   return refuse("unknown granularity");
 }
 
-bool has_tensor_amax(const Contract& c) {
-  return (c.family == Family::fp8_scaled && c.granularity.kind == Granularity::tensor) ||
-         (c.family == Family::nvfp4 && c.tensor_scale == TensorScale::amax);
+namespace {
+
+// The family row's grain is one scale for the whole tensor (fp8.scaled granularity=tensor).
+bool one_tensor_scale(const Contract& c) {
+  const auto grain = family_traits(c.family).grain;
+  return grain && grain(c).kind == Granularity::tensor;
 }
 
-const char* tensor_amax_output(const Contract& c) { return c.family == Family::nvfp4 ? "tensor_scale" : "scale"; }
+}  // namespace
+
+bool has_tensor_amax(const Contract& c) { return one_tensor_scale(c) || amax_sets_tensor_scale(c); }
+
+bool amax_sets_tensor_scale(const Contract& c) { return c.tensor_scale == TensorScale::amax; }
+
+const char* tensor_amax_output(const Contract& c) { return amax_sets_tensor_scale(c) ? "tensor_scale" : "scale"; }
 
 std::int64_t scale_element_bytes(const Contract& c, const Shape& x) {
   return static_cast<std::int64_t>(dtype_size(output_specs(c, x)[1].dtype));
@@ -78,7 +87,7 @@ std::optional<std::string> quantize_before_refusal(const TensorPlan& t) {
     if (t.collective == Collective::all_to_all && t.scale != ScaleScope::global)
       return "each shard's own amax cannot give the tensor scale of the head shard a rank holds afterwards: "
              "give \"scale\": \"global\" (one all_reduce(MAX) of one amax per destination rank first)";
-    if (c.family == Family::fp8_scaled) return std::nullopt;  // elementwise once the scale is agreed: any axis
+    if (one_tensor_scale(c)) return std::nullopt;  // elementwise once the scale is agreed: any axis
   }
   try {
     scale_axis_along(c, t.shape, t.axis);

@@ -37,6 +37,9 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis);
 // block scales relative to t). Quantize-before is exact for these only after the ranks agree
 // on that amax (an all_reduce(MAX), plan "scale": "global").
 bool has_tensor_amax(const Contract& c);
+// Whether the tensor amax sets a tensor scale beside block scales of their own (nvfp4
+// tensor_scale=amax), rather than the contract's one scale (fp8.scaled granularity=tensor).
+bool amax_sets_tensor_scale(const Contract& c);
 // The name of the output computed from the tensor amax alone ("scale" for fp8.scaled tensor,
 // "tensor_scale" for nvfp4): with the agreed amax every rank computes it, none sends it.
 const char* tensor_amax_output(const Contract& c);
