@@ -70,7 +70,8 @@ std::int64_t one_unit_per_scale(const Shape&, const Shape& ss) { return shape_nu
 const Int8Variant kVariants[] = {
     // One unit per (b, token block), all heads together (int8_block.cpp); a run is one token's
     // D channels of one head.
-    {Family::int8_block, kernels::quantize_int8_block_units, [](const Shape& x, const Shape& ss) { return x[0] * ss[2]; },
+    {Family::int8_block, kernels::quantize_int8_block_units,
+     [](const Shape& x, const Shape& ss) { return x[0] * ss[2]; },
      [](const Contract& c, const Shape& x) { return c.token_block * x[2] * x[3]; }, bsnd_index, groupwise_path,
      [](const Contract& c, const Shape& x, const Shape& ss, kernels::Int8DequantPlan& p) {
        p.run = x[3];
@@ -147,7 +148,8 @@ void dequantize_int8_into(const Contract& c, const TensorView& payload, const Te
   kernels::apply_forced_target();
   validate(c);
   const Int8Variant* v = int8_variant(c.family);
-  if (!v) fail(ErrorKind::bad_argument, std::string("dequantize_int8 was given a ") + family_name(c.family) + " contract");
+  if (!v)
+    fail(ErrorKind::bad_argument, std::string("dequantize_int8 was given a ") + family_name(c.family) + " contract");
   const Shape ps = payload_shape(c, x_shape);
   const Shape ss = scale_shape(c, x_shape);
   const DType sd = scale_dtype(c);
