@@ -129,7 +129,7 @@ TensorReport run_all_gather_local(const MpiSession& s, const Prepared& p, const 
   std::vector<PieceGeometry> geometry;
   for (int r = 0; r < world; ++r) {
     geometry.push_back(piece_geometry(c, full, t.axis, r * p.shard_length, p.shard_length));
-    scale_counts.push_back(shape_numel(geometry.back().scale) * plan::scale_element_bytes(c));
+    scale_counts.push_back(shape_numel(geometry.back().scale) * plan::scale_element_bytes(c, full));
   }
 
   QuantPiece mine;
@@ -218,7 +218,9 @@ TensorReport run_all_gather_global(const MpiSession& s, const Prepared& p, const
 
 // ---- a tensor-wide amax (fp8.scaled granularity=tensor, nvfp4 tensor_scale=amax) ----
 // The output computed from the tensor amax alone: fp8.scaled's one scale, nvfp4's tensor scale.
-Tensor& amax_output(const Contract& c, QuantResult& r) { return c.family == Family::nvfp4 ? r.tensor_scale : r.scale; }
+Tensor& amax_output(const Contract& c, QuantResult& r) {
+  return plan::amax_sets_tensor_scale(c) ? r.tensor_scale : r.scale;
+}
 
 // The tensor's amax as the ranks agree on it (global_amax.hpp): one all_reduce(MAX) of the
 // sign-cleared fp32 bits of each value in `local_amax_keys`.
@@ -235,7 +237,7 @@ TensorReport run_all_gather_tensor_amax(const MpiSession& s, const Prepared& p, 
   const plan::TensorPlan& t = *p.plan;
   const Contract c = t.contract();
   const bool agreed = t.scale == plan::ScaleScope::global;
-  const bool block_scales = c.family == Family::nvfp4;  // joined along the sharded axis like the payload
+  const bool block_scales = plan::amax_sets_tensor_scale(c);  // joined along the sharded axis like the payload
   const int world = s.world();
   const auto w = static_cast<std::size_t>(world);
   QuantResult mine;
@@ -337,7 +339,7 @@ TensorReport run_all_to_all(const MpiSession& s, const Prepared& p, const Collec
     // their chunk j's amax. So the ranks agree on one amax per destination, and each quantizes
     // its chunk j with amax j (the judge admits only "scale": "global" here).
     const std::int64_t h = p.local.shape()[static_cast<std::size_t>(t.to_axis)] / world;
-    const bool block_scales = c.family == Family::nvfp4;  // joined along the sequence axis
+    const bool block_scales = plan::amax_sets_tensor_scale(c);  // joined along the sequence axis
     std::vector<QuantResult> chunks(static_cast<std::size_t>(world));
     std::vector<std::vector<std::uint8_t>> recv;
     const Timings tm = time_interleaved(

@@ -128,7 +128,8 @@ QuantResult quantize_with_tensor_amax(const Contract& c, const TensorView& x, fl
 
   QuantResult r = quantize(c, y.view(), o);
   r.payload = leading_rows(r.payload, payload_shape(c, x.shape));
-  if (c.family == Family::nvfp4) r.scale = leading_rows(r.scale, scale_shape(c, x.shape));  // blocks lie in one row
+  // Block scales beside the tensor scale lie in x's rows (nvfp4); fp8.scaled's one scale is whole.
+  if (plan::amax_sets_tensor_scale(c)) r.scale = leading_rows(r.scale, scale_shape(c, x.shape));
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 
@@ -20,31 +21,17 @@ std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Scale-tensor elements per payload byte's row group, for the families whose scales run along
-// the last axis: the scale element of payload byte `flat`.
-std::int64_t row_family_scale_element(const Contract& c, const Shape& full, std::int64_t flat) {
+// The scale element of payload byte `flat` (its scale tensor's C-order index): the byte's first
+// element (a packed E2M1 byte holds two along the last axis), that element's domain in the family
+// row's grain, and MX's pairs layout, which pads each row's groups to an even count.
+std::int64_t scale_element_of_payload_byte(const Contract& c, const ScaleGrain& g, const Shape& full,
+                                           std::int64_t row_bytes, std::int64_t flat) {
   const std::int64_t k = full.back();
-  switch (c.family) {
-    case Family::mx: {
-      const bool packed = c.element == ElemFormat::e2m1;
-      const std::int64_t row_bytes = packed ? ceil_div(k, 2) : k;
-      const std::int64_t row = flat / row_bytes;
-      const std::int64_t element = (flat % row_bytes) * (packed ? 2 : 1);
-      const std::int64_t groups = ceil_div(k, c.block);
-      const std::int64_t per_row = c.layout == ScaleLayout::pairs ? 2 * ceil_div(groups, 2) : groups;
-      return row * per_row + element / c.block;
-    }
-    case Family::int8_token:
-      return flat / k;
-    case Family::int8_group:
-      return flat / c.group;
-    case Family::nvfp4: {  // E2M1 pairs, whole blocks of 16 (rowmajor)
-      const std::int64_t row_bytes = k / 2;
-      return (flat / row_bytes) * (k / kNvfp4Block) + (flat % row_bytes) * 2 / kNvfp4Block;
-    }
-    default:
-      throw std::logic_error("row_family_scale_element: not a row family");
-  }
+  const std::int64_t per_byte = row_bytes == k ? 1 : 2;
+  const std::int64_t domain = grain_scale_index(g, full, (flat / row_bytes) * k + (flat % row_bytes) * per_byte);
+  if (c.layout != ScaleLayout::pairs) return domain;
+  const std::int64_t groups = ceil_div(k, g.cols);
+  return domain / groups * 2 * ceil_div(groups, 2) + domain % groups;
 }
 
 }  // namespace
@@ -179,24 +166,15 @@ BlockMap contract_blocks(const Contract& c, const Shape& full, int axis, std::ve
   const Shape ss = scale_shape(c, full);
   const auto a = static_cast<std::size_t>(sa.scale_axis);
   const std::int64_t inner = product(ss, a + 1, ss.size());
-  const std::int64_t scale_esize = plan::scale_element_bytes(c);
+  const std::int64_t scale_esize = plan::scale_element_bytes(c, full);
   const std::int64_t length = full[static_cast<std::size_t>(axis)];
   BlockMap m;
   m.blocks = shape_numel(ss);
-  if (c.family == Family::int8_block) {
-    const std::int64_t seq = full[1], heads = full[2], dim = full[3], blocks = ss[2];
-    const std::int64_t tb = c.token_block;
-    m.block_of_payload_byte = [=](std::int64_t flat) {
-      const std::int64_t n = (flat / dim) % heads;
-      const std::int64_t s = (flat / (dim * heads)) % seq;
-      const std::int64_t b = flat / (dim * heads * seq);
-      return (b * heads + n) * blocks + s / tb;
-    };
-  } else if (c.family == Family::fp8_scaled) {  // one code byte per element, C order
-    m.block_of_payload_byte = [=](std::int64_t flat) { return grain_scale_index(c.granularity, full, flat); };
-  } else {
-    m.block_of_payload_byte = [=](std::int64_t flat) { return row_family_scale_element(c, full, flat); };
-  }
+  const ScaleGrain grain = family_traits(c.family).grain(c);
+  const std::int64_t row_bytes = payload_shape(c, full).back();
+  m.block_of_payload_byte = [=](std::int64_t flat) {
+    return scale_element_of_payload_byte(c, grain, full, row_bytes, flat);
+  };
   m.block_of_scale_byte = [=](std::int64_t byte) { return byte / scale_esize; };
   const std::int64_t e = sa.elements_per_scale;
   m.straddles = [=](std::int64_t block) {

@@ -4,6 +4,12 @@
 
 namespace qexact::conformance {
 
+std::string param_of(const Contract& c, const std::string& key) {
+  for (const auto& [k, v] : params(c))
+    if (k == key) return v;
+  return "?";
+}
+
 std::string changes_words(const ParamChanges& ch) {
   std::string s;
   for (const auto& [k, v] : ch) s += (s.empty() ? "" : ", ") + k + "=" + v;

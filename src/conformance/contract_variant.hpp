@@ -14,6 +14,8 @@ namespace qexact::conformance {
 
 using ParamChanges = std::vector<std::pair<std::string, std::string>>;
 
+// The value of parameter `key` of c as params() spells it; "?" when c has no such parameter.
+std::string param_of(const Contract& c, const std::string& key);
 // "key=value, key=value"
 std::string changes_words(const ParamChanges& ch);
 // c with ch applied; nullopt when that is not a contract qexact implements.

@@ -11,6 +11,7 @@
 
 #include "conformance/contract_variant.hpp"
 #include "conformance/diagnose_search.hpp"
+#include "conformance/lab_family.hpp"
 #include "conformance/scale_grid.hpp"
 #include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
@@ -26,12 +27,6 @@ namespace {
 
 const RunOptions kRef{Engine::reference, 1};
 
-std::string param_of(const Contract& c, const std::string& key) {
-  for (const auto& [k, v] : params(c))
-    if (k == key) return v;
-  return "?";
-}
-
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
@@ -39,74 +34,6 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 Diagnosis make(const std::string& signature, std::vector<std::pair<std::string, std::int64_t>> evidence,
                const std::string& explanation, bool confirmed) {
   return Diagnosis{signature, std::move(evidence), explanation, confirmed};
-}
-
-// ---- stage 1: granularity and layout ------------------------------------------------------
-
-struct Alternative {
-  Contract c;
-  std::string signature;  // granularity or scale_layout
-  std::string what;       // the change, in words
-};
-
-std::vector<Alternative> alternatives(const Contract& c, const Shape& x) {
-  std::vector<Alternative> out;
-  auto add = [&](const ParamChanges& ch, const std::string& signature, const std::string& what) {
-    if (auto v = contract_variant(c, ch)) out.push_back({*v, signature, what});
-  };
-  const std::int64_t k = x.empty() ? 0 : x.back();
-  switch (c.family) {
-    case Family::mx:
-      for (const char* block : {"32", "16"})
-        for (const char* layout : {"pairs", "rowmajor", "padded", "swizzled"}) {
-          const bool same_block = std::to_string(c.block) == block;
-          if (same_block && param_of(c, "layout") == layout) continue;
-          ParamChanges ch{{"block", block}, {"layout", layout}};
-          const bool whole = std::string(layout) == "padded" || std::string(layout) == "swizzled";
-          ch.push_back({"tail", whole ? "reject" : param_of(c, "tail")});
-          add(ch, same_block ? "scale_layout" : "granularity",
-              same_block ? std::string("layout=") + layout : std::string("block=") + block + ", layout=" + layout);
-        }
-      break;
-    case Family::int8_token:
-    case Family::int8_group:
-      // A scale per row, or per group of g along the row: g from the divisors of the row.
-      for (std::int64_t g = 1; g <= k; ++g) {
-        if (k % g != 0 || (c.family == Family::int8_group && g == c.group)) continue;
-        Contract v = c;
-        v.family = Family::int8_group;
-        v.group = static_cast<int>(g);
-        out.push_back({v, "granularity", "one scale per " + std::to_string(g) + " elements of a row (int8.group, group=" +
-                                             std::to_string(g) + ")"});
-      }
-      if (c.family == Family::int8_group) {
-        Contract v = c;
-        v.family = Family::int8_token;
-        out.push_back({v, "granularity", "one scale per complete row (int8.token)"});
-      }
-      break;
-    case Family::int8_block:
-      if (x.size() == 4)
-        for (std::int64_t tb = 1; tb <= x[1]; tb *= 2)
-          if (tb != c.token_block)
-            add({{"token_block", std::to_string(tb)}}, "granularity", "token_block=" + std::to_string(tb));
-      break;
-    case Family::hif4:
-    case Family::pool:
-    case Family::fp8_scaled:
-    case Family::nvfp4: break;
-  }
-  return out;
-}
-
-std::string granularity_words(const Contract& c) {
-  switch (c.family) {
-    case Family::mx: return "block=" + std::to_string(c.block) + ", layout=" + param_of(c, "layout");
-    case Family::int8_token: return "one scale per complete row";
-    case Family::int8_group: return "one scale per " + std::to_string(c.group) + " elements of a row";
-    case Family::int8_block: return "token_block=" + std::to_string(c.token_block);
-    default: return family_name(c.family);
-  }
 }
 
 // ---- stages 2-3: scales, then payload against the device's own scales ---------------------
@@ -596,11 +523,11 @@ std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, con
   if (!layout_checked && (!same_shape || !same_bytes(dev.scale, ref.scale))) {
     // Stage 1 (§8.5): another granularity or layout with the device's scale shape.
     const std::int64_t own = same_shape ? matching_bytes(ref.scale, dev.scale) : -1;
-    const Alternative* best = nullptr;
+    const ScaleAlternative* best = nullptr;
     ContractOutput best_out;
     std::int64_t best_scale = -1, best_payload = -1;
-    const std::vector<Alternative> alts = alternatives(c, x.shape);
-    for (const Alternative& a : alts) {
+    const std::vector<ScaleAlternative> alts = lab_family(c.family).scale_alternatives(c, x.shape);
+    for (const ScaleAlternative& a : alts) {
       try {
         if (scale_shape(a.c, x.shape) != dev.scale.shape()) continue;
       } catch (const Error&) {
@@ -634,7 +561,8 @@ std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, con
       if (best->signature == "granularity") {
         const std::string why =
             "the device's scale tensor has shape " + shape_str(dev.scale.shape()) + ", the contract's " +
-            shape_str(ref.scale.shape()) + ": it is the shape of " + best->what + ", not " + granularity_words(c) +
+            shape_str(ref.scale.shape()) + ": it is the shape of " + best->what + ", not " +
+            lab_family(c.family).granularity_words(c) +
             " (" + std::to_string(best_scale) + " of " + std::to_string(scale_bytes) + " scale bytes and " +
             std::to_string(best_payload) + " of " + std::to_string(payload_bytes) +
             " payload bytes match that granularity); fix the granularity before comparing rounding";

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "conformance/contract_variant.hpp"
+#include "conformance/probes.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -81,6 +83,61 @@ std::vector<double> hif4_sweep(const Contract&) {
   return a;
 }
 
+// ---- diagnose's stage 1: other granularities and scale layouts ----
+
+std::vector<ScaleAlternative> mx_alternatives(const Contract& c, const Shape&) {
+  std::vector<ScaleAlternative> out;
+  for (const char* block : {"32", "16"})
+    for (const char* layout : {"pairs", "rowmajor", "padded", "swizzled"}) {
+      const bool same_block = std::to_string(c.block) == block;
+      if (same_block && param_of(c, "layout") == layout) continue;
+      ParamChanges ch{{"block", block}, {"layout", layout}};
+      const bool whole = std::string(layout) == "padded" || std::string(layout) == "swizzled";
+      ch.push_back({"tail", whole ? "reject" : param_of(c, "tail")});
+      if (auto v = contract_variant(c, ch))
+        out.push_back({*v, same_block ? "scale_layout" : "granularity",
+                       same_block ? std::string("layout=") + layout
+                                  : std::string("block=") + block + ", layout=" + layout});
+    }
+  return out;
+}
+
+// A scale per row, or per group of g along the row: g from the divisors of the row (int8.token
+// and int8.group, each the other's alternative).
+std::vector<ScaleAlternative> int8_row_alternatives(const Contract& c, const Shape& x) {
+  std::vector<ScaleAlternative> out;
+  const I k = x.empty() ? 0 : x.back();
+  const bool grouped = c.family == Family::int8_group;
+  for (I g = 1; g <= k; ++g) {
+    if (k % g != 0 || (grouped && g == c.group)) continue;
+    Contract v = c;
+    v.family = Family::int8_group;
+    v.group = static_cast<int>(g);
+    out.push_back({v, "granularity", "one scale per " + std::to_string(g) + " elements of a row (int8.group, group=" +
+                                         std::to_string(g) + ")"});
+  }
+  if (grouped) {
+    Contract v = c;
+    v.family = Family::int8_token;
+    out.push_back({v, "granularity", "one scale per complete row (int8.token)"});
+  }
+  return out;
+}
+
+std::vector<ScaleAlternative> int8_block_alternatives(const Contract& c, const Shape& x) {
+  std::vector<ScaleAlternative> out;
+  if (x.size() == 4)
+    for (I tb = 1; tb <= x[1]; tb *= 2)
+      if (tb != c.token_block)
+        if (auto v = contract_variant(c, {{"token_block", std::to_string(tb)}}))
+          out.push_back({*v, "granularity", "token_block=" + std::to_string(tb)});
+  return out;
+}
+
+std::vector<ScaleAlternative> no_alternatives(const Contract&, const Shape&) { return {}; }
+
+std::string family_words(const Contract& c) { return family_name(c.family); }
+
 // Groups of `len` along the last axis: [rows, 8 groups] shapes.
 Shape eight_per_row(I len, I n) { return Shape{(n + 7) / 8, 8 * len}; }
 
@@ -88,28 +145,36 @@ const LabFamily kRows[] = {
     {Family::mx, [](const Contract& c) -> I { return c.block; },
      [](const Contract& c, I n) { return eight_per_row(c.block, n); },
      [](const Contract& c) { return Shape{4, 8 * static_cast<I>(c.block) + c.block / 2 + 3}; }, element_max,
-     element_sweep},
+     element_sweep, mx_probes, mx_alternatives,
+     [](const Contract& c) { return "block=" + std::to_string(c.block) + ", layout=" + param_of(c, "layout"); }},
     {Family::int8_block, [](const Contract& c) -> I { return static_cast<I>(c.token_block) * kCaseHeadDim; },
      [](const Contract& c, I n) { return Shape{1, (n + 1) / 2 * c.token_block, 2, kCaseHeadDim}; },
      [](const Contract& c) { return Shape{1, 2 * static_cast<I>(c.token_block) + 37, 2, kCaseHeadDim}; },
-     [](const Contract&) { return 127.0f; }, integer_sweep},
+     [](const Contract&) { return 127.0f; }, integer_sweep, int8_probes, int8_block_alternatives,
+     [](const Contract& c) { return "token_block=" + std::to_string(c.token_block); }},
     {Family::int8_token, [](const Contract&) -> I { return kCaseRowLen; },
      [](const Contract&, I n) { return Shape{n, kCaseRowLen}; }, [](const Contract&) { return Shape{8, 997}; },
-     [](const Contract&) { return 127.0f; }, integer_sweep},
+     [](const Contract&) { return 127.0f; }, integer_sweep, int8_probes, int8_row_alternatives,
+     [](const Contract&) { return std::string("one scale per complete row"); }},
     {Family::int8_group, [](const Contract& c) -> I { return c.group; },
      [](const Contract& c, I n) { return eight_per_row(c.group, n); },
      [](const Contract& c) { return Shape{4, 8 * static_cast<I>(c.group) + 5}; }, [](const Contract&) { return 127.0f; },
-     integer_sweep},
+     integer_sweep, int8_probes, int8_row_alternatives,
+     [](const Contract& c) { return "one scale per " + std::to_string(c.group) + " elements of a row"; }},
     {Family::hif4, [](const Contract&) -> I { return 64; }, [](const Contract&, I n) { return Shape{(n + 3) / 4, 4 * 64}; },
-     [](const Contract&) { return Shape{4, 4 * 64 + 32}; }, [](const Contract&) { return 7.0f; }, hif4_sweep},
+     [](const Contract&) { return Shape{4, 4 * 64 + 32}; }, [](const Contract&) { return 7.0f; }, hif4_sweep,
+     hif4_probes, no_alternatives, family_words},
     {Family::pool, [](const Contract& c) -> I { return c.pool; }, [](const Contract& c, I n) { return Shape{1, n * c.pool, 8}; },
      [](const Contract&) { return Shape{}; }, [](const Contract&) { return 0.0f; },
-     [](const Contract&) { return std::vector<double>{}; }},  // not a quantizer: its own cases
-    {Family::fp8_scaled, fp8_group_len, fp8_shape_for_groups, fp8_tail_shape, element_max, element_sweep},
+     [](const Contract&) { return std::vector<double>{}; },  // not a quantizer: its own cases
+     pool_probes, no_alternatives, family_words},
+    {Family::fp8_scaled, fp8_group_len, fp8_shape_for_groups, fp8_tail_shape, element_max, element_sweep,
+     fp8_scaled_probes, no_alternatives, family_words},
     {Family::nvfp4, [](const Contract&) -> I { return kNvfp4Block; },
      [](const Contract&, I n) { return eight_per_row(kNvfp4Block, n); },
      [](const Contract&) { return Shape{4, 8 * kNvfp4Block + 5}; },
-     [](const Contract&) { return elem_traits(ElemFormat::e2m1).max; }, integer_sweep},
+     [](const Contract&) { return elem_traits(ElemFormat::e2m1).max; }, integer_sweep, nvfp4_probes,
+     no_alternatives, family_words},
 };
 
 }  // namespace

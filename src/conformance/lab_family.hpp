@@ -1,12 +1,15 @@
 // What the conformance lab needs of each family, one row per family (beside
 // contracts/family_table's rows, which say what a family *is*): how the lab's cases lay out
-// scale groups, the shape of the tail case and the largest code a group's scale maps its amax
-// onto (which elements share a scale is the family row's grain). The lab asks this table instead
-// of switching on the family; a new family is one row here.
+// scale groups, the shape of the tail case, the largest code a group's scale maps its amax onto
+// (which elements share a scale is the family row's grain), the family's probes and what
+// diagnose tries in place of its granularity. The lab asks this table instead of switching on
+// the family; a new family is one row here.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "conformance/cases.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
@@ -14,6 +17,13 @@ namespace qexact::conformance {
 
 inline constexpr std::int64_t kCaseRowLen = 256;  // int8.token row length Q; fp8.scaled tensor/row rows
 inline constexpr std::int64_t kCaseHeadDim = 16;  // int8.block D (small: the references are scalar)
+
+// Another granularity or scale layout of a contract, for diagnose's stage 1 (contracts §8.5).
+struct ScaleAlternative {
+  Contract c;
+  std::string signature;  // "granularity" or "scale_layout"
+  std::string what;       // the change, in words
+};
 
 struct LabFamily {
   Family family;
@@ -29,6 +39,14 @@ struct LabFamily {
   float (*top_code)(const Contract& c);
   // The amaxes of the amax_sweep case: top * 2^k and values that stress the scale rule.
   std::vector<double> (*sweep_amaxes)(const Contract& c);
+  // The discriminating probes for c (probes.hpp).
+  std::vector<Case> (*probes)(const Contract& c);
+  // Diagnose's stage 1: the other granularities and scale layouts of c on input shape x whose
+  // scale shape may be the device's (none where the family has no such parameters, or where
+  // the search over its parameters diagnoses it, fp8.scaled and nvfp4).
+  std::vector<ScaleAlternative> (*scale_alternatives)(const Contract& c, const Shape& x);
+  // c's granularity in words, for diagnose's granularity finding ("one scale per complete row").
+  std::string (*granularity_words)(const Contract& c);
 };
 
 const LabFamily& lab_family(Family f);

@@ -250,16 +250,13 @@ std::optional<ScaledOp> nvfp4_op(const Contract& c, const Input& in, const Obser
   return ScaledOp{true, (1.0f / t) / s};
 }
 
-// The scaled family's op for group g (fp8.scaled or nvfp4 only).
-std::optional<ScaledOp> scaled_op(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
-  return c.family == Family::nvfp4 ? nvfp4_op(c, in, obs, g) : fp8_op(c, in, obs, g);
-}
+// The element format fp8.scaled and nvfp4 round x scaled by a group's scale onto.
+ElemFormat scaled_element(const Contract& c) { return c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element; }
 
-const std::vector<float>& scaled_table(const Contract& c) {
-  return elem_value_table(c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element);
-}
+const std::vector<float>& scaled_table(const Contract& c) { return elem_value_table(scaled_element(c)); }
 
-bool is_scaled_family(const Contract& c) { return c.family == Family::fp8_scaled || c.family == Family::nvfp4; }
+// The scaled family's op for group g, by the family's row of the code table below.
+std::optional<ScaledOp> scaled_op(const Contract& c, const Input& in, const Observed& obs, std::int64_t g);
 
 // Elements of groups with an op whose scaled magnitude satisfies pred.
 template <class Pred>
@@ -275,6 +272,108 @@ std::int64_t count_scaled(const Contract& c, const Input& in, const Observed& ob
   }
   return n;
 }
+
+// ---- each family's codes, as exact_ties and saturation count them ----------------------
+
+// x scaled as the contract scales it, on the element grid (fp8.scaled, nvfp4).
+std::int64_t scaled_ties(const Contract& c, const Input& in, const Observed& obs) {
+  const std::vector<float>& table = scaled_table(c);
+  return count_scaled(c, in, obs, [&](float a) { return is_midpoint(table, a); });
+}
+std::int64_t scaled_saturated(const Contract& c, const Input& in, const Observed& obs) {
+  const float top = top_code(c);
+  return count_scaled(c, in, obs, [top](float a) { return a > top; });
+}
+
+// Elements of the groups that have a scale (scale_of: mx_scale or int8_scale) whose |x| and
+// scale satisfy pred.
+using ScaleOf = std::optional<double> (*)(const Contract&, const Input&, const Observed&, std::int64_t);
+
+template <class Pred>
+std::int64_t count_by_scale(const Contract& c, const Input& in, const Observed& obs, ScaleOf scale_of, Pred&& pred) {
+  std::int64_t n = 0;
+  for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+    const std::optional<double> s = scale_of(c, in, obs, g);
+    if (!s) continue;
+    for (std::int64_t i = 0; i < in.groups.size(g); ++i)
+      n += pred(std::fabs(static_cast<double>(value(in, g, i))), *s) ? 1 : 0;
+  }
+  return n;
+}
+
+std::int64_t mx_ties(const Contract& c, const Input& in, const Observed& obs) {
+  const std::vector<float>& table = elem_value_table(c.element);
+  return count_by_scale(c, in, obs, mx_scale,
+                        [&](double a, double s) { return std::isfinite(a) && is_midpoint(table, a / s); });
+}
+// The band the floor scale saturates: |x| / 2^(floor(log2 amax) - emax) > element max.
+std::int64_t mx_saturated(const Contract& c, const Input& in, const Observed&) {
+  const ElemTraits& t = elem_traits(c.element);
+  std::int64_t n = 0;
+  for (std::int64_t g = 0; g < in.groups.count(); ++g) {
+    const float amax = group_amax(in, g);
+    if (!(amax > 0.0f)) continue;
+    const int shift = floor_log2(amax) - t.emax;
+    for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
+      const double a = std::fabs(value(in, g, i));
+      n += std::isfinite(a) && std::ldexp(a, -shift) > t.max ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+std::int64_t hif4_ties(const Contract&, const Input& in, const Observed& obs) {
+  return count_hif4(in, obs, [](float mant) {
+    const float q = mant * 4.0f;
+    return q - std::floor(q) == 0.5f && std::floor(q) <= 6.0f;
+  });
+}
+std::int64_t hif4_saturated(const Contract&, const Input& in, const Observed& obs) {
+  return count_hif4(in, obs, [](float mant) { return std::floor(mant * 4.0f + 0.5f) > 7.0f; });
+}
+
+std::int64_t int8_ties(const Contract& c, const Input& in, const Observed& obs) {
+  return count_by_scale(c, in, obs, int8_scale, [](double a, double s) { return is_half_integer_multiple(a, s); });
+}
+std::int64_t int8_saturated(const Contract& c, const Input& in, const Observed& obs) {
+  return count_by_scale(c, in, obs, int8_scale, [](double a, double s) { return std::isfinite(a) && a > 127.0 * s; });
+}
+
+std::int64_t no_codes(const Contract&, const Input&, const Observed&) { return 0; }  // pool: no scale groups
+
+// One row per family: how its exact ties and saturated elements are counted, and for the
+// families that scale x before rounding it onto an element grid (fp8.scaled, nvfp4) the op a
+// group's elements meet.
+struct CodeRow {
+  Family family;
+  std::int64_t (*ties)(const Contract& c, const Input& in, const Observed& obs);
+  std::int64_t (*saturated)(const Contract& c, const Input& in, const Observed& obs);
+  std::optional<ScaledOp> (*scaled_op)(const Contract& c, const Input& in, const Observed& obs, std::int64_t g);
+};
+
+const CodeRow kCodeRows[] = {
+    {Family::mx, mx_ties, mx_saturated, nullptr},
+    {Family::int8_block, int8_ties, int8_saturated, nullptr},
+    {Family::int8_token, int8_ties, int8_saturated, nullptr},
+    {Family::int8_group, int8_ties, int8_saturated, nullptr},
+    {Family::hif4, hif4_ties, hif4_saturated, nullptr},
+    {Family::pool, no_codes, no_codes, nullptr},
+    {Family::fp8_scaled, scaled_ties, scaled_saturated, fp8_op},
+    {Family::nvfp4, scaled_ties, scaled_saturated, nvfp4_op},
+};
+
+const CodeRow& code_row(Family f) {
+  for (const CodeRow& r : kCodeRows)
+    if (r.family == f) return r;
+  fail(ErrorKind::bad_argument,
+       "family " + std::to_string(static_cast<int>(f)) + " has no row in the predicates' code table");
+}
+
+std::optional<ScaledOp> scaled_op(const Contract& c, const Input& in, const Observed& obs, std::int64_t g) {
+  return code_row(c.family).scaled_op(c, in, obs, g);
+}
+
+bool is_scaled_family(const Contract& c) { return code_row(c.family).scaled_op != nullptr; }
 
 Predicate make(const std::string& name, const std::string& description,
                std::function<std::int64_t(const Contract&, const Input&, const Observed&)> f) {
@@ -447,40 +546,7 @@ Predicate exact_ties() {
       "(int8: n + 1/2; HiF4: mant on the midpoints of its 0.25 grid; fp8.scaled, nvfp4: x scaled as the contract "
       "scales it)",
       [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
-        if (is_scaled_family(c)) {
-          const std::vector<float>& table = scaled_table(c);
-          return count_scaled(c, in, obs, [&](float a) { return is_midpoint(table, a); });
-        }
-        switch (c.family) {
-          case Family::mx: {
-            const std::vector<float>& table = elem_value_table(c.element);
-            std::int64_t n = 0;
-            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
-              const std::optional<double> s = mx_scale(c, in, obs, g);
-              if (!s) continue;
-              for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
-                const double a = std::fabs(value(in, g, i));
-                n += std::isfinite(a) && is_midpoint(table, a / *s) ? 1 : 0;
-              }
-            }
-            return n;
-          }
-          case Family::hif4:
-            return count_hif4(in, obs, [](float mant) {
-              const float q = mant * 4.0f;
-              return q - std::floor(q) == 0.5f && std::floor(q) <= 6.0f;
-            });
-          default: {
-            std::int64_t n = 0;
-            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
-              const std::optional<double> s = int8_scale(c, in, obs, g);
-              if (!s) continue;
-              for (std::int64_t i = 0; i < in.groups.size(g); ++i)
-                n += is_half_integer_multiple(std::fabs(value(in, g, i)), *s) ? 1 : 0;
-            }
-            return n;
-          }
-        }
+        return code_row(c.family).ties(c, in, obs);
       });
 }
 
@@ -617,40 +683,7 @@ Predicate saturation() {
       "scale saturates); int8 |x| / scale > 127; HiF4 codes clamped to 7; fp8.scaled and nvfp4 |x| scaled by "
       "the group's scale > the element max (448, 57344; 6)",
       [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
-        if (is_scaled_family(c)) {
-          const float top = top_code(c);
-          return count_scaled(c, in, obs, [top](float a) { return a > top; });
-        }
-        switch (c.family) {
-          case Family::mx: {
-            const ElemTraits& t = elem_traits(c.element);
-            std::int64_t n = 0;
-            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
-              const float amax = group_amax(in, g);
-              if (!(amax > 0.0f)) continue;
-              const int shift = floor_log2(amax) - t.emax;
-              for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
-                const double a = std::fabs(value(in, g, i));
-                n += std::isfinite(a) && std::ldexp(a, -shift) > t.max ? 1 : 0;
-              }
-            }
-            return n;
-          }
-          case Family::hif4:
-            return count_hif4(in, obs, [](float mant) { return std::floor(mant * 4.0f + 0.5f) > 7.0f; });
-          default: {
-            std::int64_t n = 0;
-            for (std::int64_t g = 0; g < in.groups.count(); ++g) {
-              const std::optional<double> s = int8_scale(c, in, obs, g);
-              if (!s) continue;
-              for (std::int64_t i = 0; i < in.groups.size(g); ++i) {
-                const double a = std::fabs(value(in, g, i));
-                n += std::isfinite(a) && a > 127.0 * *s ? 1 : 0;
-              }
-            }
-            return n;
-          }
-        }
+        return code_row(c.family).saturated(c, in, obs);
       });
 }
 
@@ -674,10 +707,10 @@ Predicate tail() {
                 const std::int64_t k = s.back();
                 if (k <= 0) return 0;
                 const std::int64_t rows = shape_numel(s) / k;
-                const std::int64_t len = c.family == Family::mx           ? c.block
-                                         : c.family == Family::int8_group ? c.group
-                                         : c.family == Family::hif4       ? 64
-                                                                          : 16;
+                // Groups along the last axis (the family row's grain); rows: a 16-wide SIMD vector.
+                const auto grain_of = family_traits(c.family).grain;
+                const std::optional<ScaleGrain> g = grain_of ? std::optional(grain_of(c)) : std::nullopt;
+                const std::int64_t len = g && g->kind == Granularity::group ? g->cols : 16;
                 return k % len != 0 ? rows : 0;
               });
 }
@@ -784,7 +817,7 @@ Predicate scaled_subnormals() {
               "smallest normal (fp8.scaled, nvfp4)",
               [](const Contract& c, const Input& in, const Observed& obs) -> std::int64_t {
                 if (!is_scaled_family(c)) return 0;
-                const ElemTraits& t = elem_traits(c.family == Family::nvfp4 ? ElemFormat::e2m1 : c.element);
+                const ElemTraits& t = elem_traits(scaled_element(c));
                 const float min_normal = std::ldexp(1.0f, 1 - t.bias);
                 return count_scaled(c, in, obs, [min_normal](float a) { return a > 0.0f && a < min_normal; });
               });

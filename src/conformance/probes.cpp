@@ -7,6 +7,7 @@
 
 #include "conformance/case_fill.hpp"
 #include "conformance/emulate.hpp"
+#include "conformance/lab_family.hpp"
 #include "conformance/predicates.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -41,19 +42,18 @@ class ProbeBuilder {
  public:
   explicit ProbeBuilder(const Contract& c) : c_(c) {}
 
-  std::vector<Case> all() {
-    switch (c_.family) {
-      case Family::mx: mx(); break;
-      case Family::int8_block:
-      case Family::int8_token:
-      case Family::int8_group: int8(); break;
-      case Family::hif4: hif4(); break;
-      case Family::pool: pool(); break;
-      case Family::fp8_scaled: fp8(); break;
-      case Family::nvfp4: nvfp4(); break;
-    }
+  // Runs one family's probes (the *_probes functions below, which lab_family's rows name).
+  std::vector<Case> take(void (ProbeBuilder::*family)()) {
+    (this->*family)();
     return std::move(out_);
   }
+
+  friend std::vector<Case> conformance::mx_probes(const Contract& c);
+  friend std::vector<Case> conformance::int8_probes(const Contract& c);
+  friend std::vector<Case> conformance::hif4_probes(const Contract& c);
+  friend std::vector<Case> conformance::pool_probes(const Contract& c);
+  friend std::vector<Case> conformance::fp8_scaled_probes(const Contract& c);
+  friend std::vector<Case> conformance::nvfp4_probes(const Contract& c);
 
  private:
   std::int64_t group_len() const { return case_group_len(c_); }
@@ -487,9 +487,16 @@ Predicate discriminates(const std::string& param, const std::vector<std::string>
   return p;
 }
 
+std::vector<Case> mx_probes(const Contract& c) { return ProbeBuilder(c).take(&ProbeBuilder::mx); }
+std::vector<Case> int8_probes(const Contract& c) { return ProbeBuilder(c).take(&ProbeBuilder::int8); }
+std::vector<Case> hif4_probes(const Contract& c) { return ProbeBuilder(c).take(&ProbeBuilder::hif4); }
+std::vector<Case> pool_probes(const Contract& c) { return ProbeBuilder(c).take(&ProbeBuilder::pool); }
+std::vector<Case> fp8_scaled_probes(const Contract& c) { return ProbeBuilder(c).take(&ProbeBuilder::fp8); }
+std::vector<Case> nvfp4_probes(const Contract& c) { return ProbeBuilder(c).take(&ProbeBuilder::nvfp4); }
+
 std::vector<Case> discriminating_probes(const Contract& c) {
   validate(c);
-  return ProbeBuilder(c).all();
+  return lab_family(c.family).probes(c);
 }
 
 }  // namespace qexact::conformance

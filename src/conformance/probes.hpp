@@ -25,8 +25,16 @@
 
 namespace qexact::conformance {
 
-// The probes for contract c (deterministic: no seed, same bytes on every platform).
+// The probes for contract c (deterministic: no seed, same bytes on every platform): its
+// family's, by the family's row of lab_family.
 std::vector<Case> discriminating_probes(const Contract& c);
+// Each family's probes, unchecked (discriminating_probes validates c first).
+std::vector<Case> mx_probes(const Contract& c);
+std::vector<Case> int8_probes(const Contract& c);  // int8.block, int8.token, int8.group
+std::vector<Case> hif4_probes(const Contract& c);
+std::vector<Case> pool_probes(const Contract& c);
+std::vector<Case> fp8_scaled_probes(const Contract& c);
+std::vector<Case> nvfp4_probes(const Contract& c);
 
 // Output bytes where the variants of c over `param` = each of `values` disagree (a rejected
 // input counts as no bytes; outputs of different sizes disagree everywhere). `context`:

@@ -97,18 +97,28 @@ ScaleGrain hif4_grain(const Contract&) { return {Granularity::group, 1, 64}; }  
 ScaleGrain fp8_scaled_grain(const Contract& c) { return c.granularity; }
 ScaleGrain nvfp4_grain(const Contract&) { return {Granularity::group, 1, kNvfp4Block}; }
 
+std::string int8_block_domain(const Contract&) { return "(b, head, token block) scales"; }
+std::string nvfp4_domain(const Contract&) { return "blocks of " + std::to_string(kNvfp4Block); }
+std::string grain_domain(const Contract& c) { return grain_words(family_traits(c.family).grain(c)); }
+
 }  // namespace
 
 const std::vector<FamilyTraits>& family_table() {
   static const std::vector<FamilyTraits> rows = {
-      {Family::mx, "mx", "§1-2", true, ScaleCode::e8m0, mx_outputs, mx_grain},
-      {Family::int8_block, "int8.block", "§3", true, ScaleCode::ieee, int8_block_outputs, int8_block_grain},
-      {Family::int8_token, "int8.token", "§4", true, ScaleCode::ieee, int8_token_outputs, row_grain},
-      {Family::int8_group, "int8.group", "§4", true, ScaleCode::ieee, int8_group_outputs, int8_group_grain},
-      {Family::hif4, "hif4", "§5", false, ScaleCode::none, nullptr, hif4_grain},
-      {Family::pool, "pool", "§6", false, ScaleCode::none, nullptr, nullptr},
-      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, ScaleCode::ieee, fp8_scaled_outputs, fp8_scaled_grain},
-      {Family::nvfp4, "nvfp4", "§9.2", true, ScaleCode::e4m3, nvfp4_outputs, nvfp4_grain},
+      {Family::mx, "mx", "§1-2", true, ScaleCode::e8m0, mx_outputs, mx_grain, grain_domain, "block",
+       "its scale groups"},
+      {Family::int8_block, "int8.block", "§3", true, ScaleCode::ieee, int8_block_outputs, int8_block_grain,
+       int8_block_domain, "token_block", nullptr},
+      {Family::int8_token, "int8.token", "§4", true, ScaleCode::ieee, int8_token_outputs, row_grain, grain_domain,
+       nullptr, "its scale groups"},
+      {Family::int8_group, "int8.group", "§4", true, ScaleCode::ieee, int8_group_outputs, int8_group_grain,
+       grain_domain, "group", "its scale groups"},
+      {Family::hif4, "hif4", "§5", false, ScaleCode::none, nullptr, hif4_grain, grain_domain, nullptr, nullptr},
+      {Family::pool, "pool", "§6", false, ScaleCode::none, nullptr, nullptr, nullptr, nullptr, nullptr},
+      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, ScaleCode::ieee, fp8_scaled_outputs, fp8_scaled_grain,
+       grain_domain, nullptr, nullptr},
+      {Family::nvfp4, "nvfp4", "§9.2", true, ScaleCode::e4m3, nvfp4_outputs, nvfp4_grain, nvfp4_domain, nullptr,
+       "its blocks of 16"},
   };
   return rows;
 }

@@ -35,6 +35,18 @@ struct FamilyTraits {
   // scale domains that the lab, the collective judge and the references index by. Null for pool
   // (its cells are not scale domains).
   ScaleGrain (*grain)(const Contract& c);
+  // One scale domain in words ("groups of 32", "row scales", "blocks of 16"), for messages that
+  // name what a shard boundary cuts. Null for pool.
+  std::string (*domain_words)(const Contract& c);
+  // The contract parameter that sets the grain's run length ("block", "token_block", "group"),
+  // as messages name it; null where the grain is fixed (int8.token, hif4, nvfp4) or is itself
+  // the parameter (fp8.scaled's granularity: its letters N, M, T name the runs).
+  const char* grain_param;
+  // Where a piece of the last axis cannot be quantized on its own (MX packs element pairs and
+  // pairs its scales, int8.group and nvfp4 need whole groups, int8.token the whole row), the
+  // words that name the domains along it in a sharding refusal ("its scale groups"); null where
+  // the grain decides (fp8.scaled: a partial group is a scale domain of its own).
+  const char* uncut_last_axis;
 };
 
 const FamilyTraits& family_traits(Family f);

@@ -57,6 +57,17 @@ std::string scale_grain_name(const ScaleGrain& g) {
   return "?";
 }
 
+std::string grain_words(const ScaleGrain& g) {
+  switch (g.kind) {
+    case Granularity::tensor: return "one scale for the whole tensor";
+    case Granularity::row: return "row scales";
+    case Granularity::group: return "groups of " + std::to_string(g.cols);
+    case Granularity::tile: return std::to_string(g.rows) + "x" + std::to_string(g.cols) + " tiles of the [R, C] view";
+    case Granularity::head_block: return "(b, head, " + std::to_string(g.rows) + "-token block) scales";
+  }
+  return "?";
+}
+
 Shape grain_scale_shape(const ScaleGrain& g, const Shape& x, const char* what) {
   if (g.kind == Granularity::head_block) {
     if (x.size() != 4)

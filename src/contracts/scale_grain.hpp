@@ -12,6 +12,9 @@ namespace qexact {
 
 ScaleGrain parse_scale_grain(const std::string& s);  // throws bad_argument naming the spellings
 std::string scale_grain_name(const ScaleGrain& g);
+// One domain of the grain in words, for messages: "one scale for the whole tensor", "row scales",
+// "groups of N", "MxN tiles of the [R, C] view", "(b, head, T-token block) scales".
+std::string grain_words(const ScaleGrain& g);
 
 // Checks x against the grain (rank, (B, S, N, D) for head_block) and returns the scale shape:
 // [] tensor, x[:-1] row, [..., ceil(C/N)] group, [ceil(R/M), ceil(C/N)] tile (R = product of the

@@ -56,12 +56,18 @@ void int8_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& 
 }
 
 const FamilyKernels kRows[] = {
-    {Family::mx, ref::quantize_mx, mx_ref_dequantize, mx_fast_quantize, mx_fast_dequantize},
-    {Family::int8_block, ref::quantize_int8_block, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
-    {Family::int8_token, ref::quantize_int8_token, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
-    {Family::int8_group, ref::quantize_int8_group, int8_ref_dequantize, int8_fast_quantize, int8_fast_dequantize},
-    {Family::nvfp4, ref::quantize_nvfp4, nvfp4_ref_dequantize, nvfp4_fast_quantize, nvfp4_fast_dequantize},
-    {Family::fp8_scaled, ref::quantize_fp8_scaled, fp8_ref_dequantize, fp8_fast_quantize, fp8_fast_dequantize},
+    {Family::mx, ref::quantize_mx, ref::quantize_mx_with_scales, mx_ref_dequantize, mx_fast_quantize,
+     mx_fast_dequantize},
+    {Family::int8_block, ref::quantize_int8_block, ref::quantize_int8_with_scales, int8_ref_dequantize,
+     int8_fast_quantize, int8_fast_dequantize},
+    {Family::int8_token, ref::quantize_int8_token, ref::quantize_int8_with_scales, int8_ref_dequantize,
+     int8_fast_quantize, int8_fast_dequantize},
+    {Family::int8_group, ref::quantize_int8_group, ref::quantize_int8_with_scales, int8_ref_dequantize,
+     int8_fast_quantize, int8_fast_dequantize},
+    {Family::nvfp4, ref::quantize_nvfp4, ref::quantize_nvfp4_with_scales, nvfp4_ref_dequantize, nvfp4_fast_quantize,
+     nvfp4_fast_dequantize},
+    {Family::fp8_scaled, ref::quantize_fp8_scaled, ref::quantize_fp8_scaled_with_scales, fp8_ref_dequantize,
+     fp8_fast_quantize, fp8_fast_dequantize},
 };
 
 }  // namespace

@@ -28,6 +28,8 @@ struct QuantInputs {
 struct FamilyKernels {
   Family family;
   QuantResult (*ref_quantize)(const Contract& c, const TensorView& x);
+  // The reference's element steps with scales given from outside (ref::quantize_with_scales).
+  QuantResult (*ref_quantize_with_scales)(const Contract& c, const TensorView& x, const TensorView& scale);
   Tensor (*ref_dequantize)(const Contract& c, const QuantInputs& q, const Shape& x_shape);
   // Writes every byte of `out` (layout padding included); returns QuantResult::path.
   std::string (*fast_quantize_into)(const Contract& c, const TensorView& x, const QuantOutputs& out, int threads);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "contracts/family_table.hpp"
 #include "plan/shard_domain.hpp"
 #include "qexact/pool.hpp"
 #include "qexact/quantize.hpp"
@@ -33,66 +34,36 @@ Domain domain_of(const TensorPlan& t) {
   Domain d;
   d.block.assign(s.size(), 1);
   const Contract c = t.contract();
-  switch (c.family) {
-    case Family::int8_block:
+  const FamilyTraits& f = family_traits(c.family);
+  if (!f.quantizes) throw std::logic_error("domain_of: " + t.name + " is refused for quantize-before");
+  const ScaleGrain g = f.grain(c);
+  d.kind = f.domain_words(c);
+  switch (g.kind) {
+    case Granularity::row:
+      d.block.back() = s.back();
+      break;
+    case Granularity::group:
+      d.block.back() = g.cols;
+      d.run_name = f.grain_param ? f.grain_param : "N";
+      d.run_unit = "groups";
+      break;
+    case Granularity::head_block:
       d.bsnd = true;
       d.block[3] = s[3];
-      d.kind = "(b, head, token block) scales";
+      d.run_name = f.grain_param ? f.grain_param : "T";
       break;
-    case Family::mx:
-      d.block.back() = c.block;
-      d.kind = "groups of " + str(c.block);
-      break;
-    case Family::int8_group:
-      d.block.back() = c.group;
-      d.kind = "groups of " + str(c.group);
-      break;
-    case Family::int8_token:
-      d.block.back() = s.back();
-      d.kind = "row scales";
-      break;
-    case Family::nvfp4:
-      d.block.back() = kNvfp4Block;
-      d.kind = "blocks of " + str(kNvfp4Block);
-      break;
-    case Family::fp8_scaled: {
-      const ScaleGrain& g = c.granularity;
-      switch (g.kind) {
-        case Granularity::row:
-          d.block.back() = s.back();
-          d.kind = "row scales";
-          break;
-        case Granularity::group:
-          d.block.back() = g.cols;
-          d.kind = "groups of " + str(g.cols);
-          d.run_name = "N";
-          d.run_unit = "groups";
-          break;
-        case Granularity::head_block:
-          d.bsnd = true;
-          d.block[3] = s[3];
-          d.kind = "(b, head, " + str(g.rows) + "-token block) scales";
-          d.run_name = "T";
-          break;
-        case Granularity::tile: {
-          // The middle axes are reduced whole (axis 0 is the sharded one: scale_axis_along).
-          for (std::size_t a = 1; a + 1 < s.size(); ++a) d.block[a] = s[a];
-          d.block.back() = g.cols;
-          d.kind = str(g.rows) + "x" + str(g.cols) + " tiles of the [R, C] view";
-          const bool last = t.axis == static_cast<int>(s.size()) - 1;
-          const std::int64_t inner = last ? 1 : shape_numel(Shape(s.begin() + 1, s.end() - 1));
-          d.run_name = last ? "N" : inner > 1 ? "M/" + str(inner) : "M";
-          d.run_unit = last ? "tile columns" : "tile rows";
-          break;
-        }
-        case Granularity::tensor:
-          throw std::logic_error("domain_of: " + t.name + " has a tensor amax (judge_tensor_amax)");
-      }
+    case Granularity::tile: {
+      // The middle axes are reduced whole (axis 0 is the sharded one: scale_axis_along).
+      for (std::size_t a = 1; a + 1 < s.size(); ++a) d.block[a] = s[a];
+      d.block.back() = g.cols;
+      const bool last = t.axis == static_cast<int>(s.size()) - 1;
+      const std::int64_t inner = last ? 1 : shape_numel(Shape(s.begin() + 1, s.end() - 1));
+      d.run_name = last ? "N" : inner > 1 ? "M/" + str(inner) : "M";
+      d.run_unit = last ? "tile columns" : "tile rows";
       break;
     }
-    case Family::hif4:
-    case Family::pool:
-      throw std::logic_error("domain_of: " + t.name + " is refused for quantize-before");
+    case Granularity::tensor:
+      throw std::logic_error("domain_of: " + t.name + " has a tensor amax (judge_tensor_amax)");
   }
   std::vector<int> cut_axes = {t.axis};
   if (t.collective == Collective::all_to_all) cut_axes.push_back(t.to_axis);
@@ -155,7 +126,7 @@ std::pair<std::int64_t, std::int64_t> quantized_bytes(const TensorPlan& t, int w
   for (int r = 0; r < world; ++r) {
     const PieceGeometry g = piece_geometry(c, t.shape, t.axis, r * len, len);
     payload = std::max(payload, shape_numel(g.payload));  // u8 / i8 elements
-    scale = std::max(scale, shape_numel(g.scale) * scale_element_bytes(c));
+    scale = std::max(scale, shape_numel(g.scale) * scale_element_bytes(c, t.shape));
   }
   return {payload, scale};
 }
@@ -203,7 +174,7 @@ void judge_tensor_amax(const TensorPlan& t, int world, TensorVerdict& v) {
   }
   v.bytes_after = v.payload_bytes + v.scale_bytes;
   v.total_blocks = 1;
-  const std::string sets = c.family == Family::nvfp4
+  const std::string sets = amax_sets_tensor_scale(c)
                                ? "the fp32 tensor scale t = amax / (448 x 6) and every E4M3 block scale relative to t"
                                : "the one fp32 scale of granularity=tensor";
   if (agreed) {

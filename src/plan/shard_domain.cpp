@@ -1,5 +1,6 @@
 #include "plan/shard_domain.hpp"
 
+#include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
 #include "qexact/quantize.hpp"
 
@@ -17,87 +18,66 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis) {
     fail(ErrorKind::bad_argument, "cannot shard axis " + std::to_string(axis) + " of " + shape_str(x) + " for " + who +
                                       ": " + why);
   };
-  switch (c.family) {
-    case Family::mx:
-      if (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled)
-        return refuse("its scale layout pads or tiles the scales of the whole tensor, so a shard's scales are not a slice of them");
-      [[fallthrough]];
-    case Family::int8_token:
-    case Family::int8_group:
-      payload_shape(c, x);  // rank and tail checks
-      if (axis == rank - 1) return refuse("its scale groups run along the last axis, which sharding would cut");
-      return {axis, 1};
-    case Family::int8_block:
-      payload_shape(c, x);
+  const FamilyTraits& f = family_traits(c.family);
+  if (!f.quantizes)
+    return refuse(c.family == Family::pool ? "pool.mean is not a quantizer (move it with collective pool_mean)"
+                                           : std::string(f.name) + " has no quantize");
+  if (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled)  // MX's TransformerEngine, cuBLAS
+    return refuse("its scale layout pads or tiles the scales of the whole tensor, so a shard's scales are not a slice of them");
+  f.outputs(c, x);  // rank, tail and granularity checks
+  const ScaleGrain g = f.grain(c);
+  switch (g.kind) {
+    case Granularity::tensor:
+      return refuse("one scale spans the whole tensor: its amax is the tensor's (\"scale\": \"global\" agrees on it)");
+    case Granularity::row:
+    case Granularity::group:
+      if (axis != rank - 1) return {axis, 1};
+      if (f.uncut_last_axis) return refuse(std::string(f.uncut_last_axis) + " run along the last axis, which sharding would cut");
+      if (g.kind == Granularity::row)
+        return refuse("one scale spans each whole row of the last axis, which sharding would cut");
+      return {rank - 1, g.cols};
+    case Granularity::head_block:
       switch (axis) {
         case 0: return {0, 1};
-        case 1: return {2, c.token_block};
+        case 1: return {2, g.rows};
         case 2: return {1, 1};
         default: return refuse("a block spans all D channels of its tokens");
       }
-    case Family::hif4:
-      return refuse("hif4 has no quantize");
-    case Family::pool:
-      return refuse("pool.mean is not a quantizer (move it with collective pool_mean)");
-    case Family::nvfp4:
-      payload_shape(c, x);
-      if (axis == rank - 1) return refuse("its blocks of 16 run along the last axis, which sharding would cut");
-      return {axis, 1};
-    case Family::fp8_scaled: {
-      const ScaleGrain& g = c.granularity;
-      scale_shape(c, x);  // rank ((B, S, N, D) for head_block)
-      switch (g.kind) {
-        case Granularity::tensor:
-          return refuse("one scale spans the whole tensor: its amax is the tensor's (\"scale\": \"global\" agrees on it)");
-        case Granularity::row:
-          if (axis == rank - 1) return refuse("one scale spans each whole row of the last axis, which sharding would cut");
-          return {axis, 1};
-        case Granularity::group:
-          return axis == rank - 1 ? ScaleAxis{rank - 1, g.cols} : ScaleAxis{axis, 1};
-        case Granularity::head_block:
-          switch (axis) {
-            case 0: return {0, 1};
-            case 1: return {2, g.rows};
-            case 2: return {1, 1};
-            default: return refuse("a block spans all D channels of its tokens");
-          }
-        case Granularity::tile: {
-          // Tiles of the [R, C] view, R the leading axes flattened: a run of axis 0 is a run of
-          // rows only when a tile's M rows are whole indices of axis 0.
-          if (axis == rank - 1) return {1, g.cols};
-          const std::int64_t inner = shape_numel(Shape(x.begin() + 1, x.end() - 1));
-          if (axis == 0 && g.rows % inner == 0) return {0, g.rows / inner, 1};
-          if (axis == 0 && inner % g.rows == 0) return {0, 1, inner / g.rows};
-          if (axis == 0)
-            return refuse("a tile's " + std::to_string(g.rows) + " rows of the [R, C] view and the " +
-                          std::to_string(inner) + " rows of one index of axis 0 do not divide one another");
-          return refuse("the [R, C] view flattens the leading axes, so a shard of axis " + std::to_string(axis) +
-                        " is not a run of tile rows");
-        }
-      }
-      return refuse("unknown granularity");
+    case Granularity::tile: {
+      // Tiles of the [R, C] view, R the leading axes flattened: a run of axis 0 is a run of
+      // rows only when a tile's M rows are whole indices of axis 0.
+      if (axis == rank - 1) return {1, g.cols};
+      const std::int64_t inner = shape_numel(Shape(x.begin() + 1, x.end() - 1));
+      if (axis == 0 && g.rows % inner == 0) return {0, g.rows / inner, 1};
+      if (axis == 0 && inner % g.rows == 0) return {0, 1, inner / g.rows};
+      if (axis == 0)
+        return refuse("a tile's " + std::to_string(g.rows) + " rows of the [R, C] view and the " +
+                      std::to_string(inner) + " rows of one index of axis 0 do not divide one another");
+      return refuse("the [R, C] view flattens the leading axes, so a shard of axis " + std::to_string(axis) +
+                    " is not a run of tile rows");
     }
   }
-  return refuse("unknown family");
+  return refuse("unknown granularity");
 }
 
-bool has_tensor_amax(const Contract& c) {
-  return (c.family == Family::fp8_scaled && c.granularity.kind == Granularity::tensor) ||
-         (c.family == Family::nvfp4 && c.tensor_scale == TensorScale::amax);
+namespace {
+
+// The family row's grain is one scale for the whole tensor (fp8.scaled granularity=tensor).
+bool one_tensor_scale(const Contract& c) {
+  const auto grain = family_traits(c.family).grain;
+  return grain && grain(c).kind == Granularity::tensor;
 }
 
-const char* tensor_amax_output(const Contract& c) { return c.family == Family::nvfp4 ? "tensor_scale" : "scale"; }
+}  // namespace
 
-std::int64_t scale_element_bytes(const Contract& c) {
-  switch (c.family) {
-    case Family::mx:
-    case Family::nvfp4:
-      return 1;  // E8M0, E4M3 codes
-    case Family::fp8_scaled:
-      return 4;
-    default:
-      return c.scale_store == ScaleStore::f16 ? 2 : 4;
-  }
+bool has_tensor_amax(const Contract& c) { return one_tensor_scale(c) || amax_sets_tensor_scale(c); }
+
+bool amax_sets_tensor_scale(const Contract& c) { return c.tensor_scale == TensorScale::amax; }
+
+const char* tensor_amax_output(const Contract& c) { return amax_sets_tensor_scale(c) ? "tensor_scale" : "scale"; }
+
+std::int64_t scale_element_bytes(const Contract& c, const Shape& x) {
+  return static_cast<std::int64_t>(dtype_size(output_specs(c, x)[1].dtype));
 }
 
 std::optional<std::string> quantize_before_refusal(const TensorPlan& t) {
@@ -107,7 +87,7 @@ std::optional<std::string> quantize_before_refusal(const TensorPlan& t) {
     if (t.collective == Collective::all_to_all && t.scale != ScaleScope::global)
       return "each shard's own amax cannot give the tensor scale of the head shard a rank holds afterwards: "
              "give \"scale\": \"global\" (one all_reduce(MAX) of one amax per destination rank first)";
-    if (c.family == Family::fp8_scaled) return std::nullopt;  // elementwise once the scale is agreed: any axis
+    if (one_tensor_scale(c)) return std::nullopt;  // elementwise once the scale is agreed: any axis
   }
   try {
     scale_axis_along(c, t.shape, t.axis);

@@ -37,12 +37,16 @@ ScaleAxis scale_axis_along(const Contract& c, const Shape& x, int axis);
 // block scales relative to t). Quantize-before is exact for these only after the ranks agree
 // on that amax (an all_reduce(MAX), plan "scale": "global").
 bool has_tensor_amax(const Contract& c);
+// Whether the tensor amax sets a tensor scale beside block scales of their own (nvfp4
+// tensor_scale=amax), rather than the contract's one scale (fp8.scaled granularity=tensor).
+bool amax_sets_tensor_scale(const Contract& c);
 // The name of the output computed from the tensor amax alone ("scale" for fp8.scaled tensor,
 // "tensor_scale" for nvfp4): with the agreed amax every rank computes it, none sends it.
 const char* tensor_amax_output(const Contract& c);
 
-// Bytes of one element of the contract's scale tensor (MX: E8M0, one byte).
-std::int64_t scale_element_bytes(const Contract& c);
+// Bytes of one element of the contract's scale tensor for input shape x: its scale output's
+// dtype (MX: E8M0, one byte).
+std::int64_t scale_element_bytes(const Contract& c, const Shape& x);
 
 // Why quantize-before cannot run for this tensor (nullopt when it can): its sharded axis, or
 // for all_to_all its re-sharded axis, would cut the scale layout (the run re-shards along

@@ -13,6 +13,8 @@ QuantResult quantize_int8_block(const Contract& c, const TensorView& x);
 QuantResult quantize_int8_token(const Contract& c, const TensorView& x);
 // int8 per group of c.group along the last axis (ggml q8_0).
 QuantResult quantize_int8_group(const Contract& c, const TensorView& x);
+// Any int8 family's element steps with given scales (with_scales_ref.hpp's quantize_with_scales).
+QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, const TensorView& scale);
 // fp32 values of any int8 family's output.
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape);
 

@@ -1,18 +1,18 @@
 // The reference's "quantize with these scales" (with_scales_ref.hpp): the contract's element steps
 // applied with scales given from outside, to tell a device's scale errors from its payload
 // errors. MX, nvfp4 and fp8.scaled live in mx_ref.cpp, nvfp4_ref.cpp and fp8_scaled_ref.cpp beside
-// the steps they reuse; the int8 families are here.
+// the steps they reuse; the int8 families are here. Which one a contract takes is its row of
+// kernels/family_kernels.
 #include <string>
 #include <vector>
 
-#include "reference/fp8_scaled_ref.hpp"
+#include "contracts/family_table.hpp"
+#include "kernels/family_kernels.hpp"
+#include "reference/int8_ref.hpp"
 #include "reference/int8_steps.hpp"
-#include "reference/mx_ref.hpp"
-#include "reference/nvfp4_ref.hpp"
 #include "reference/with_scales_ref.hpp"
 
 namespace qexact::ref {
-namespace {
 
 QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, const TensorView& scale) {
   validate(c);
@@ -45,21 +45,11 @@ QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, co
   return r;
 }
 
-}  // namespace
-
 QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale) {
-  switch (c.family) {
-    case Family::mx: return quantize_mx_with_scales(c, x, scale);
-    case Family::int8_block:
-    case Family::int8_token:
-    case Family::int8_group: return quantize_int8_with_scales(c, x, scale);
-    case Family::nvfp4: return quantize_nvfp4_with_scales(c, x, scale);
-    case Family::fp8_scaled: return quantize_fp8_scaled_with_scales(c, x, scale);
-    case Family::hif4:
-    case Family::pool: break;
-  }
-  fail(ErrorKind::bad_argument, std::string("the ") + family_name(c.family) +
-                                    " family has no scale tensor to quantize with");
+  if (!family_traits(c.family).quantizes)
+    fail(ErrorKind::bad_argument, std::string("the ") + family_name(c.family) +
+                                      " family has no scale tensor to quantize with");
+  return family_kernels(c, "quantize").ref_quantize_with_scales(c, x, scale);
 }
 
 }  // namespace qexact::ref

@@ -47,24 +47,57 @@ std::int64_t grain_for(std::int64_t values_per_unit) {
   return std::max<std::int64_t>(1, kMinValuesPerThread / std::max<std::int64_t>(1, values_per_unit));
 }
 
-// Runs `kernel` over `units` units of `values_per_unit` values on `threads` threads, writing
-// the caller's outputs, then rejects the input if a kernel met a non-finite value. Returns the
-// path that ran.
-template <class Kernel>
-std::string run(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, std::int64_t units,
-                std::int64_t values_per_unit, int threads, Kernel kernel,
-                std::string (*where)(const kernels::Int8Plan&, std::int64_t)) {
-  std::atomic<bool> nonfinite{false};
-  const kernels::Int8Plan plan = kernels::make_int8_plan(c, x, payload, scale, &nonfinite);
-  kernels::parallel_for(units, grain_for(values_per_unit), threads,
-                        [&](std::int64_t b, std::int64_t e) { kernel(plan, b, e); });
-  if (nonfinite.load()) kernels::reject_first_nonfinite(plan, family_name(c.family), where);
-  if (c.family == Family::int8_token)
-    return token_path_name(plan.single_pass ? TokenPath::single_pass : TokenPath::two_pass_chunked);
-  return "groupwise";
+std::string groupwise_path(const kernels::Int8Plan&) { return "groupwise"; }
+std::string token_path(const kernels::Int8Plan& p) {
+  return token_path_name(p.single_pass ? TokenPath::single_pass : TokenPath::two_pass_chunked);
 }
 
-// The family's checks, then its kernel into the caller's outputs.
+// One row per int8 family: the unit its quantize kernel works on (units and values per unit,
+// from x's shape and the scale shape), how an error names an element, the path it reports,
+// and its dequantize's run of consecutive elements under one scale.
+struct Int8Variant {
+  Family family;
+  void (*kernel)(const kernels::Int8Plan& p, std::int64_t first, std::int64_t last);
+  std::int64_t (*units)(const Shape& x, const Shape& ss);
+  std::int64_t (*unit_len)(const Contract& c, const Shape& x);
+  std::string (*where)(const kernels::Int8Plan& p, std::int64_t flat);
+  std::string (*path)(const kernels::Int8Plan& p);
+  void (*dequantize_runs)(const Contract& c, const Shape& x, const Shape& ss, kernels::Int8DequantPlan& p);
+};
+
+std::int64_t one_unit_per_scale(const Shape&, const Shape& ss) { return shape_numel(ss); }
+
+const Int8Variant kVariants[] = {
+    // One unit per (b, token block), all heads together (int8_block.cpp); a run is one token's
+    // D channels of one head.
+    {Family::int8_block, kernels::quantize_int8_block_units,
+     [](const Shape& x, const Shape& ss) { return x[0] * ss[2]; },
+     [](const Contract& c, const Shape& x) { return c.token_block * x[2] * x[3]; }, bsnd_index, groupwise_path,
+     [](const Contract& c, const Shape& x, const Shape& ss, kernels::Int8DequantPlan& p) {
+       p.run = x[3];
+       p.seq = x[1];
+       p.heads = x[2];
+       p.blocks = ss[2];
+       p.token_block = c.token_block;
+     }},
+    {Family::int8_token, kernels::quantize_int8_token_rows, one_unit_per_scale,
+     [](const Contract&, const Shape& x) { return x.back(); }, row_column_index, token_path,
+     [](const Contract&, const Shape& x, const Shape&, kernels::Int8DequantPlan& p) { p.run = x.back(); }},
+    {Family::int8_group, kernels::quantize_int8_group_units, one_unit_per_scale,
+     [](const Contract& c, const Shape&) -> std::int64_t { return c.group; }, row_column_index, groupwise_path,
+     [](const Contract& c, const Shape&, const Shape&, kernels::Int8DequantPlan& p) { p.run = c.group; }},
+};
+
+// The row of an int8 family; null for any other.
+const Int8Variant* int8_variant(Family f) {
+  for (const Int8Variant& v : kVariants)
+    if (v.family == f) return &v;
+  return nullptr;
+}
+
+// The family's checks, then its kernel over its units on `threads` threads, writing the
+// caller's outputs; then rejects the input if a kernel met a non-finite value. Returns the path
+// that ran.
 std::string quantize_int8_family(const Contract& c, Family family, const TensorView& x, std::int8_t* payload,
                                  void* scale, int threads) {
   kernels::apply_forced_target();
@@ -72,18 +105,13 @@ std::string quantize_int8_family(const Contract& c, Family family, const TensorV
   payload_shape(c, x.shape);
   const Shape ss = scale_shape(c, x.shape);
   check_float_input(x);
-  switch (family) {
-    case Family::int8_block:
-      // One unit per (b, token block), all heads together (int8_block.cpp).
-      return run(c, x, payload, scale, x.shape[0] * ss[2], c.token_block * x.shape[2] * x.shape[3], threads,
-                 kernels::quantize_int8_block_units, bsnd_index);
-    case Family::int8_token:
-      return run(c, x, payload, scale, shape_numel(ss), x.shape.back(), threads, kernels::quantize_int8_token_rows,
-                 row_column_index);
-    default:  // int8.group: check_contract admitted only the three families
-      return run(c, x, payload, scale, shape_numel(ss), c.group, threads, kernels::quantize_int8_group_units,
-                 row_column_index);
-  }
+  const Int8Variant& v = *int8_variant(family);  // check_contract admitted only the three families
+  std::atomic<bool> nonfinite{false};
+  const kernels::Int8Plan plan = kernels::make_int8_plan(c, x, payload, scale, &nonfinite);
+  kernels::parallel_for(v.units(x.shape, ss), grain_for(v.unit_len(c, x.shape)), threads,
+                        [&](std::int64_t b, std::int64_t e) { v.kernel(plan, b, e); });
+  if (nonfinite.load()) kernels::reject_first_nonfinite(plan, family_name(c.family), v.where);
+  return v.path(plan);
 }
 
 // The allocating form: uninitialised outputs, every byte written by the kernel threads.
@@ -110,7 +138,7 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x, int thre
 }
 
 std::string quantize_int8_into(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, int threads) {
-  if (c.family != Family::int8_block && c.family != Family::int8_token && c.family != Family::int8_group)
+  if (!int8_variant(c.family))
     fail(ErrorKind::bad_argument, std::string("quantize_int8_into was given a ") + family_name(c.family) + " contract");
   return quantize_int8_family(c, c.family, x, payload, scale, threads);
 }
@@ -119,7 +147,8 @@ void dequantize_int8_into(const Contract& c, const TensorView& payload, const Te
                           float* out, int threads) {
   kernels::apply_forced_target();
   validate(c);
-  if (c.family != Family::int8_block && c.family != Family::int8_token && c.family != Family::int8_group)
+  const Int8Variant* v = int8_variant(c.family);
+  if (!v)
     fail(ErrorKind::bad_argument, std::string("dequantize_int8 was given a ") + family_name(c.family) + " contract");
   const Shape ps = payload_shape(c, x_shape);
   const Shape ss = scale_shape(c, x_shape);
@@ -143,21 +172,7 @@ void dequantize_int8_into(const Contract& c, const TensorView& payload, const Te
   p.scale_contiguous = scale.is_contiguous();
   p.f16_scale = sd == DType::f16;
   p.family = c.family;
-  switch (c.family) {
-    case Family::int8_block:
-      p.run = x_shape[3];
-      p.seq = x_shape[1];
-      p.heads = x_shape[2];
-      p.blocks = ss[2];
-      p.token_block = c.token_block;
-      break;
-    case Family::int8_group:
-      p.run = c.group;
-      break;
-    default:  // int8.token, the only family left: one scale per row
-      p.run = x_shape.back();
-      break;
-  }
+  v->dequantize_runs(c, x_shape, ss, p);
   p.out = out;
   kernels::parallel_for(numel / p.run, grain_for(p.run), threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::dequantize_int8_runs(p, b, e); });
