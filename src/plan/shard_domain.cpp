@@ -89,15 +89,7 @@ bool has_tensor_amax(const Contract& c) {
 const char* tensor_amax_output(const Contract& c) { return c.family == Family::nvfp4 ? "tensor_scale" : "scale"; }
 
 std::int64_t scale_element_bytes(const Contract& c) {
-  switch (c.family) {
-    case Family::mx:
-    case Family::nvfp4:
-      return 1;  // E8M0, E4M3 codes
-    case Family::fp8_scaled:
-      return 4;
-    default:
-      return c.scale_store == ScaleStore::f16 ? 2 : 4;
-  }
+  return static_cast<std::int64_t>(dtype_size(scale_dtype(scale_encoding(c))));
 }
 
 std::optional<std::string> quantize_before_refusal(const TensorPlan& t) {

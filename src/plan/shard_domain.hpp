@@ -41,7 +41,8 @@ bool has_tensor_amax(const Contract& c);
 // "tensor_scale" for nvfp4): with the agreed amax every rank computes it, none sends it.
 const char* tensor_amax_output(const Contract& c);
 
-// Bytes of one element of the contract's scale tensor (MX: E8M0, one byte).
+// Bytes of one element of the contract's scale tensor: its scale encoding's (E8M0, E4M3: 1; fp32: 4;
+// f16: 2).
 std::int64_t scale_element_bytes(const Contract& c);
 
 // Why quantize-before cannot run for this tensor (nullopt when it can): its sharded axis, or
