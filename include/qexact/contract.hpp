@@ -188,7 +188,7 @@ struct ElementSpec {
   Rounding rounding = Rounding::rne;      // mx
   Overflow overflow = Overflow::saturate; // mx
   SignedZero signed_zero = SignedZero::keep;  // mx
-  Prequant prequant = Prequant::none;     // mx "prequant_round": the input rounded before amax and elements
+  Prequant prequant = Prequant::none;     // mx "prequant_round": the input's rounding, before all
   IntRounding int_rounding = IntRounding::rne;  // int8
   int range = 127;                        // int8: 127: [-127, 127]; 128: [-128, 127]
   NonFiniteRule nonfinite = NonFiniteRule::zero;  // mx: a group holding NaN/inf (its scale byte too)
@@ -214,7 +214,6 @@ struct ScaleSpec {
   ScaleRule scale_rule = ScaleRule::floor;  // mx
   bool log2_fp32 = false;          // mx: floor(log2 amax) evaluated in fp32, as torch.log2 does
   RatioOp ratio = RatioOp::divide; // mx rceil
-  Byte0Rule byte0 = Byte0Rule::flush;  // mx: what scale byte 0 divides by
   ScaleMode scale_mode = ScaleMode::after;  // int8
   float scale_min = 0.0f;          // int8
   ScaleKind scale_kind = ScaleKind::descale;  // fp8.scaled
@@ -225,6 +224,7 @@ struct ScaleSpec {
   ZeroGroup zero_group = ZeroGroup::zero;     // fp8.scaled
 
   // Quotient: how an element meets its scale.
+  Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
   Quotient quotient = Quotient::divide;            // int8 "quotient"
   Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // fp8.scaled "quotient"
 
@@ -236,8 +236,8 @@ struct ScaleSpec {
   bool operator==(const ScaleSpec&) const = default;
 };
 
-// The tensor scale spec: an optional second level, one fp32 scale for the whole tensor that the
-// block scales are relative to (nvfp4; the other families have none).
+// The tensor scale spec: an optional second level, one fp32 scale for the whole tensor (an f32 []
+// output, "tensor_scale") that the block scales are relative to (nvfp4; the others have none).
 struct TensorScaleSpec {
   TensorScale tensor_scale = TensorScale::none;
   bool operator==(const TensorScaleSpec&) const = default;
