@@ -346,6 +346,24 @@ TEST(ScaleGrid, ScaleTensorInvertsScaleBits) {
   }
 }
 
+// Scale deltas count steps of the scale's own encoding: adjacent codes, adjacent floats of the
+// encoding's width (f16 scales in f16 ulps, not in the bits of an fp32), sign-magnitude across 0.
+TEST(ScaleGrid, OrderedScaleCountsStepsOfTheEncoding) {
+  EXPECT_EQ(ordered_scale(0x3F800001u, ScaleEncoding::fp32) - ordered_scale(0x3F800000u, ScaleEncoding::fp32), 1);
+  EXPECT_EQ(ordered_scale(0x00000001u, ScaleEncoding::fp32) - ordered_scale(0x80000001u, ScaleEncoding::fp32), 2);
+  EXPECT_EQ(ordered_scale(0x80000000u, ScaleEncoding::fp32), ordered_scale(0u, ScaleEncoding::fp32));
+  EXPECT_EQ(ordered_scale(0x3C01u, ScaleEncoding::f16) - ordered_scale(0x3C00u, ScaleEncoding::f16), 1);
+  EXPECT_EQ(ordered_scale(0x8001u, ScaleEncoding::f16), -1);
+  EXPECT_EQ(ordered_scale(0x81u, ScaleEncoding::e4m3), -1);
+  EXPECT_EQ(ordered_scale(0x7Eu, ScaleEncoding::e4m3) - ordered_scale(0x7Du, ScaleEncoding::e4m3), 1);
+  EXPECT_EQ(ordered_scale(0xFEu, ScaleEncoding::e8m0) - ordered_scale(0x7Fu, ScaleEncoding::e8m0), 127);
+  EXPECT_EQ(scale_delta_unit(ScaleEncoding::e8m0), "E8M0 steps");
+  EXPECT_EQ(scale_delta_unit(ScaleEncoding::e4m3), "E4M3 codes");
+  EXPECT_EQ(scale_delta_unit(ScaleEncoding::fp32), "ulps of f32");
+  EXPECT_EQ(scale_delta_unit(ScaleEncoding::f16), "ulps of f16");
+  EXPECT_EQ(scale_delta_unit(ScaleEncoding::none), "");
+}
+
 TEST(Compare, FlushRuleOfByte0Groups) {
   const Contract c = make_preset("mxfp8.ascend");
   std::vector<float> v = test::normal_values(4 * 64, 1.0f, 37);

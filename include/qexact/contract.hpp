@@ -161,59 +161,106 @@ enum class TensorScale : std::uint8_t {
   te,    // two level as TransformerEngine: S_enc = 448 * 6 / amax_tensor multiplies, amax is stored
 };
 
-struct Contract {
+// ---- The contract model (contracts "The contract model") ----------------------------------
+// A contract is composed of specs, each deciding one part of the result, plus its family and
+// the family's parameters that are not about elements or scales. The specs are the contract's
+// public bases, so `c.block`, `c.element` read as before, and a step that needs one spec takes
+// it alone (`const ElementSpec&`, `const ScaleSpec&`): a Contract converts to each. A field is
+// meaningful only in the families whose parameters name it (params(c)); elsewhere it keeps its
+// default and is never read.
+
+// How the scale output encodes one scale: derived per contract (scale_encoding below), not a
+// parameter of its own. Scale differences are counted in the encoding's own steps.
+enum class ScaleEncoding : std::uint8_t {
+  none,  // no scale output (hif4, pool)
+  e8m0,  // u8 biased power-of-two exponents (MX)
+  e4m3,  // u8 E4M3 codes (nvfp4 block scales)
+  fp32,  // f32 values (int8 scale_store=f32, fp8.scaled)
+  f16,   // f16 values (int8 scale_store=f16)
+};
+
+// The element spec: what one element's code is and how an input value becomes it, given the
+// value already divided by (or multiplied with) its scale: the element format, its rounding,
+// overflow and signed zero, the input's pre-rounding, and what non-finite inputs do. The int8
+// families' element is int8 (int_rounding, range); nvfp4's is E2M1, fixed by the family.
+struct ElementSpec {
+  ElemFormat element = ElemFormat::e4m3;  // mx, fp8.scaled (e4m3 | e5m2)
+  Rounding rounding = Rounding::rne;      // mx
+  Overflow overflow = Overflow::saturate; // mx
+  SignedZero signed_zero = SignedZero::keep;  // mx
+  Prequant prequant = Prequant::none;     // mx "prequant_round": the input's rounding, before all
+  IntRounding int_rounding = IntRounding::rne;  // int8
+  int range = 127;                        // int8: 127: [-127, 127]; 128: [-128, 127]
+  NonFiniteRule nonfinite = NonFiniteRule::zero;  // mx: a group holding NaN/inf (its scale byte too)
+  NonFiniteInput nonfinite_input = NonFiniteInput::reject;  // fp8.scaled, nvfp4
+  bool operator==(const ElementSpec&) const = default;
+};
+
+// The scale spec: which elements share one scale (the granularity: a group of N along an axis,
+// a row, the tensor, a 2-D tile, a head block; the family row's grain reads these fields), how
+// the scale is computed from their amax (the rule), how elements are divided or multiplied by
+// it (the quotient), and how it is stored (the encoding, derived by scale_encoding(c), and the
+// layout of the scale tensor).
+struct ScaleSpec {
+  // Granularity.
+  int block = 32;                  // mx: elements per group along the last axis
+  int token_block = 64;            // int8_block: tokens per (b, head) block
+  int group = 32;                  // int8_group: elements per group along the last axis
+  ScaleGrain granularity;          // fp8.scaled: tensor | row | group:N | tile:MxN | head_block:T
+  int qdim = -1;                   // hif4: the axis its 64-element groups run along
+  TailRule tail = TailRule::partial;  // mx: a partial last group, or an error
+
+  // Rule: the scale from the amax.
+  ScaleRule scale_rule = ScaleRule::floor;  // mx
+  bool log2_fp32 = false;          // mx: floor(log2 amax) evaluated in fp32, as torch.log2 does
+  RatioOp ratio = RatioOp::divide; // mx rceil
+  ScaleMode scale_mode = ScaleMode::after;  // int8
+  float scale_min = 0.0f;          // int8
+  ScaleKind scale_kind = ScaleKind::descale;  // fp8.scaled
+  ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled
+  ScalePow2 scale_pow2 = ScalePow2::none;     // fp8.scaled
+  double amax_floor = 0.0;         // fp8.scaled: max(amax, amax_floor) before the division; 0: none.
+                                   // A double: torchao's 1e-12 is a Python float, compared in fp64
+  ZeroGroup zero_group = ZeroGroup::zero;     // fp8.scaled
+
+  // Quotient: how an element meets its scale.
+  Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
+  Quotient quotient = Quotient::divide;            // int8 "quotient"
+  Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // fp8.scaled "quotient"
+
+  // Storage.
+  ScaleStore scale_store = ScaleStore::f32;  // int8: the scale's IEEE width (encoding fp32 | f16)
+  StoredScale stored = StoredScale::computed;  // fp8.scaled: the scale or its reciprocal
+  ScaleLayout layout = ScaleLayout::rowmajor;  // mx: where each scale byte sits
+
+  bool operator==(const ScaleSpec&) const = default;
+};
+
+// The tensor scale spec: an optional second level, one fp32 scale for the whole tensor (an f32 []
+// output, "tensor_scale") that the block scales are relative to (nvfp4; the others have none).
+struct TensorScaleSpec {
+  TensorScale tensor_scale = TensorScale::none;
+  bool operator==(const TensorScaleSpec&) const = default;
+};
+
+struct Contract : ElementSpec, ScaleSpec, TensorScaleSpec {
   std::string preset;  // the preset it was built from ("" for a hand-made contract)
   Family family = Family::mx;
 
-  // mx
-  ElemFormat element = ElemFormat::e4m3;
-  int block = 32;
-  ScaleRule scale_rule = ScaleRule::floor;
-  bool log2_fp32 = false;          // floor(log2 amax) evaluated in fp32, as torch.log2 does
-  Rounding rounding = Rounding::rne;
-  Overflow overflow = Overflow::saturate;
-  NonFiniteRule nonfinite = NonFiniteRule::zero;
-  Byte0Rule byte0 = Byte0Rule::flush;
-  SignedZero signed_zero = SignedZero::keep;
-  Prequant prequant = Prequant::none;
-  ScaleLayout layout = ScaleLayout::rowmajor;
-  TailRule tail = TailRule::partial;
-  RatioOp ratio = RatioOp::divide;
+  // Family parameters that decide neither elements nor scales.
+  std::int64_t budget = 1 << 20;   // int8_token: working-buffer budget in bytes (which pass runs)
+  std::int64_t pool = 64;          // pool: P, sequence positions per cell
+  PoolDivisor divisor = PoolDivisor::true_length;  // pool
+  DType pool_out = DType::f32;     // pool: f32, bf16 or f16
 
-  // int8 (block, token, group)
-  int token_block = 64;            // int8_block: tokens per block
-  int group = 32;                  // int8_group: elements per group
-  ScaleMode scale_mode = ScaleMode::after;
-  float scale_min = 0.0f;
-  Quotient quotient = Quotient::divide;
-  IntRounding int_rounding = IntRounding::rne;
-  int range = 127;                 // 127: [-127, 127]; 128: [-128, 127]
-  ScaleStore scale_store = ScaleStore::f32;
-  std::int64_t budget = 1 << 20;   // int8_token: working-buffer budget in bytes
-
-  // hif4
-  int qdim = -1;
-
-  // pool
-  std::int64_t pool = 64;          // P: sequence positions per cell
-  PoolDivisor divisor = PoolDivisor::true_length;
-  DType pool_out = DType::f32;     // f32, bf16 or f16
-
-  // fp8.scaled (element e4m3 | e5m2 above)
-  ScaleGrain granularity;
-  Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // parameter "quotient"
-  ScaleKind scale_kind = ScaleKind::descale;
-  ScaleArith scale_arith = ScaleArith::fp32;
-  ScalePow2 scale_pow2 = ScalePow2::none;
-  StoredScale stored = StoredScale::computed;
-  double amax_floor = 0.0;         // max(amax, amax_floor) before the division; 0: none. A double:
-                                   // torchao's 1e-12 is a Python float, compared in fp64
-  ZeroGroup zero_group = ZeroGroup::zero;
-  NonFiniteInput nonfinite_input = NonFiniteInput::reject;
-
-  // nvfp4 (block 16, E2M1 elements, E4M3 block scales)
-  TensorScale tensor_scale = TensorScale::none;
+  bool operator==(const Contract&) const = default;
 };
+
+// The encoding of c's scale output: its family row's (contracts/family_table), int8's from
+// scale_store. none for the families without scales.
+ScaleEncoding scale_encoding(const Contract& c);
+// The dtype a scale of encoding e is stored as: u8 (e8m0, e4m3), f32, f16; throws for none.
+DType scale_dtype(ScaleEncoding e);
 
 // Named presets.
 std::vector<std::string> preset_names();

@@ -50,7 +50,7 @@ void compare_tensor_scale(const ContractOutput& ref, const DeviceOutput& device,
   rep.tensor_scale_bytes_differing = differing_bytes(r, d);
   const std::uint32_t rb = r.data<std::uint32_t>()[0], db = d.data<std::uint32_t>()[0];
   rep.tensor_scale_delta =
-      ordered_scale(db, ScaleCode::ieee, DType::f32) - ordered_scale(rb, ScaleCode::ieee, DType::f32);
+      ordered_scale(db, ScaleEncoding::fp32) - ordered_scale(rb, ScaleEncoding::fp32);
 }
 
 }  // namespace
@@ -97,9 +97,8 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
         if (rep.first_payload_difference < 0) rep.first_payload_difference = e;
         mark(e);
       }
-    const DType sd = ref.scale.dtype();
-    const ScaleCode code = family_traits(c.family).scale_code;
-    rep.scale_delta_unit = scale_delta_unit(c, sd);
+    const ScaleEncoding enc = scale_encoding(c);
+    rep.scale_delta_unit = scale_delta_unit(enc);
     compare_tensor_scale(ref, device, rep);
     if (device.scale.shape() == ref.scale.shape()) {
       rep.scale_bytes_total = static_cast<std::int64_t>(ref.scale.nbytes());
@@ -108,7 +107,7 @@ CompareReport compare_device(const Contract& c, const TensorView& x, const Devic
       for (std::int64_t g = 0; g < grid.groups(); ++g) {
         const auto i = static_cast<std::size_t>(g);
         if (rs[i] == ds[i]) continue;
-        const std::int64_t delta = ordered_scale(ds[i], code, sd) - ordered_scale(rs[i], code, sd);
+        const std::int64_t delta = ordered_scale(ds[i], enc) - ordered_scale(rs[i], enc);
         ++rep.scales_differing;
         ++rep.scale_delta_histogram[delta];
         rep.max_scale_delta = std::max<std::int64_t>(rep.max_scale_delta, delta < 0 ? -delta : delta);
@@ -168,7 +167,7 @@ CompareReport compare_refusal(const Contract& c, const TensorView& x) {
   rep.payload_bytes_total = rep.payload_bytes_differing = static_cast<std::int64_t>(payload.nbytes());
   rep.scale_bytes_total = rep.scale_bytes_differing = static_cast<std::int64_t>(ref.scale.nbytes());
   if (output_kind(c) == OutputKind::payload_scale)
-    rep.scale_delta_unit = scale_delta_unit(c, ref.scale.dtype());
+    rep.scale_delta_unit = scale_delta_unit(scale_encoding(c));
   rep.tensor_scale_bytes_total = rep.tensor_scale_bytes_differing = static_cast<std::int64_t>(ref.tensor_scale.nbytes());
   rep.elements_total = rep.elements_differing = grid.elements();
   rep.groups_total = rep.groups_differing = grid.groups();

@@ -143,19 +143,19 @@ class Stager {
   // Returns true when a re-run reproduced every device byte.
   bool scale_diagnoses(const std::vector<std::size_t>& diff, const std::vector<std::int64_t>& following,
                        std::vector<Diagnosis>& out) const {
-    const DType sd = ref_.scale.dtype();
-    const ScaleCode code = family_traits(c_.family).scale_code;
+    const ScaleEncoding enc = scale_encoding(c_);
     std::map<std::int64_t, std::int64_t> hist;
     bool nonfinite_only = true;
     for (std::size_t g : diff) {
-      ++hist[ordered_scale(ds_[g], code, sd) - ordered_scale(rs_[g], code, sd)];
+      ++hist[ordered_scale(ds_[g], enc) - ordered_scale(rs_[g], enc)];
       nonfinite_only = nonfinite_only && nonfinite_[g];
     }
     const auto n = static_cast<std::int64_t>(diff.size());
     const bool all_minus_one = hist.size() == 1 && hist.begin()->first == -1;
     std::string deltas;
     for (const auto& [d, count] : hist) deltas += (deltas.empty() ? "" : ", ") + std::to_string(d) + ": " + std::to_string(count);
-    const std::string unit = code == ScaleCode::ieee ? std::string("ulps") : scale_delta_unit(c_, sd);
+    const bool ieee = enc == ScaleEncoding::fp32 || enc == ScaleEncoding::f16;
+    const std::string unit = ieee ? std::string("ulps") : scale_delta_unit(enc);
 
     struct Suspect {
       std::string signature;

@@ -190,15 +190,15 @@ std::vector<Diagnosis> patterns(const Contract& c, const TensorView& x, const Co
   if (dev.scale.shape() != ref.scale.shape() || dev.payload.shape() != ref.payload.shape()) return out;
   const ScaleGrid grid(c, x.shape);
   const std::vector<std::uint32_t> rs = grid.scale_bits(ref.scale), ds = grid.scale_bits(dev.scale);
-  const ScaleCode code = family_traits(c.family).scale_code;
-  const DType sd = ref.scale.dtype();
+  const ScaleEncoding enc = scale_encoding(c);
+  const bool ieee = enc == ScaleEncoding::fp32 || enc == ScaleEncoding::f16;
   std::map<std::int64_t, std::int64_t> hist;
   std::int64_t differing = 0, pow2 = 0, inverse = 0;
   for (std::size_t g = 0; g < rs.size(); ++g) {
     if (rs[g] == ds[g]) continue;
     ++differing;
-    ++hist[ordered_scale(ds[g], code, sd) - ordered_scale(rs[g], code, sd)];
-    if (code == ScaleCode::ieee) {
+    ++hist[ordered_scale(ds[g], enc) - ordered_scale(rs[g], enc)];
+    if (ieee) {
       pow2 += is_pow2_bits(ds[g]) ? 1 : 0;
       const double product =
           static_cast<double>(std::bit_cast<float>(ds[g])) * static_cast<double>(std::bit_cast<float>(rs[g]));
@@ -207,28 +207,28 @@ std::vector<Diagnosis> patterns(const Contract& c, const TensorView& x, const Co
   }
   std::string deltas;
   for (const auto& [d, n] : hist) deltas += (deltas.empty() ? "" : ", ") + std::string(d > 0 ? "+" : "") + std::to_string(d) + ": " + std::to_string(n);
-  const std::string unit = scale_delta_unit(c, sd);
+  const std::string unit = scale_delta_unit(enc);
   if (differing > 0) {
     const std::vector<std::pair<std::string, std::int64_t>> ev{{"scales_differing", differing}};
     const std::string counted = std::to_string(differing) + " differing scales (deltas in " + unit + ": " + deltas + ")";
     const bool one_step = std::all_of(hist.begin(), hist.end(), [](const auto& h) { return h.first == 1 || h.first == -1; });
-    if (code == ScaleCode::ieee && inverse == differing)
+    if (ieee && inverse == differing)
       out.push_back(Diagnosis{"stored_scale", ev,
                               "the " + counted + " are the reciprocals of the contract's: the device stores 1/s where the "
                               "contract stores s (a multiplier for a descale, or stored=inverse)",
                               false});
-    else if (code == ScaleCode::ieee && pow2 == differing)
+    else if (ieee && pow2 == differing)
       out.push_back(Diagnosis{"scale_pow2", ev,
                               "the " + counted + " are all powers of two: the device rounds its scales to a power of two "
                               "(scale_pow2=" + value_of(c, "scale_pow2") + " in the contract)",
                               false});
-    else if (code == ScaleCode::e4m3 && one_step)
+    else if (enc == ScaleEncoding::e4m3 && one_step)
       out.push_back(Diagnosis{"scale_rule", ev,
                               "the " + counted + " are one E4M3 code off: the device rounds the block scale "
                               "fp32(amax / 6) to E4M3 another way (the contract: round to nearest even, clamped to "
                               "[2^-6, 448])",
                               false});
-    else if (code == ScaleCode::ieee && std::all_of(hist.begin(), hist.end(), [](const auto& h) { return std::abs(h.first) <= 2; }))
+    else if (ieee && std::all_of(hist.begin(), hist.end(), [](const auto& h) { return std::abs(h.first) <= 2; }))
       out.push_back(Diagnosis{"scale_rule", ev,
                               "the " + counted + " are within 2 ulps: the device computes the scale with another "
                               "arithmetic (scale_arith=" + value_of(c, "scale_arith") + " in the contract: fp32 division, "

@@ -130,32 +130,29 @@ std::vector<std::uint8_t> ScaleGrid::codes(const Tensor& payload) const {
   return out;
 }
 
-std::int64_t ordered_scale(std::uint32_t bits, ScaleCode code, DType scale_dtype) {
-  if (code == ScaleCode::e4m3) {
-    const std::int64_t mag = bits & 0x7Fu;
-    return (bits & 0x80u) != 0 ? -mag : mag;
+std::int64_t ordered_scale(std::uint32_t bits, ScaleEncoding encoding) {
+  // Sign-magnitude over the bits below the sign bit `sign`.
+  auto signed_magnitude = [bits](std::uint32_t sign) {
+    const std::int64_t mag = bits & (sign - 1u);
+    return (bits & sign) != 0 ? -mag : mag;
+  };
+  switch (encoding) {
+    case ScaleEncoding::e4m3: return signed_magnitude(0x80u);
+    case ScaleEncoding::fp32: return signed_magnitude(0x80000000u);
+    case ScaleEncoding::f16: return signed_magnitude(0x8000u);
+    case ScaleEncoding::e8m0:
+    case ScaleEncoding::none: break;
   }
-  if (code == ScaleCode::e8m0) return static_cast<std::int64_t>(bits);
-  switch (scale_dtype) {
-    case DType::f32: {
-      const std::int64_t mag = bits & 0x7FFFFFFFu;
-      return (bits >> 31) != 0 ? -mag : mag;
-    }
-    case DType::f16:
-    case DType::bf16: {
-      const std::int64_t mag = bits & 0x7FFFu;
-      return (bits >> 15) != 0 ? -mag : mag;
-    }
-    default: return static_cast<std::int64_t>(bits);
-  }
+  return static_cast<std::int64_t>(bits);
 }
 
-std::string scale_delta_unit(const Contract& c, DType scale_dtype) {
-  switch (family_traits(c.family).scale_code) {
-    case ScaleCode::e8m0: return "E8M0 steps";
-    case ScaleCode::e4m3: return "E4M3 codes";
-    case ScaleCode::ieee: return std::string("ulps of ") + dtype_name(scale_dtype);
-    case ScaleCode::none: break;
+std::string scale_delta_unit(ScaleEncoding encoding) {
+  switch (encoding) {
+    case ScaleEncoding::e8m0: return "E8M0 steps";
+    case ScaleEncoding::e4m3: return "E4M3 codes";
+    case ScaleEncoding::fp32:
+    case ScaleEncoding::f16: return std::string("ulps of ") + dtype_name(scale_dtype(encoding));
+    case ScaleEncoding::none: break;
   }
   return "";
 }

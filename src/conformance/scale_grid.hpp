@@ -55,10 +55,10 @@ class ScaleGrid {
 };
 
 // Signed integers whose differences count representable steps of the scale's own encoding:
-// E8M0 bytes as they are, E4M3 codes and float bit patterns as sign-magnitude integers
-// (adjacent codes, adjacent floats differ by 1).
-std::int64_t ordered_scale(std::uint32_t bits, ScaleCode code, DType scale_dtype);
+// E8M0 bytes as they are, E4M3 codes and fp32/f16 bit patterns as sign-magnitude integers
+// (adjacent codes, adjacent floats of that width differ by 1).
+std::int64_t ordered_scale(std::uint32_t bits, ScaleEncoding encoding);
 // The unit of those differences: "E8M0 steps", "E4M3 codes", "ulps of f32", "ulps of f16".
-std::string scale_delta_unit(const Contract& c, DType scale_dtype);
+std::string scale_delta_unit(ScaleEncoding encoding);
 
 }  // namespace qexact::conformance

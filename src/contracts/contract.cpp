@@ -718,6 +718,19 @@ void validate(const Contract& c) {
   }
 }
 
+ScaleEncoding scale_encoding(const Contract& c) { return family_traits(c.family).scale_encoding(c); }
+
+DType scale_dtype(ScaleEncoding e) {
+  switch (e) {
+    case ScaleEncoding::e8m0:
+    case ScaleEncoding::e4m3: return DType::u8;
+    case ScaleEncoding::fp32: return DType::f32;
+    case ScaleEncoding::f16: return DType::f16;
+    case ScaleEncoding::none: break;
+  }
+  fail(ErrorKind::bad_argument, "a contract without scales has no scale dtype");
+}
+
 Contract make_contract(const std::string& preset, const std::vector<std::string>& overrides) {
   Contract c = make_preset(preset);
   for (const auto& kv : overrides) set_param(c, kv);

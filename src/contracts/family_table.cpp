@@ -51,7 +51,7 @@ std::vector<OutputSpec> mx_outputs(const Contract& c, const Shape& x) {
   return {{"payload", DType::u8, p}, {"scale", DType::u8, s}};
 }
 
-DType int8_scale_dtype(const Contract& c) { return c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32; }
+DType int8_scale_dtype(const Contract& c) { return scale_dtype(scale_encoding(c)); }
 
 std::vector<OutputSpec> int8_block_outputs(const Contract& c, const Shape& x) {
   if (x.size() != 4)
@@ -89,6 +89,14 @@ std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
   return out;
 }
 
+ScaleEncoding no_scales(const Contract&) { return ScaleEncoding::none; }
+ScaleEncoding e8m0_scales(const Contract&) { return ScaleEncoding::e8m0; }
+ScaleEncoding e4m3_scales(const Contract&) { return ScaleEncoding::e4m3; }
+ScaleEncoding fp32_scales(const Contract&) { return ScaleEncoding::fp32; }
+ScaleEncoding int8_scales(const Contract& c) {
+  return c.scale_store == ScaleStore::f16 ? ScaleEncoding::f16 : ScaleEncoding::fp32;
+}
+
 ScaleGrain mx_grain(const Contract& c) { return {Granularity::group, 1, c.block}; }
 ScaleGrain int8_block_grain(const Contract& c) { return {Granularity::head_block, c.token_block, 1}; }
 ScaleGrain row_grain(const Contract&) { return {Granularity::row, 1, 1}; }
@@ -105,19 +113,19 @@ std::string grain_domain(const Contract& c) { return grain_words(family_traits(c
 
 const std::vector<FamilyTraits>& family_table() {
   static const std::vector<FamilyTraits> rows = {
-      {Family::mx, "mx", "§1-2", true, ScaleCode::e8m0, mx_outputs, mx_grain, grain_domain, "block",
+      {Family::mx, "mx", "§1-2", true, e8m0_scales, mx_outputs, mx_grain, grain_domain, "block",
        "its scale groups"},
-      {Family::int8_block, "int8.block", "§3", true, ScaleCode::ieee, int8_block_outputs, int8_block_grain,
+      {Family::int8_block, "int8.block", "§3", true, int8_scales, int8_block_outputs, int8_block_grain,
        int8_block_domain, "token_block", nullptr},
-      {Family::int8_token, "int8.token", "§4", true, ScaleCode::ieee, int8_token_outputs, row_grain, grain_domain,
+      {Family::int8_token, "int8.token", "§4", true, int8_scales, int8_token_outputs, row_grain, grain_domain,
        nullptr, "its scale groups"},
-      {Family::int8_group, "int8.group", "§4", true, ScaleCode::ieee, int8_group_outputs, int8_group_grain,
+      {Family::int8_group, "int8.group", "§4", true, int8_scales, int8_group_outputs, int8_group_grain,
        grain_domain, "group", "its scale groups"},
-      {Family::hif4, "hif4", "§5", false, ScaleCode::none, nullptr, hif4_grain, grain_domain, nullptr, nullptr},
-      {Family::pool, "pool", "§6", false, ScaleCode::none, nullptr, nullptr, nullptr, nullptr, nullptr},
-      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, ScaleCode::ieee, fp8_scaled_outputs, fp8_scaled_grain,
+      {Family::hif4, "hif4", "§5", false, no_scales, nullptr, hif4_grain, grain_domain, nullptr, nullptr},
+      {Family::pool, "pool", "§6", false, no_scales, nullptr, nullptr, nullptr, nullptr, nullptr},
+      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp32_scales, fp8_scaled_outputs, fp8_scaled_grain,
        grain_domain, nullptr, nullptr},
-      {Family::nvfp4, "nvfp4", "§9.2", true, ScaleCode::e4m3, nvfp4_outputs, nvfp4_grain, nvfp4_domain, nullptr,
+      {Family::nvfp4, "nvfp4", "§9.2", true, e4m3_scales, nvfp4_outputs, nvfp4_grain, nvfp4_domain, nullptr,
        "its blocks of 16"},
   };
   return rows;

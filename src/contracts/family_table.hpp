@@ -14,21 +14,13 @@
 
 namespace qexact {
 
-// How a family's scale output encodes a scale, so that scale differences are counted in the
-// encoding's own steps (compare, diagnose).
-enum class ScaleCode : std::uint8_t {
-  none,  // no scale output (hif4, pool)
-  e8m0,  // u8 biased power-of-two exponents (MX): deltas in E8M0 steps
-  e4m3,  // u8 E4M3 codes (nvfp4 block scales): deltas in E4M3 codes
-  ieee,  // f32 or f16 values (int8, fp8.scaled): deltas in ulps (ordered bit patterns)
-};
-
 struct FamilyTraits {
   Family family;
   const char* name;      // "mx", "int8.block", ... (family_name)
   const char* sections;  // "§1-2": where docs/contracts.md defines it
   bool quantizes;        // has quantize / dequantize (hif4 packs and fake-quantizes; pool averages)
-  ScaleCode scale_code;  // how its "scale" output encodes a scale
+  // How its "scale" output encodes a scale (scale_encoding(c) in qexact/contract.hpp).
+  ScaleEncoding (*scale_encoding)(const Contract& c);
   // The outputs for input shape x, checked; called only where `quantizes`.
   std::vector<OutputSpec> (*outputs)(const Contract& c, const Shape& x);
   // Which elements share one scale, as a granularity over x (contracts/scale_grain.hpp): the

@@ -138,7 +138,7 @@ DomainScale scale_of(const Contract& c, float amax) {
 }
 
 // Step 5: what scale.npy holds.
-float stored_form(const Contract& c, float s) {
+float stored_form(const ScaleSpec& c, float s) {
   if (c.stored == StoredScale::computed) return s;
   return x86_result(1.0f, s, 1.0f / s);
 }
@@ -160,7 +160,7 @@ std::uint8_t element_code(const Contract& c, float s, float x) {
   return elem_encode(c.element, q, Rounding::rne, Overflow::saturate);
 }
 
-bool stores_descale(const Contract& c) {
+bool stores_descale(const ScaleSpec& c) {
   return (c.scale_kind == ScaleKind::descale) == (c.stored == StoredScale::computed);
 }
 

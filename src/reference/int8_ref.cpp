@@ -17,7 +17,7 @@ namespace int8 {
 
 float fold_abs_max(float amax, float x) { return std::max(amax, std::fabs(x)); }
 
-float scale_from_amax(const Contract& c, float amax) {
+float scale_from_amax(const ScaleSpec& c, float amax) {
   switch (c.scale_mode) {
     case ScaleMode::before:
       return std::max(amax, c.scale_min) / kQuantMax;
@@ -27,11 +27,11 @@ float scale_from_amax(const Contract& c, float amax) {
   fail(ErrorKind::bad_argument, "unknown scale_mode");
 }
 
-float stored_scale(const Contract& c, float s) {
+float stored_scale(const ScaleSpec& c, float s) {
   return c.scale_store == ScaleStore::f16 ? f16_to_f32(f32_to_f16(s)) : s;
 }
 
-QuotientOp quotient_for(const Contract& c, float amax, float s) {
+QuotientOp quotient_for(const ScaleSpec& c, float amax, float s) {
   switch (c.quotient) {
     case Quotient::divide: {
       const float divisor = stored_scale(c, s);
@@ -50,7 +50,7 @@ QuotientOp quotient_for(const Contract& c, float amax, float s) {
   fail(ErrorKind::bad_argument, "unknown quotient");
 }
 
-QuotientOp quotient_for_given(const Contract& c, float amax, float given) {
+QuotientOp quotient_for_given(const ScaleSpec& c, float amax, float given) {
   const float own = scale_from_amax(c, amax);
   if (std::bit_cast<std::uint32_t>(stored_scale(c, own)) == std::bit_cast<std::uint32_t>(given))
     return quotient_for(c, amax, own);
@@ -59,7 +59,7 @@ QuotientOp quotient_for_given(const Contract& c, float amax, float given) {
   return {QuotientOp::Op::multiply, 1.0f / given};
 }
 
-std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x) {
+std::int8_t quantize_element(const ElementSpec& c, const QuotientOp& q, float x) {
   switch (q.op) {
     case QuotientOp::Op::zero_payload:
       return 0;
@@ -71,7 +71,7 @@ std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x) {
   return 0;
 }
 
-QuotientOp scale_domain(const Contract& c, float amax, Tensor& scale, std::int64_t index) {
+QuotientOp scale_domain(const ScaleSpec& c, float amax, Tensor& scale, std::int64_t index) {
   const float s = scale_from_amax(c, amax);
   const auto i = static_cast<std::size_t>(index);
   if (c.scale_store == ScaleStore::f16)
@@ -112,7 +112,7 @@ std::string bsnd_index(const Shape& bsnd, std::int64_t flat) {
 Tensor new_payload(const Shape& shape) { return Tensor(DType::i8, shape); }
 
 Tensor new_scale(const Contract& c, const Shape& shape) {
-  return Tensor(c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32, shape);
+  return Tensor(scale_dtype(scale_encoding(c)), shape);
 }
 
 std::int64_t scale_index_of(const Contract& c, const Shape& x_shape, std::int64_t flat) {
@@ -127,12 +127,12 @@ Tensor dequantize_int8(const Contract& c, const TensorView& payload, const Tenso
     fail(ErrorKind::bad_argument, std::string("dequantize_int8 was given a ") + family_name(c.family) + " contract");
   const Shape ps = payload_shape(c, x_shape);
   const Shape ss = scale_shape(c, x_shape);
-  const DType scale_dtype = c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
+  const DType sd = scale_dtype(scale_encoding(c));
   if (payload.dtype != DType::i8 || payload.shape != ps)
     fail(ErrorKind::bad_argument, std::string("payload must be i8 of shape ") + shape_str(ps) + ", got " +
                                       dtype_name(payload.dtype) + " " + shape_str(payload.shape));
-  if (scale.dtype != scale_dtype || scale.shape != ss)
-    fail(ErrorKind::bad_argument, std::string("scale must be ") + dtype_name(scale_dtype) + " of shape " +
+  if (scale.dtype != sd || scale.shape != ss)
+    fail(ErrorKind::bad_argument, std::string("scale must be ") + dtype_name(sd) + " of shape " +
                                       shape_str(ss) + ", got " + dtype_name(scale.dtype) + " " +
                                       shape_str(scale.shape));
 

@@ -25,11 +25,13 @@ inline constexpr float kQuantMax = 127.0f;
 // domain into chunks reduces to the same bits.
 float fold_abs_max(float amax, float x);
 
+// Steps 2 to 4 need the scale spec alone, step 5 the element spec alone.
+
 // Step 2.
-float scale_from_amax(const Contract& c, float amax);
+float scale_from_amax(const ScaleSpec& c, float amax);
 
 // Step 3: the value the scale tensor holds, as fp32.
-float stored_scale(const Contract& c, float s);
+float stored_scale(const ScaleSpec& c, float s);
 
 // Step 4: what every element of one domain is divided by or multiplied with.
 struct QuotientOp {
@@ -37,18 +39,18 @@ struct QuotientOp {
   Op op = Op::zero_payload;
   float operand = 0.0f;
 };
-QuotientOp quotient_for(const Contract& c, float amax, float s);
+QuotientOp quotient_for(const ScaleSpec& c, float amax, float s);
 // Step 4 with a scale `given` from outside (a device's stored scale): the contract's own
 // quotient when it equals the contract's stored scale, else x / given (quotient=divide) or
 // x * fp32(1 / given); a zero or non-finite given scale gives payload 0.
-QuotientOp quotient_for_given(const Contract& c, float amax, float given);
+QuotientOp quotient_for_given(const ScaleSpec& c, float amax, float given);
 
 // Step 5.
-std::int8_t quantize_element(const Contract& c, const QuotientOp& q, float x);
+std::int8_t quantize_element(const ElementSpec& c, const QuotientOp& q, float x);
 
 // Steps 2-4 for one domain of amax `amax`: writes the stored scale at flat `index` of `scale`
 // and returns the domain's quotient.
-QuotientOp scale_domain(const Contract& c, float amax, Tensor& scale, std::int64_t index);
+QuotientOp scale_domain(const ScaleSpec& c, float amax, Tensor& scale, std::int64_t index);
 
 // Entry checks: the contract is valid and of `family`; every value is finite (else bad_input
 // naming the first offending C-order index as `where(flat)` spells it).

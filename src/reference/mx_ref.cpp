@@ -61,7 +61,8 @@ float mx_divisor(const Contract& c, std::uint8_t byte) {
 
 namespace {
 
-std::uint8_t encode(const Contract& c, float v) {
+// The element steps read the element spec alone: the value arrives divided by its scale.
+std::uint8_t encode(const ElementSpec& c, float v) {
   const ElemTraits& t = elem_traits(c.element);
   std::uint8_t q = elem_encode(c.element, v, c.rounding, c.overflow);
   const std::uint8_t sign_bit = static_cast<std::uint8_t>(1u << (t.bits - 1));
@@ -82,7 +83,7 @@ std::uint32_t bits_of(float f) {
 // by the scale +inf: finite -> signed zero, NaN -> itself (quieted), inf -> inf / inf, the x86
 // default NaN. Eager RCEIL multiplies by the amax's NaN, and x86 returns that (positive,
 // canonical) NaN even for a NaN element; compiled RCEIL gives the NaN 0xFFFFFFFF everywhere.
-std::uint8_t torchao_nan_group_code(const Contract& c, float x) {
+std::uint8_t torchao_nan_group_code(const ElementSpec& c, float x) {
   const std::uint32_t quiet = bits_of(x) | 0x00400000u;
   switch (c.nonfinite) {
     case NonFiniteRule::torchao:
@@ -97,7 +98,7 @@ std::uint8_t torchao_nan_group_code(const Contract& c, float x) {
 }
 
 // The NaN code for element x: signed like x, or the canonical positive NaN.
-std::uint8_t nan_code(const Contract& c, float x, bool keep_sign) {
+std::uint8_t nan_code(const ElementSpec& c, float x, bool keep_sign) {
   const ElemTraits& t = elem_traits(c.element);
   if (!t.has_nan) return 0;
   return static_cast<std::uint8_t>((keep_sign && std::signbit(x) ? 1u << (t.bits - 1) : 0u) | 0x7Fu);
@@ -162,7 +163,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-std::int64_t mx_scale_offset(const Contract& c, std::int64_t t, std::int64_t g, std::int64_t groups) {
+std::int64_t mx_scale_offset(const ScaleSpec& c, std::int64_t t, std::int64_t g, std::int64_t groups) {
   switch (c.layout) {
     case ScaleLayout::pairs: return t * 2 * ceil_div(groups, 2) + g;
     case ScaleLayout::rowmajor: return t * groups + g;

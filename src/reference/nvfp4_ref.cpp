@@ -72,7 +72,7 @@ std::string element_at(std::int64_t flat, std::int64_t k) {
   return "(row " + std::to_string(flat / k) + ", column " + std::to_string(flat % k) + ")";
 }
 
-void reject_nonfinite(const Contract& c, const std::vector<float>& v, std::int64_t k) {
+void reject_nonfinite(const ElementSpec& c, const std::vector<float>& v, std::int64_t k) {
   if (c.nonfinite_input != NonFiniteInput::reject) return;
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]))
@@ -124,7 +124,7 @@ float block_amax(const float* x) {
 // The E4M3 code of a block's scale: e4m3(clamp(amax / 6, 2^-6, 448)), or with a tensor scale
 // e4m3(clamp((amax / 6) / t, 2^-6, 448)); te: e4m3(amax * (S_enc * fp32(1/6))), saturated, no
 // lower clamp. `t` is S_enc for te.
-std::uint8_t block_scale_code(const Contract& c, float amax, float t) {
+std::uint8_t block_scale_code(const TensorScaleSpec& c, float amax, float t) {
   if (c.tensor_scale == TensorScale::te) return e4m3_code(amax * (t * (1.0f / kE2m1Max)));
   float s = peer_div(amax, kE2m1Max);
   if (c.tensor_scale == TensorScale::amax) s = peer_div(s, t);
@@ -133,7 +133,7 @@ std::uint8_t block_scale_code(const Contract& c, float amax, float t) {
 
 // What the block's elements are multiplied by: 1 / s, or (1 / t) / s; te: 1 / (s * (1 / S_enc))
 // capped at FLT_MAX (a zero scale multiplies by FLT_MAX).
-float block_multiplier(const Contract& c, std::uint8_t code, float t) {
+float block_multiplier(const TensorScaleSpec& c, std::uint8_t code, float t) {
   const float s = e4m3_value(code);
   if (c.tensor_scale == TensorScale::te)
     return std::min(1.0f / (s * (1.0f / t)), std::numeric_limits<float>::max());

@@ -18,9 +18,9 @@ QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, co
   validate(c);
   const Shape ps = payload_shape(c, x.shape);
   const Shape ss = scale_shape(c, x.shape);
-  const DType scale_dtype = c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32;
-  if (scale.dtype != scale_dtype || scale.shape != ss)
-    fail(ErrorKind::bad_argument, std::string("the given int8 scales must be ") + dtype_name(scale_dtype) +
+  const DType sd = scale_dtype(scale_encoding(c));
+  if (scale.dtype != sd || scale.shape != ss)
+    fail(ErrorKind::bad_argument, std::string("the given int8 scales must be ") + dtype_name(sd) +
                                       " of shape " + shape_str(ss) + ", got " + dtype_name(scale.dtype) + " " +
                                       shape_str(scale.shape));
   const std::vector<float> values = to_f32_vector(x);
