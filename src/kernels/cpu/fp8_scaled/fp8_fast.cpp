@@ -64,28 +64,6 @@ void check_fp8(const Contract& c) {
                                  (std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf") + " at " + where);
 }
 
-// Codes of one run under a domain scale.
-void quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
-  if (s.zero) {
-    std::fill(p.payload + offset, p.payload + offset + n, std::uint8_t{0});
-  } else if (s.plain) {
-    kernels::fp8_quantize_run(p, offset, n, s.operand);
-  } else {
-    std::vector<float> q(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i)
-      q[static_cast<std::size_t>(i)] = kernels::fp8_special_quotient(p, value_at(p, offset + i), s.operand);
-    kernels::fp8_encode_values(p, q.data(), n, p.payload + offset);
-  }
-}
-
-std::uint32_t amax_bits_of(const Fp8Plan& p, std::int64_t d) {
-  std::uint32_t m = 0;
-  kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) {
-    m = std::max(m, kernels::fp8_abs_max_bits(p, off, n));
-  });
-  return m;
-}
-
 void quantize_tensor(const Fp8Plan& p, int threads) {
   const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
   std::vector<std::uint32_t> partial(static_cast<std::size_t>(chunks), 0);
@@ -98,7 +76,7 @@ void quantize_tensor(const Fp8Plan& p, int threads) {
   const Fp8Scale s = kernels::fp8_scale_of(p, amax);
   p.scale[0] = s.zero ? 0.0f : s.stored;
   kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t k = b; k < e; ++k) quantize_run(p, s, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+    for (std::int64_t k = b; k < e; ++k) kernels::fp8_quantize_run(p, s, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
   });
 }
 
@@ -106,16 +84,7 @@ void quantize_domains(const Fp8Plan& p, int threads) {
   std::atomic<bool> nonfinite{false};
   const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
   kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t d = b; d < e; ++d) {
-      const std::uint32_t amax = amax_bits_of(p, d);
-      if (amax >= 0x7F800000u && !p.propagate) {
-        nonfinite.store(true);
-        return;  // the call throws: what this thread leaves unwritten is never returned
-      }
-      const Fp8Scale s = kernels::fp8_scale_of(p, amax);
-      p.scale[d] = s.zero ? 0.0f : s.stored;
-      kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { quantize_run(p, s, off, n); });
-    }
+    if (!kernels::fp8_quantize_domains(p, b, e)) nonfinite.store(true);
   });
   if (nonfinite.load()) reject_first_nonfinite(p);
 }
