@@ -44,14 +44,17 @@ void dequantize_mx_into(const Contract& c, const TensorView& payload, const Tens
                         float* out, int threads);
 void dequantize_int8_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                           float* out, int threads);
-// fp8.scaled: payload u8 of x's shape, scale f32 in the granularity's shape.
+// fp8.scaled: payload u8 of x's shape, scale f32 in the granularity's shape. tensor_amax (tensor
+// granularity only): the amax the ranks agreed on for the whole tensor x is a shard of (at
+// least x's own), used instead of x's; a NaN one follows the rule of a many-element tensor.
 std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
-                                     int threads);
+                                     int threads, const float* tensor_amax = nullptr);
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                                 const Shape& x_shape, float* out, int threads);
-// nvfp4: tensor_scale is null unless the contract has a tensor scale (tensor_scale=amax or te: one f32).
+// nvfp4: tensor_scale is null unless the contract has a tensor scale (tensor_scale=amax or te: one
+// f32). tensor_amax (a contract with a tensor scale only): as for fp8.scaled.
 std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
-                                float* tensor_scale, int threads);
+                                float* tensor_scale, int threads, const float* tensor_amax = nullptr);
 void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                            const TensorView& tensor_scale, const Shape& x_shape, float* out, int threads);
 void hif4_fake_quant_into(const TensorView& x, int qdim, void* out, int threads);

@@ -47,6 +47,10 @@ struct Fp8Plan {
 
 Fp8Plan make_fp8_plan(const Contract& c, const TensorView& contiguous_x, std::uint8_t* payload, float* scale);
 
+// The NaN bits of a tensor-granularity amax: those of torch's full reduction of a tensor of
+// `several` elements (more than one) or of one.
+std::uint32_t fp8_tensor_nan_amax(DType dtype, bool several);
+
 // One domain's scale: what scale.npy holds, and the operand of the quotient (the descale for
 // quotient=divide, fp32(1 / descale) for reciprocal, the multiplier for multiply).
 struct Fp8Scale {
