@@ -13,6 +13,9 @@
 #include <hwy/highway.h>
 
 #include <cmath>
+#include <cstring>
+
+#include <hwy/cache_control.h>
 
 #include "kernels/cpu/float_lanes-inl.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
@@ -157,11 +160,23 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
   hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
   HWY_ALIGN float multipliers[kN];
   hn::Store(mult, df, multipliers);
-  std::uint8_t* out = p.payload + b0 * (kNvfp4Block / 2);
+  // The batch's kN * 8 payload bytes are staged, then leave in whole-vector streaming stores
+  // where the payload is aligned (it is not read again: no line is fetched for it).
+  constexpr int kBytes = kN * kNvfp4Block / 2;
+  HWY_ALIGN std::uint8_t staged[kBytes];
   for (int j = 0; j < kN; ++j) {
     const VF m = hn::Set(df, multipliers[j]);
     for (int v = 0; v < kPer; ++v)
-      StorePairs(di, E2m1Codes(df, hn::Mul(hn::BitCast(df, bits[j * kPer + v]), m)), out + (j * kPer + v) * kN / 2);
+      StorePairs(di, E2m1Codes(df, hn::Mul(hn::BitCast(df, bits[j * kPer + v]), m)), staged + (j * kPer + v) * kN / 2);
+  }
+  std::uint8_t* out = p.payload + b0 * (kNvfp4Block / 2);
+  const hn::ScalableTag<std::uint8_t> dbytes;
+  constexpr int kVec = static_cast<int>(hn::MaxLanes(hn::ScalableTag<std::uint8_t>()));
+  static_assert(kBytes % kVec == 0, "the staged bytes are whole vectors");
+  if (reinterpret_cast<std::uintptr_t>(out) % kVec == 0) {
+    for (int i = 0; i < kBytes; i += kVec) hn::Stream(hn::Load(dbytes, staged + i), dbytes, out + i);
+  } else {
+    std::memcpy(out, staged, kBytes);
   }
   return true;
 #endif
@@ -220,6 +235,7 @@ void QuantizeBlocksOf(const Nvfp4Plan& plan, std::int64_t first, std::int64_t la
     PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kNvfp4Block * kSize);
     QuantizeOneBlock<kDtype>(p, b);
   }
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 void QuantizeNvfp4Blocks(const Nvfp4Plan& p, std::int64_t first, std::int64_t last) {
