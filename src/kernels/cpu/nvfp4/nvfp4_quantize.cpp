@@ -64,6 +64,15 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> E2m1Codes(D df, hn::Vec<D> v) {
 // down onto the low byte's high nibble, the low bytes kept.
 template <class DI>
 HWY_INLINE void StorePairs(DI di, hn::Vec<DI> codes, std::uint8_t* out) {
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(DI()) == 16) {
+    // One 64-bit lane per pair (first code low): the second code shifted onto the first one's
+    // high nibble, then vpmovqb, which Highway's TruncateTo does not use here.
+    const __m512i pairs = _mm512_or_si512(codes.raw, _mm512_srli_epi64(codes.raw, 28));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm512_cvtepi64_epi8(pairs));
+    return;
+  }
+#endif
   const hn::Rebind<std::uint8_t, DI> d8;
   const hn::Repartition<std::uint16_t, decltype(d8)> d16;
   const hn::Rebind<std::uint8_t, decltype(d16)> dpair;
