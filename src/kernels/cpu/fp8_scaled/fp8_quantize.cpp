@@ -13,6 +13,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -274,27 +275,110 @@ void QuantizeRun(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::
   hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
+// Whether the scales of a contract can come out of vectors (BatchScales): fp32 arithmetic
+// (not fp64, whose rounding would need doubles) and no log2-based power of two.
+bool VectorScales(const Fp8Plan& p) {
+  return p.arith != ScaleArith::fp64 && p.pow2 != ScalePow2::down_log2f;
+}
+
+// The scales of kN domains with finite amaxes, lane j for domain j, as fp8_scale_of derives
+// them one by one (the same IEEE operations in the same order: max with the floor, the
+// division or the product by fp32(1 / max), the power of two on the bits, the inverses).
+// Lanes that fp8_scale_of treats specially (zero domains, zero or non-finite operands) and
+// subnormal scales under a power-of-two rule come back as false in `vector_ok`; their
+// domains take fp8_scale_of.
+struct BatchScale {
+  VF stored, operand;
+  hn::Mask<DI> vector_ok;
+};
+
+HWY_INLINE BatchScale BatchScales(const Fp8Plan& p, VI amax_bits) {
+  const DF df;
+  const DI di;
+  const VF floored = hn::Max(hn::BitCast(df, amax_bits), hn::Set(df, static_cast<float>(p.amax_floor)));
+  VF s;
+  if (p.multiplier) {
+    s = hn::Div(hn::Set(df, p.max), floored);
+    if (p.arith == ScaleArith::fp32_satfinite)
+      s = hn::IfThenElse(hn::RebindMask(df, hn::Eq(hn::BitCast(di, s), hn::Set(di, 0x7F800000))), hn::Set(df, FLT_MAX), s);
+  } else if (p.arith == ScaleArith::reciprocal) {
+    s = hn::Mul(floored, hn::Set(df, 1.0f / p.max));
+  } else {
+    s = hn::Div(floored, hn::Set(df, p.max));
+  }
+  if (p.zero_group == ZeroGroup::one) s = hn::IfThenElse(hn::Eq(floored, hn::Zero(df)), hn::Set(df, 1.0f), s);
+  VI b = hn::BitCast(di, s);
+  auto ok = hn::Not(hn::Eq(amax_bits, hn::Zero(di)));  // a zero amax: fp8_scale_of's rules
+  if (p.pow2 != ScalePow2::none) {
+    const VI exp = hn::And(b, hn::Set(di, 0x7F800000));
+    ok = hn::And(ok, hn::Not(hn::And(hn::Eq(exp, hn::Zero(di)), hn::Ne(b, hn::Zero(di)))));  // subnormal s
+    if (p.pow2 == ScalePow2::down) {
+      b = hn::IfThenElse(hn::Lt(b, hn::Set(di, 0x7F800000)), exp, b);
+    } else {
+      const auto whole = hn::Eq(hn::And(b, hn::Set(di, 0x007FFFFF)), hn::Zero(di));
+      b = hn::IfThenElse(whole, b, hn::Add(exp, hn::Set(di, 0x00800000)));
+    }
+    s = hn::BitCast(df, b);
+  }
+  BatchScale r;
+  const VF inverse = hn::Div(hn::Set(df, 1.0f), s);
+  r.stored = p.stored_inverse ? inverse : s;
+  r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse : s;
+  const VI op = hn::And(hn::BitCast(di, r.operand), hn::Set(di, 0x7FFFFFFF));
+  r.vector_ok = hn::And(ok, hn::And(hn::Ne(op, hn::Zero(di)), hn::Lt(op, hn::Set(di, 0x7F800000))));
+  return r;
+}
+
 // Domains [first, last) of a granularity other than tensor, each its amax then its codes (its
-// runs are re-read from cache). Returns false, at the first domain with a non-finite amax that
-// the contract rejects.
+// runs are re-read from the cache). Domains of one run each (row, group) go kN at a time: their
+// amaxes, then their scales in one vector (BatchScales), then their codes. Returns false, at
+// the first domain with a non-finite amax that the contract rejects.
 bool QuantizeDomains(const Fp8Plan& plan, std::int64_t first, std::int64_t last) {
   // A local copy: the byte stores below may alias anything, which would make the compiler
   // reload every plan field after each of them.
   const Fp8Plan p = plan;
-  bool ok = true;
-  for (std::int64_t d = first; d < last && ok; ++d) {
+  const auto one_domain = [&](std::int64_t d, std::uint32_t amax) {
+    if (amax >= 0x7F800000u && !p.propagate) return false;  // the call throws: the rest is never returned
+    const Fp8Scale s = fp8_scale_of(p, amax);
+    p.scale[d] = s.zero ? 0.0f : s.stored;
+    fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { QuantizeRunUnder(p, s, off, n); });
+    return true;
+  };
+  const auto amax_of = [&](std::int64_t d) {
     std::uint32_t amax = 0;
     fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) {
       amax = std::max(amax, AbsMaxBitsOfRun(p.dtype, p.data + off * p.elem_size, n));
     });
-    if (amax >= 0x7F800000u && !p.propagate) {
-      ok = false;  // the call throws: what is left unwritten is never returned
-      break;
+    return amax;
+  };
+  constexpr std::int64_t kN = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+  const bool batched = (p.kind == Granularity::row || p.kind == Granularity::group) && VectorScales(p) && kN > 1;
+  bool ok = true;
+  std::int64_t d = first;
+  for (; batched && ok && d + kN <= last; d += kN) {
+    HWY_ALIGN std::int32_t amax[kN];
+    for (std::int64_t j = 0; j < kN; ++j) amax[j] = static_cast<std::int32_t>(amax_of(d + j));
+    const VI amax_bits = hn::Load(DI(), amax);
+    if (!hn::AllTrue(DI(), hn::Lt(amax_bits, hn::Set(DI(), 0x7F800000)))) {
+      for (std::int64_t j = 0; j < kN && ok; ++j) ok = one_domain(d + j, static_cast<std::uint32_t>(amax[j]));
+      continue;
     }
-    const Fp8Scale s = fp8_scale_of(p, amax);
-    p.scale[d] = s.zero ? 0.0f : s.stored;
-    fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { QuantizeRunUnder(p, s, off, n); });
+    const BatchScale bs = BatchScales(p, amax_bits);
+    HWY_ALIGN float stored[kN], operand[kN];
+    HWY_ALIGN std::int32_t vector_ok[kN];
+    hn::Store(bs.stored, DF(), stored);
+    hn::Store(bs.operand, DF(), operand);
+    hn::Store(hn::VecFromMask(DI(), bs.vector_ok), DI(), vector_ok);
+    for (std::int64_t j = 0; j < kN; ++j) {
+      if (!vector_ok[j]) {
+        one_domain(d + j, static_cast<std::uint32_t>(amax[j]));
+        continue;
+      }
+      p.scale[d + j] = stored[j];
+      fp8_for_each_segment(p, d + j, [&](std::int64_t off, std::int64_t n) { PlainRun(p, off, n, operand[j]); });
+    }
   }
+  for (; ok && d < last; ++d) ok = one_domain(d, amax_of(d));
   hwy::FlushStream();
   return ok;
 }
