@@ -173,6 +173,48 @@ TEST_P(FastFp8Scaled, NonFiniteInputsPropagatedOrRejected) {
   for (int threads : {1, 2, 7}) expect_same("head_block inf", make_contract("fp8.ascend.block"), hs.view(DType::f32, {2, 5, 2, 3}), threads);
 }
 
+// The division x / descale runs as x * fp32(1 / descale) except next to a rounding step: rows
+// of values at, and 1 to 6 fp32 ulps either side of, every rounding midpoint of the element
+// grid (normal and subnormal) times the row's descale, for many descales (the reciprocal's
+// rounding error differs with each), both elements, every input dtype.
+TEST_P(FastFp8Scaled, DivisionNextToEveryRoundingMidpoint) {
+  for (const char* element : {"e4m3", "e5m2"}) {
+    const Contract c = make_contract("fp8.ascend.token", {std::string("element=") + element});
+    const bool e4m3 = std::string(element) == "e4m3";
+    const float max = e4m3 ? 448.0f : 57344.0f;
+    const int mbits = e4m3 ? 3 : 2, emin = e4m3 ? -6 : -14;
+    // The element's positive values below max, then the midpoints between neighbours.
+    std::vector<float> grid;
+    for (int k = 1; k < (1 << mbits); ++k) grid.push_back(std::ldexp(static_cast<float>(k), emin - mbits));
+    for (int e = emin; std::ldexp(1.0f, e) < max; ++e)
+      for (int m = 0; m < (1 << mbits); ++m) grid.push_back(std::ldexp(1.0f + static_cast<float>(m) / (1 << mbits), e));
+    std::vector<float> mids = {std::ldexp(0.5f, emin - mbits)};
+    for (std::size_t i = 0; i + 1 < grid.size() && grid[i + 1] <= max; ++i) mids.push_back((grid[i] + grid[i + 1]) / 2.0f);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(1.0f, 2.0f);
+    const std::int64_t C = static_cast<std::int64_t>(mids.size()) * 13 + 1;
+    std::vector<float> v;
+    const std::int64_t R = 24;
+    for (std::int64_t r = 0; r < R; ++r) {
+      const float amax = std::ldexp(u(rng), static_cast<int>(r % 12) * 3 - 15);
+      const float s = amax / max;  // the contract's descale
+      v.push_back(amax);
+      for (float m : mids) {
+        const float x = m * s;
+        for (int k = -6; k <= 6; ++k) {
+          float y = x;
+          for (int j = 0; j < std::abs(k); ++j) y = std::nextafter(y, k < 0 ? 0.0f : max * s);
+          v.push_back(std::min(y, amax) * (k % 2 ? -1.0f : 1.0f));
+        }
+      }
+    }
+    const Storage st(v);
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (int threads : {1, 2})
+        expect_same(std::string("midpoints ") + element + " " + dtype_name(dt), c, st.view(dt, {R, C}), threads);
+  }
+}
+
 TEST_P(FastFp8Scaled, LargeTensorsAcrossChunks) {
   // The tensor granularity's amax and quantize passes run in chunks: a tensor of several chunks
   // whose amax sits in the last one.

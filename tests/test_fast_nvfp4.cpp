@@ -164,6 +164,37 @@ TEST_P(FastNvfp4, LargeTensorAmaxPassIsThreadIndependent) {
   expect_same(c, sn.view(DType::bf16, {256, 1024}), "large two level bf16 NaN");
 }
 
+// Finite blocks only, so that the fast kernel's batch path (one block per vector lane, the
+// scales derived in vectors) takes them on every target: block amaxes at and next to 6x every
+// E4M3 rounding midpoint and the 2^-6 / 448 clamps, elements at and next to the E2M1 ties of
+// the block's scale, for single level, two level and te, f32 and bf16.
+TEST_P(FastNvfp4, BatchPathAtEveryScaleAndElementBoundary) {
+  std::vector<float> amaxes = {6.0f * 0x1p-6f, 6.0f * 448.0f, 6.0f * 500.0f, 1e-30f, 3e38f, 0.0f};
+  const std::vector<float>& e = e4m3_values();
+  for (std::size_t j = 0; j + 1 < e.size(); ++j) amaxes.push_back(6.0f * ((e[j] + e[j + 1]) / 2.0f));
+  std::vector<float> x;
+  for (float a : amaxes) {
+    for (float amax : {std::nextafter(a, 0.0f), a, std::nextafter(a, std::numeric_limits<float>::infinity())}) {
+      const float s = amax / 6.0f;
+      float b[16];
+      b[0] = -amax;
+      for (int i = 1; i < 16; ++i) {
+        const float tie = kE2m1Ties[(i - 1) % 7] * s;
+        const int step = (i - 1) / 7;  // 0: the tie, 1: one ulp below, 2: one ulp above
+        const float v = step == 0 ? tie : std::nextafter(tie, step == 1 ? 0.0f : std::numeric_limits<float>::infinity());
+        b[i] = i % 2 ? v : -v;
+      }
+      x.insert(x.end(), b, b + 16);
+    }
+  }
+  while (x.size() % (16 * 16) != 0) x.push_back(0.5f);
+  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / (16 * 16);
+  const test::Storage st(x);
+  for (const Contract& c : contracts())
+    for (DType dt : {DType::f32, DType::bf16})
+      expect_same(c, st.view(dt, {rows, 16 * 16}), label(c) + " " + dtype_name(dt) + " boundaries");
+}
+
 // Strided views (transposed, every other row, every other column) and random f16 bit patterns
 // (NaN and inf included): the fast engine reads them as the reference does.
 TEST_P(FastNvfp4, NonContiguousViewsAndRandomHalfBits) {

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "contracts/family_table.hpp"
+#include "kernels/cpu/fp8_scaled/fp8_fast.hpp"
+#include "kernels/cpu/nvfp4/nvfp4_fast.hpp"
 #include "plan/shard_domain.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -67,6 +70,22 @@ Tensor leading_rows(const Tensor& t, const Shape& shape) {
   return out;
 }
 
+// The fast kernels take the agreed amax as an argument: x is read once, never copied.
+QuantResult quantize_fast_with_amax(const Contract& c, const TensorView& x, float amax, int threads) {
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);
+  QuantResult r;
+  r.payload = Tensor::uninitialized(specs[0].dtype, specs[0].shape);
+  r.scale = Tensor::uninitialized(specs[1].dtype, specs[1].shape);
+  if (c.family == Family::fp8_scaled) {
+    r.path = fast::quantize_fp8_scaled_into(c, x, r.payload.data<std::uint8_t>(), r.scale.data<float>(), threads, &amax);
+  } else {
+    r.tensor_scale = Tensor::uninitialized(specs[2].dtype, specs[2].shape);
+    r.path = fast::quantize_nvfp4_into(c, x, r.payload.data<std::uint8_t>(), r.scale.data<std::uint8_t>(),
+                                       r.tensor_scale.data<float>(), threads, &amax);
+  }
+  return r;
+}
+
 }  // namespace
 
 std::int32_t amax_key(const TensorView& x) {
@@ -104,7 +123,16 @@ QuantResult quantize_with_tensor_amax(const Contract& c, const TensorView& x, fl
                                       (std::isnan(amax) ? "NaN" : "inf") + "), which the contract rejects");
   }
 
-  // The [R, C] view of x, then one row [amax, 0, ..., 0] in x's dtype.
+  const float a = std::bit_cast<float>(key);
+  if (x.dtype != DType::f32 && !std::isnan(a)) {
+    const float back = x.dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(a)) : f16_to_f32(f32_to_f16(a));
+    if (back != a)  // an amax agreed on values of this dtype always is one
+      throw std::logic_error(std::string("quantize_with_tensor_amax: the amax is not a value of ") + dtype_name(x.dtype));
+  }
+  if (o.engine == Engine::fast && x.numel() > 0) return quantize_fast_with_amax(c, x, a, resolve_threads(o));
+
+  // The reference engine takes the amax from its input: the [R, C] view of x, then one row
+  // [amax, 0, ..., 0] in x's dtype.
   const std::int64_t cols = x.shape.back();
   const std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   const auto es = static_cast<std::size_t>(dtype_size(x.dtype));
@@ -115,14 +143,10 @@ QuantResult quantize_with_tensor_amax(const Contract& c, const TensorView& x, fl
     dst += static_cast<std::size_t>(n) * es;
   });
   std::memset(dst, 0, static_cast<std::size_t>(cols) * es);
-  const float a = std::bit_cast<float>(key);
   if (x.dtype == DType::f32) {
     std::memcpy(dst, &a, es);
   } else {
     const std::uint16_t h = x.dtype == DType::bf16 ? f32_to_bf16(a) : f32_to_f16(a);
-    const float back = x.dtype == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
-    if (!std::isnan(a) && back != a)  // an amax agreed on values of this dtype always is one
-      throw std::logic_error(std::string("quantize_with_tensor_amax: the amax is not a value of ") + dtype_name(x.dtype));
     std::memcpy(dst, &h, es);
   }
 

@@ -29,13 +29,14 @@ float amax_from_key(std::int32_t key);
 // tensor's amax. `amax` must be at least x's own amax (amax_key(x) <= its key); with x's own
 // it is plain quantize().
 //
-// The seam: the fp8.scaled and nvfp4 kernels take the amax from their input, so x is quantized
-// with one extra row [amax, 0, ..., 0] appended to its [R, C] view, whose codes are dropped: the
-// extra row raises the tensor amax to `amax` and changes no other element's code (elements are
-// quantized one by one once the scale is set; nvfp4's blocks of 16 lie in one row). It costs one
-// copy of x; a kernel entry point taking the amax would save it. Throws bad_argument for a
-// non-finite amax under a contract that rejects non-finite input (naming this shard's own
-// first non-finite element when it has one).
+// The fast engine hands `amax` to the fp8.scaled and nvfp4 kernels, which then skip their own
+// amax pass (a NaN amax is the one of a many-element tensor). The reference engine takes the
+// amax from its input, so there x is quantized with one extra row [amax, 0, ..., 0] appended to
+// its [R, C] view, whose codes are dropped: the extra row raises the tensor amax to `amax` and
+// changes no other element's code (elements are quantized one by one once the scale is set;
+// nvfp4's blocks of 16 lie in one row), at the cost of one copy of x. Both give the same bytes
+// (tests/collective). Throws bad_argument for a non-finite amax under a contract that rejects
+// non-finite input (naming this shard's own first non-finite element when it has one).
 QuantResult quantize_with_tensor_amax(const Contract& c, const TensorView& x, float amax, const RunOptions& o);
 
 }  // namespace qexact::dist

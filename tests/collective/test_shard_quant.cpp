@@ -191,6 +191,27 @@ TEST(ShardQuant, TensorAmaxAgreementHoldsForSpecialShards) {
     }
 }
 
+// One-element shards of a tensor holding a NaN: the agreed NaN amax is that of the whole
+// tensor's reduction (f32 0xFFFFFFFF, f16 0xFFC00000), not of a one-element tensor's, on both
+// engines.
+TEST(ShardQuant, OneElementShardsTakeTheWholeTensorsNaNAmax) {
+  for (const Contract& c : tensor_amax_contracts()) {
+    if (c.family != Family::fp8_scaled || c.nonfinite_input == NonFiniteInput::reject) continue;
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(c.preset + " " + dtype_name(dt));
+      const Tensor x = from_f32_vector({0.5f, -2.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f}, {4, 1}, dt);
+      const QuantResult want = quantize(c, x.view(), kRun);
+      const Drift d = tensor_amax_drift(shard_tensor_amax(c, x, 0, 4, true), want);
+      EXPECT_TRUE(d.exact()) << d.payload_differing << " payload, " << d.scale_differing << " scale bytes differ";
+      const Tensor shard = slice_copy(x, 0, 0, 1);
+      const float nan = amax_from_key(amax_key(x.view()));
+      EXPECT_TRUE(tensor_amax_drift(quantize_with_tensor_amax(c, shard.view(), nan, {Engine::reference, 1}),
+                                    quantize_with_tensor_amax(c, shard.view(), nan, kRun))
+                      .exact());
+    }
+  }
+}
+
 TEST(ShardQuant, ANonFiniteAgreedAmaxIsRefusedWhereTheContractRejectsIt) {
   const Contract c = make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"});
   std::vector<float> v(64, 0.5f);

@@ -14,6 +14,7 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "qexact/tensor.hpp"
@@ -119,6 +120,58 @@ HWY_INLINE void StoreNarrowed(DF df, DType dt, hn::Vec<DF> v, void* p) {
   const auto h = dt == DType::bf16 ? NarrowToBf16Bits(du, bits) : NarrowToHalfBits(du, bits);
   hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, h)), d16, static_cast<std::uint16_t*>(p));
 }
+
+// The largest of n magnitude bit patterns (x & mask) of the T lanes at x: two running maxima
+// hide the max's latency; the input is prefetched ahead.
+template <class T>
+HWY_INLINE T MaxMagnitudeBits(const T* x, std::int64_t n, T mask) {
+  const hn::ScalableTag<T> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto m = hn::Set(d, mask);
+  auto m0 = hn::Zero(d), m1 = hn::Zero(d);
+  std::int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    PrefetchAheadBytes(x + i, 2 * N * static_cast<std::int64_t>(sizeof(T)));
+    m0 = hn::Max(m0, hn::And(hn::LoadU(d, x + i), m));
+    m1 = hn::Max(m1, hn::And(hn::LoadU(d, x + i + N), m));
+  }
+  if (i + N <= n) {
+    m0 = hn::Max(m0, hn::And(hn::LoadU(d, x + i), m));
+    i += N;
+  }
+  T most = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  for (; i < n; ++i) most = std::max(most, static_cast<T>(x[i] & mask));
+  return most;
+}
+
+// Bits of max |x| over n contiguous elements of dtype dt at p, as fp32 bits with the sign
+// cleared (0 for n = 0): for non-negative floats the integer order of the bits is the order of
+// the values, NaN above +inf, in every IEEE width, so the max is taken on the input's own bits
+// (16-bit lanes for bf16 and f16: twice the elements per instruction) and widened once.
+HWY_INLINE std::uint32_t AbsMaxBitsOfRun(DType dt, const void* p, std::int64_t n) {
+  if (dt == DType::f32)
+    return static_cast<std::uint32_t>(MaxMagnitudeBits(static_cast<const std::int32_t*>(p), n, std::int32_t{0x7FFFFFFF}));
+  const auto h = static_cast<std::uint16_t>(MaxMagnitudeBits(static_cast<const std::int16_t*>(p), n, std::int16_t{0x7FFF}));
+  if (dt == DType::bf16) return static_cast<std::uint32_t>(h) << 16;
+  // f16 magnitude bits to fp32 bits, exactly: one lane through the vector conversion.
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  return static_cast<std::uint32_t>(hn::GetLane(hn::BitCast(du, WidenHalfBits(df, hn::Set(du, h)))));
+}
+
+// kN vectors of int32 lanes reduced so that lane j of the result holds the max of vector j's
+// lanes (kN = Lanes): each level of ConcatEven/ConcatOdd + Max halves both the vectors and the
+// lanes per vector. `level` is overwritten.
+// (Not on HWY_SCALAR, which has one lane and no Concat.)
+#if HWY_TARGET != HWY_SCALAR
+template <int kN, class DI>
+HWY_INLINE hn::Vec<DI> LaneMaxima(DI di, hn::Vec<DI>* level) {
+  for (int width = kN; width > 1; width /= 2)
+    for (int j = 0; j < width / 2; ++j)
+      level[j] = hn::Max(hn::ConcatEven(di, level[2 * j + 1], level[2 * j]), hn::ConcatOdd(di, level[2 * j + 1], level[2 * j]));
+  return level[0];
+}
+#endif
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -5,6 +5,7 @@
 // SIMD target: the amax is a max of bits (order-free) and each domain is one thread's.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -52,6 +53,8 @@ void check_fp8(const Contract& c) {
 [[noreturn]] void reject_first_nonfinite(const Fp8Plan& p) {
   std::int64_t i = 0;
   while (i < p.numel && std::isfinite(value_at(p, i))) ++i;
+  if (i == p.numel)  // only a given tensor amax was non-finite
+    fail(ErrorKind::bad_argument, "fp8.scaled: the given tensor amax is not finite, which nonfinite_input=reject refuses");
   const float v = value_at(p, i);
   std::string where;
   if (p.kind == Granularity::head_block) {
@@ -64,41 +67,25 @@ void check_fp8(const Contract& c) {
                                  (std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf") + " at " + where);
 }
 
-// Codes of one run under a domain scale.
-void quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
-  if (s.zero) {
-    std::fill(p.payload + offset, p.payload + offset + n, std::uint8_t{0});
-  } else if (s.plain) {
-    kernels::fp8_quantize_run(p, offset, n, s.operand);
-  } else {
-    std::vector<float> q(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i)
-      q[static_cast<std::size_t>(i)] = kernels::fp8_special_quotient(p, value_at(p, offset + i), s.operand);
-    kernels::fp8_encode_values(p, q.data(), n, p.payload + offset);
-  }
-}
-
-std::uint32_t amax_bits_of(const Fp8Plan& p, std::int64_t d) {
-  std::uint32_t m = 0;
-  kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) {
-    m = std::max(m, kernels::fp8_abs_max_bits(p, off, n));
-  });
-  return m;
-}
-
-void quantize_tensor(const Fp8Plan& p, int threads) {
+// A given tensor amax (bits of its magnitude) replaces the amax pass.
+void quantize_tensor(const Fp8Plan& p, int threads, const std::uint32_t* given_amax) {
   const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
-  std::vector<std::uint32_t> partial(static_cast<std::size_t>(chunks), 0);
-  kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t k = b; k < e; ++k)
-      partial[static_cast<std::size_t>(k)] = kernels::fp8_abs_max_bits(p, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
-  });
-  const std::uint32_t amax = partial.empty() ? 0 : *std::max_element(partial.begin(), partial.end());
+  std::uint32_t amax = 0;
+  if (given_amax) {
+    amax = *given_amax;
+  } else {
+    std::vector<std::uint32_t> partial(static_cast<std::size_t>(chunks), 0);
+    kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t k = b; k < e; ++k)
+        partial[static_cast<std::size_t>(k)] = kernels::fp8_abs_max_bits(p, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+    });
+    amax = partial.empty() ? 0 : *std::max_element(partial.begin(), partial.end());
+  }
   if (amax >= 0x7F800000u && !p.propagate) reject_first_nonfinite(p);
   const Fp8Scale s = kernels::fp8_scale_of(p, amax);
   p.scale[0] = s.zero ? 0.0f : s.stored;
   kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t k = b; k < e; ++k) quantize_run(p, s, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+    for (std::int64_t k = b; k < e; ++k) kernels::fp8_quantize_run(p, s, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
   });
 }
 
@@ -106,16 +93,7 @@ void quantize_domains(const Fp8Plan& p, int threads) {
   std::atomic<bool> nonfinite{false};
   const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
   kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t d = b; d < e; ++d) {
-      const std::uint32_t amax = amax_bits_of(p, d);
-      if (amax >= 0x7F800000u && !p.propagate) {
-        nonfinite.store(true);
-        return;  // the call throws: what this thread leaves unwritten is never returned
-      }
-      const Fp8Scale s = kernels::fp8_scale_of(p, amax);
-      p.scale[d] = s.zero ? 0.0f : s.stored;
-      kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { quantize_run(p, s, off, n); });
-    }
+    if (!kernels::fp8_quantize_domains(p, b, e)) nonfinite.store(true);
   });
   if (nonfinite.load()) reject_first_nonfinite(p);
 }
@@ -123,7 +101,7 @@ void quantize_domains(const Fp8Plan& p, int threads) {
 }  // namespace
 
 std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
-                                     int threads) {
+                                     int threads, const float* tensor_amax) {
   kernels::apply_forced_target();
   check_fp8(c);
   if (!is_float_dtype(x.dtype))
@@ -132,9 +110,20 @@ std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std
   // The runs are read as consecutive elements: a strided view is copied once.
   Tensor copy;
   const TensorView in = x.is_contiguous() ? x : (copy = contiguous_copy(x)).view();
-  const Fp8Plan p = kernels::make_fp8_plan(c, in, payload, scale);
-  if (p.kind == Granularity::tensor) quantize_tensor(p, threads);
-  else quantize_domains(p, threads);
+  Fp8Plan p = kernels::make_fp8_plan(c, in, payload, scale);
+  if (tensor_amax && p.kind != Granularity::tensor)
+    fail(ErrorKind::bad_argument, "fp8.scaled: a tensor amax was given, but granularity " + scale_grain_name(c.granularity) +
+                                      " has no tensor amax");
+  if (p.kind != Granularity::tensor) {
+    quantize_domains(p, threads);
+  } else if (tensor_amax) {
+    // The amax of a whole tensor x is part of: its NaN is the one of a many-element reduction.
+    p.nan_amax = kernels::fp8_tensor_nan_amax(p.dtype, true);
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(*tensor_amax) & 0x7FFFFFFFu;
+    quantize_tensor(p, threads, &bits);
+  } else {
+    quantize_tensor(p, threads, nullptr);
+  }
   return "groupwise";
 }
 

@@ -11,12 +11,14 @@
 
 namespace qexact::fast {
 
-// u8 codes of x's shape, f32 scales in the granularity's shape.
+// u8 codes of x's shape, f32 scales in the granularity's shape. tensor_amax (tensor granularity
+// only): the amax the ranks agreed on for the whole tensor x is a shard of (at least x's own),
+// used instead of x's; a NaN one follows the rule of a many-element tensor.
 QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x, int threads);
 Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const TensorView& scale,
                              const Shape& x_shape, int threads);
 std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
-                                     int threads);
+                                     int threads, const float* tensor_amax = nullptr);
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                                 const Shape& x_shape, float* out, int threads);
 

@@ -70,9 +70,7 @@ Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, std::uint8_t* payl
   // torch's full reduction ORs a compare mask into its NaN (fp32 0xFFFFFFFF; f16 keeps only the
   // sign: 0xFE00; bf16 canonicalises); a row reduction or one element give the positive quiet
   // NaN (measured).
-  p.nan_amax = 0x7FC00000u;
-  if (p.kind == Granularity::tensor && p.numel > 1 && x.dtype != DType::bf16)
-    p.nan_amax = x.dtype == DType::f32 ? 0xFFFFFFFFu : 0xFFC00000u;
+  p.nan_amax = p.kind == Granularity::tensor ? fp8_tensor_nan_amax(x.dtype, p.numel > 1) : 0x7FC00000u;
   p.domains = shape_numel(grain_scale_shape(c.granularity, x.shape, "fp8.scaled"));
   if (p.kind == Granularity::head_block) {
     p.B = x.shape[0], p.S = x.shape[1], p.H = x.shape[2], p.D = x.shape[3];
@@ -89,6 +87,11 @@ Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, std::uint8_t* payl
   p.payload = payload;
   p.scale = scale;
   return p;
+}
+
+std::uint32_t fp8_tensor_nan_amax(DType dtype, bool several) {
+  if (!several || dtype == DType::bf16) return 0x7FC00000u;
+  return dtype == DType::f32 ? 0xFFFFFFFFu : 0xFFC00000u;
 }
 
 Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {

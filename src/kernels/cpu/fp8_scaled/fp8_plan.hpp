@@ -47,6 +47,10 @@ struct Fp8Plan {
 
 Fp8Plan make_fp8_plan(const Contract& c, const TensorView& contiguous_x, std::uint8_t* payload, float* scale);
 
+// The NaN bits of a tensor-granularity amax: those of torch's full reduction of a tensor of
+// `several` elements (more than one) or of one.
+std::uint32_t fp8_tensor_nan_amax(DType dtype, bool several);
+
 // One domain's scale: what scale.npy holds, and the operand of the quotient (the descale for
 // quotient=divide, fp32(1 / descale) for reciprocal, the multiplier for multiply).
 struct Fp8Scale {
@@ -96,9 +100,10 @@ void fp8_for_each_segment(const Fp8Plan& p, std::int64_t d, F&& f) {
 // The SIMD kernels (fp8_quantize.cpp), dispatched to the best target.
 // max |x| of n elements from offset, as fp32 bits (NaN above inf's 0x7F800000).
 std::uint32_t fp8_abs_max_bits(const Fp8Plan& p, std::int64_t offset, std::int64_t n);
-// Codes of n elements from offset, quotient by a plain domain's operand.
-void fp8_quantize_run(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand);
-// Codes of n ready quotients (clamp and round only; NaN keeps its sign).
-void fp8_encode_values(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out);
+// Codes of n elements from offset under a domain's scale.
+void fp8_quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n);
+// Domains [first, last) of a granularity other than tensor: scales and codes. false (the rest
+// unwritten) at the first domain with a non-finite amax under nonfinite_input=reject.
+bool fp8_quantize_domains(const Fp8Plan& p, std::int64_t first, std::int64_t last);
 
 }  // namespace qexact::kernels

@@ -1,19 +1,28 @@
 // The fast fp8.scaled kernel's SIMD parts (google/highway, one body per x86 target, dispatched at
 // run time): the abs-max of a run on the integer bits of |x| (exact and order-free: a max), and
-// the element codes: the quotient (a real IEEE division or multiplication per lane), the clamp
-// to +/-max on the bits (NaN passes, inf clamps), and RNE to E4M3/E5M2 by integer arithmetic
-// on the fp32 bits (normal grid) or one fp32 addition of 2^23 (subnormal grid).
+// the element codes: the quotient (a real IEEE division or multiplication per lane; a division
+// runs as a multiplication by the reciprocal where that provably gives the same code, else
+// divides), the clamp to +/-max on the bits (NaN passes, inf clamps), and RNE to E4M3/E5M2 by
+// integer arithmetic on the fp32 bits (normal grid) or one fp32 addition of 2^23 (subnormal
+// grid, computed only for vectors that have such a lane). Codes leave in 64-byte streaming
+// stores where aligned. Domains other than the tensor run in one call per thread: each
+// domain's amax from memory, then its codes from the cache.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/fp8_scaled/fp8_quantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include <hwy/cache_control.h>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
+#include "kernels/cpu/common/scalar_load.hpp"  // load_scalar_f32
 
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
@@ -42,65 +51,336 @@ HWY_INLINE void ForEachVector(DType dt, std::int64_t elem_size, const std::uint8
   }
 }
 
-// Codes (in int32 lanes) of quotients v: clamp |v| to max on the bits, round to the element.
-HWY_INLINE VI Codes(const Fp8Plan& p, VF v) {
-  const DF df;
+// The element format's grid, fixed at compile time (E4M3: 3 mantissa bits, bias 7; E5M2: 2, 15).
+template <int kMbits>
+struct Grid {
+  static constexpr int kDrop = 23 - kMbits;  // fp32 significand bits below the element's
+  static constexpr int kBias = kMbits == 3 ? 7 : 15;
+  static constexpr int kEmin = 1 - kBias;    // smallest normal exponent
+  static constexpr std::int32_t kHalf = 1 << (kDrop - 1);
+  static constexpr std::int32_t kSubnormalBelow = (127 + kEmin) << 23;
+};
+
+// The clamped magnitude bits of quotients q: |q| on the bits, capped at max's (inf included; a
+// NaN's bits too, which kNaN lanes replace).
+HWY_INLINE VI ClampedMagnitude(VF q, VI max_bits) {
   const DI di;
-  const VI bits = hn::BitCast(di, v);
-  const VI raw = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
-  const auto nan = hn::Gt(raw, hn::Set(di, 0x7F800000));
-  const VI ab = hn::Min(raw, hn::Set(di, static_cast<std::int32_t>(p.max_bits)));  // inf included
-  const int drop = 23 - p.mbits;
-  const int e_min = 1 - p.bias;  // the element's smallest normal exponent
-  // Normal grid: add half an element ulp less one, plus the kept lsb (ties to even), then shift
-  // and move the exponent from fp32's bias to the element's.
-  const VI lsb = hn::And(hn::ShiftRightSame(ab, drop), hn::Set(di, 1));
-  const VI normal = hn::Sub(hn::ShiftRightSame(hn::Add(ab, hn::Add(hn::Set(di, (1 << (drop - 1)) - 1), lsb)), drop),
-                            hn::Set(di, (127 - p.bias) << p.mbits));
-  // Subnormal grid: |v| / 2^(e_min - mbits) (exact) is below 2^mbits; adding 2^23 rounds it to an
-  // integer (RNE) held in the low mantissa bits.
-  const VF units = hn::Mul(hn::BitCast(df, ab), hn::Set(df, std::ldexp(1.0f, p.mbits - e_min)));
-  const VI sub = hn::Sub(hn::BitCast(di, hn::Add(units, hn::Set(df, 8388608.0f))), hn::Set(di, 0x4B000000));
-  VI code = hn::IfThenElse(hn::Lt(ab, hn::Set(di, (127 + e_min) << 23)), sub, normal);
-  code = hn::IfThenElse(nan, hn::Set(di, 0x7F), code);  // NaN keeps its sign, as torch's cast
-  const VI sign = hn::ShiftLeft<7>(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))));
-  return hn::Or(code, sign);
+  return hn::Min(hn::And(hn::BitCast(di, q), hn::Set(di, 0x7FFFFFFF)), max_bits);
 }
 
-HWY_INLINE void StoreCodes(VI code, std::int64_t count, std::uint8_t* out) {
-  const hn::Rebind<std::uint8_t, DU> d8;
-  if (count == static_cast<std::int64_t>(hn::Lanes(DF()))) {
-    hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out);
-    return;
+// q's sign at the code's bit 7.
+HWY_INLINE VI SignBit(VF q) {
+  const DI di;
+  return hn::And(hn::ShiftRight<24>(hn::BitCast(di, q)), hn::Set(di, 0x80));
+}
+
+// Magnitude codes (int32 lanes) on the normal grid of the clamped magnitude ab: add half an
+// element ulp less one plus the kept lsb (ties to even), shift, and move the exponent from
+// fp32's bias to the element's (subtracted before the shift: a multiple of the dropped bits).
+// Lanes below the smallest normal get garbage.
+template <int kMbits>
+HWY_INLINE VI NormalMagnitude(VI ab) {
+  using G = Grid<kMbits>;
+  const DI di;
+  const VI lsb = hn::And(hn::ShiftRight<G::kDrop>(ab), hn::Set(di, 1));
+  return hn::ShiftRight<G::kDrop>(hn::Add(hn::Add(ab, hn::Set(di, G::kHalf - 1 - ((127 - G::kBias) << 23))), lsb));
+}
+
+// Codes (int32 lanes) of quotients q: clamp |q| to max on the bits, round to the element (RNE);
+// lanes below the smallest normal take the subnormal grid: |q| / 2^(e_min - mbits) (exact) is
+// below 2^mbits, and adding 2^23 rounds it to an integer (RNE) held in the low mantissa bits.
+// kNaN: a NaN lane gives 0x7F with its sign, as torch's cast.
+template <int kMbits, bool kNaN>
+HWY_INLINE VI Codes(VF q, VI max_bits) {
+  using G = Grid<kMbits>;
+  const DF df;
+  const DI di;
+  const VI ab = ClampedMagnitude(q, max_bits);
+  VI code = NormalMagnitude<kMbits>(ab);
+  const auto sub = hn::Lt(ab, hn::Set(di, G::kSubnormalBelow));
+  if (!hn::AllFalse(di, sub)) {
+    const VF units = hn::Mul(hn::BitCast(df, ab), hn::Set(df, std::ldexp(1.0f, kMbits - G::kEmin)));
+    code = hn::IfThenElse(sub, hn::Sub(hn::BitCast(di, hn::Add(units, hn::Set(df, 8388608.0f))), hn::Set(di, 0x4B000000)), code);
   }
-  HWY_ALIGN std::uint8_t tmp[kMaxLanes];
-  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, tmp);
-  // count < Lanes <= sizeof tmp; the min makes that visible to GCC's overread check (ASan build).
-  std::memcpy(out, tmp, std::min(static_cast<std::size_t>(count), sizeof tmp));
+  if constexpr (kNaN) {
+    const auto nan = hn::Gt(hn::And(hn::BitCast(di, q), hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x7F800000));
+    code = hn::IfThenElse(nan, hn::Set(di, 0x7F), code);
+  }
+  return hn::Or(code, SignBit(q));
 }
 
-std::uint32_t AbsMaxBits(const Fp8Plan& p, std::int64_t offset, std::int64_t n) {
+// x / s as x * fp32(1 / s): for normal s and 1 / s the product is within 3 fp32 ulps of the
+// correctly rounded quotient (two roundings of 2^-24 relative each, against half an ulp), so both
+// give the same code unless a rounding step of the element lies between them. On the normal
+// grid a step is a midpoint, the dropped bits equal to half an element ulp: a lane whose clamped
+// magnitude bits lie within kGuard of one, or one on the subnormal grid, is divided exactly
+// (for every lane of its vector). Clamping keeps the test right at max (no step there).
+template <int kMbits>
+HWY_INLINE auto NeedsExactQuotient(VI ab) {
+  using G = Grid<kMbits>;
+  constexpr std::int32_t kGuard = 4;
   const DI di;
-  VI m = hn::Zero(di);
-  ForEachVector(p.dtype, p.elem_size, p.data + offset * p.elem_size, n, [&](std::int64_t, std::int64_t, VF v) {
-    m = hn::Max(m, hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF)));
-  });
-  return static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
+  const VI off = hn::And(hn::Add(ab, hn::Set(di, kGuard - G::kHalf)), hn::Set(di, (1 << G::kDrop) - 1));
+  return hn::Or(hn::Lt(off, hn::Set(di, 2 * kGuard + 1)), hn::Lt(ab, hn::Set(di, G::kSubnormalBelow)));
 }
 
-void QuantizeRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
+// Writes the codes of a run's vectors: four vectors' bytes at a time, with one streaming store
+// where the destination is 64-byte aligned (the payload is not read again: no line is fetched
+// for it), else ordinary stores.
+class CodeWriter {
+ public:
+  using D8 = hn::Rebind<std::uint8_t, DU>;
+  static constexpr std::int64_t kN = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+
+  HWY_INLINE static void Store(VI code, std::uint8_t* out) {
+    hn::StoreU(hn::TruncateTo(D8(), hn::BitCast(DU(), code)), D8(), out);
+  }
+
+  HWY_INLINE static void Store4(VI c0, VI c1, VI c2, VI c3, std::uint8_t* out) {
+#if HWY_TARGET <= HWY_AVX3
+    if ((reinterpret_cast<std::uintptr_t>(out) & 63) == 0) {
+      const hn::Full256<std::uint8_t> d32;
+      const hn::Full512<std::uint8_t> d64;
+      const auto lo = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c1)), hn::TruncateTo(D8(), hn::BitCast(DU(), c0)));
+      const auto hi = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c3)), hn::TruncateTo(D8(), hn::BitCast(DU(), c2)));
+      hn::Stream(hn::Combine(d64, hi, lo), d64, out);
+      return;
+    }
+#endif
+    Store(c0, out);
+    Store(c1, out + kN);
+    Store(c2, out + 2 * kN);
+    Store(c3, out + 3 * kN);
+  }
+
+  // The first count bytes of a partial vector's codes.
+  HWY_INLINE static void StorePartial(VI code, std::int64_t count, std::uint8_t* out) {
+    HWY_ALIGN std::uint8_t tmp[kMaxLanes];
+    hn::StoreU(hn::TruncateTo(D8(), hn::BitCast(DU(), code)), D8(), tmp);
+    // count < Lanes <= sizeof tmp; the min makes that visible to GCC's overread check (ASan build).
+    std::memcpy(out, tmp, std::min(static_cast<std::size_t>(count), sizeof tmp));
+  }
+};
+
+// The quotient of a plain domain (finite amax, finite non-zero operand: no NaN can arise) and
+// its codes, one vector of input at a time.
+template <int kMbits, int kQuotient>  // 0: x * operand, 1: x / operand, 2: x * fp32(1 / operand) checked
+class PlainEncoder {
+ public:
+  PlainEncoder(const Fp8Plan& p, float operand)
+      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))),
+        operand_(hn::Set(DF(), operand)),
+        recip_(hn::Set(DF(), 1.0f / operand)) {}
+
+  HWY_INLINE VI operator()(VF x) const {
+    if constexpr (kQuotient == 0) return Codes<kMbits, false>(hn::Mul(x, operand_), max_bits_);
+    if constexpr (kQuotient == 1) return Codes<kMbits, false>(hn::Div(x, operand_), max_bits_);
+    const VF q = hn::Mul(x, recip_);
+    const VI ab = ClampedMagnitude(q, max_bits_);
+    if (HWY_LIKELY(hn::AllFalse(DI(), NeedsExactQuotient<kMbits>(ab)))) return hn::Or(NormalMagnitude<kMbits>(ab), SignBit(q));
+    return Codes<kMbits, false>(hn::Div(x, operand_), max_bits_);
+  }
+
+ private:
+  VI max_bits_;
+  VF operand_, recip_;
+};
+
+// Codes of n elements of dtype kDtype from `src` into `out`, four vectors per step.
+template <DType kDtype, class Encoder>
+HWY_INLINE void EncodeRun(const Encoder& encode, const std::uint8_t* src, std::int64_t n, std::uint8_t* out) {
   const DF df;
-  const VF s = hn::Set(df, operand);
-  const bool divide = p.quotient == Fp8Quotient::divide;
+  constexpr std::int64_t kN = CodeWriter::kN;
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  std::int64_t i = 0;
+  for (; i + 4 * kN <= n; i += 4 * kN) {
+    const std::uint8_t* at = src + i * kSize;
+    PrefetchAheadBytes(at, 4 * kN * kSize);
+    CodeWriter::Store4(encode(LoadWidened(df, kDtype, at)), encode(LoadWidened(df, kDtype, at + kN * kSize)),
+                       encode(LoadWidened(df, kDtype, at + 2 * kN * kSize)),
+                       encode(LoadWidened(df, kDtype, at + 3 * kN * kSize)), out + i);
+  }
+  for (; i + kN <= n; i += kN) CodeWriter::Store(encode(LoadWidened(df, kDtype, src + i * kSize)), out + i);
+  if (i < n) {
+    HWY_ALIGN std::uint8_t tail[kMaxLanes * 4] = {};
+    std::memcpy(tail, src + i * kSize, static_cast<std::size_t>((n - i) * kSize));
+    CodeWriter::StorePartial(encode(LoadWidened(df, kDtype, tail)), n - i, out + i);
+  }
+}
+
+template <int kMbits, DType kDtype>
+HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
+  const std::uint8_t* src = p.data + offset * p.elem_size;
   std::uint8_t* out = p.payload + offset;
-  ForEachVector(p.dtype, p.elem_size, p.data + offset * p.elem_size, n, [&](std::int64_t i, std::int64_t count, VF v) {
-    StoreCodes(Codes(p, divide ? hn::Div(v, s) : hn::Mul(v, s)), count, out + i);
+  if (p.quotient != Fp8Quotient::divide) {
+    EncodeRun<kDtype>(PlainEncoder<kMbits, 0>(p, operand), src, n, out);
+  } else if (std::isnormal(operand) && std::isnormal(1.0f / operand)) {
+    EncodeRun<kDtype>(PlainEncoder<kMbits, 2>(p, operand), src, n, out);
+  } else {
+    EncodeRun<kDtype>(PlainEncoder<kMbits, 1>(p, operand), src, n, out);
+  }
+}
+
+template <int kMbits>
+HWY_INLINE void QuantizePlainRunOf(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
+  switch (p.dtype) {
+    case DType::f32: return QuantizePlainRun<kMbits, DType::f32>(p, offset, n, operand);
+    case DType::bf16: return QuantizePlainRun<kMbits, DType::bf16>(p, offset, n, operand);
+    default: return QuantizePlainRun<kMbits, DType::f16>(p, offset, n, operand);
+  }
+}
+
+HWY_INLINE void PlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
+  if (p.mbits == 3) QuantizePlainRunOf<3>(p, offset, n, operand);
+  else QuantizePlainRunOf<2>(p, offset, n, operand);
+}
+
+// Codes of n ready quotients (NaN included), in the element's grid.
+template <int kMbits>
+HWY_INLINE void EncodeValuesOf(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out) {
+  const VI max_bits = hn::Set(DI(), static_cast<std::int32_t>(p.max_bits));
+  ForEachVector(DType::f32, 4, reinterpret_cast<const std::uint8_t*>(q), n, [&](std::int64_t i, std::int64_t count, VF v) {
+    const VI code = Codes<kMbits, true>(v, max_bits);
+    if (count == CodeWriter::kN) CodeWriter::Store(code, out + i);
+    else CodeWriter::StorePartial(code, count, out + i);
   });
 }
 
 void EncodeValues(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out) {
-  ForEachVector(DType::f32, 4, reinterpret_cast<const std::uint8_t*>(q), n,
-                [&](std::int64_t i, std::int64_t count, VF v) { StoreCodes(Codes(p, v), count, out + i); });
+  if (p.mbits == 3) EncodeValuesOf<3>(p, q, n, out);
+  else EncodeValuesOf<2>(p, q, n, out);
+}
+
+std::uint32_t AbsMaxBits(const Fp8Plan& p, std::int64_t offset, std::int64_t n) {
+  return AbsMaxBitsOfRun(p.dtype, p.data + offset * p.elem_size, n);
+}
+
+// Codes of one run under a domain's scale: zeros, the plain vector path, or (a non-finite amax
+// or operand) each quotient with x86's NaN rules, then its code.
+HWY_INLINE void QuantizeRunUnder(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
+  if (s.zero) {
+    std::memset(p.payload + offset, 0, static_cast<std::size_t>(n));
+  } else if (s.plain) {
+    PlainRun(p, offset, n, s.operand);
+  } else {
+    std::vector<float> q(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      q[static_cast<std::size_t>(i)] = fp8_special_quotient(p, load_scalar_f32(p.dtype, p.data, offset + i), s.operand);
+    EncodeValues(p, q.data(), n, p.payload + offset);
+  }
+}
+
+void QuantizeRun(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
+  QuantizeRunUnder(p, s, offset, n);
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
+}
+
+// Whether the scales of a contract can come out of vectors (BatchScales): fp32 arithmetic
+// (not fp64, whose rounding would need doubles) and no log2-based power of two.
+bool VectorScales(const Fp8Plan& p) {
+  return p.arith != ScaleArith::fp64 && p.pow2 != ScalePow2::down_log2f;
+}
+
+// The scales of kN domains with finite amaxes, lane j for domain j, as fp8_scale_of derives
+// them one by one (the same IEEE operations in the same order: max with the floor, the
+// division or the product by fp32(1 / max), the power of two on the bits, the inverses).
+// Lanes that fp8_scale_of treats specially (zero domains, zero or non-finite operands) and
+// subnormal scales under a power-of-two rule come back as false in `vector_ok`; their
+// domains take fp8_scale_of.
+struct BatchScale {
+  VF stored, operand;
+  hn::Mask<DI> vector_ok;
+};
+
+HWY_INLINE BatchScale BatchScales(const Fp8Plan& p, VI amax_bits) {
+  const DF df;
+  const DI di;
+  const VF floored = hn::Max(hn::BitCast(df, amax_bits), hn::Set(df, static_cast<float>(p.amax_floor)));
+  VF s;
+  if (p.multiplier) {
+    s = hn::Div(hn::Set(df, p.max), floored);
+    if (p.arith == ScaleArith::fp32_satfinite)
+      s = hn::IfThenElse(hn::RebindMask(df, hn::Eq(hn::BitCast(di, s), hn::Set(di, 0x7F800000))), hn::Set(df, FLT_MAX), s);
+  } else if (p.arith == ScaleArith::reciprocal) {
+    s = hn::Mul(floored, hn::Set(df, 1.0f / p.max));
+  } else {
+    s = hn::Div(floored, hn::Set(df, p.max));
+  }
+  if (p.zero_group == ZeroGroup::one) s = hn::IfThenElse(hn::Eq(floored, hn::Zero(df)), hn::Set(df, 1.0f), s);
+  VI b = hn::BitCast(di, s);
+  auto ok = hn::Not(hn::Eq(amax_bits, hn::Zero(di)));  // a zero amax: fp8_scale_of's rules
+  if (p.pow2 != ScalePow2::none) {
+    const VI exp = hn::And(b, hn::Set(di, 0x7F800000));
+    ok = hn::And(ok, hn::Not(hn::And(hn::Eq(exp, hn::Zero(di)), hn::Ne(b, hn::Zero(di)))));  // subnormal s
+    if (p.pow2 == ScalePow2::down) {
+      b = hn::IfThenElse(hn::Lt(b, hn::Set(di, 0x7F800000)), exp, b);
+    } else {
+      const auto whole = hn::Eq(hn::And(b, hn::Set(di, 0x007FFFFF)), hn::Zero(di));
+      b = hn::IfThenElse(whole, b, hn::Add(exp, hn::Set(di, 0x00800000)));
+    }
+    s = hn::BitCast(df, b);
+  }
+  BatchScale r;
+  const VF inverse = hn::Div(hn::Set(df, 1.0f), s);
+  r.stored = p.stored_inverse ? inverse : s;
+  r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse : s;
+  const VI op = hn::And(hn::BitCast(di, r.operand), hn::Set(di, 0x7FFFFFFF));
+  r.vector_ok = hn::And(ok, hn::And(hn::Ne(op, hn::Zero(di)), hn::Lt(op, hn::Set(di, 0x7F800000))));
+  return r;
+}
+
+// Domains [first, last) of a granularity other than tensor, each its amax then its codes (its
+// runs are re-read from the cache). Domains of one run each (row, group) go kN at a time: their
+// amaxes, then their scales in one vector (BatchScales), then their codes. Returns false, at
+// the first domain with a non-finite amax that the contract rejects.
+bool QuantizeDomains(const Fp8Plan& plan, std::int64_t first, std::int64_t last) {
+  // A local copy: the byte stores below may alias anything, which would make the compiler
+  // reload every plan field after each of them.
+  const Fp8Plan p = plan;
+  const auto one_domain = [&](std::int64_t d, std::uint32_t amax) {
+    if (amax >= 0x7F800000u && !p.propagate) return false;  // the call throws: the rest is never returned
+    const Fp8Scale s = fp8_scale_of(p, amax);
+    p.scale[d] = s.zero ? 0.0f : s.stored;
+    fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { QuantizeRunUnder(p, s, off, n); });
+    return true;
+  };
+  const auto amax_of = [&](std::int64_t d) {
+    std::uint32_t amax = 0;
+    fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) {
+      amax = std::max(amax, AbsMaxBitsOfRun(p.dtype, p.data + off * p.elem_size, n));
+    });
+    return amax;
+  };
+  constexpr std::int64_t kN = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+  const bool batched = (p.kind == Granularity::row || p.kind == Granularity::group) && VectorScales(p) && kN > 1;
+  bool ok = true;
+  std::int64_t d = first;
+  for (; batched && ok && d + kN <= last; d += kN) {
+    HWY_ALIGN std::int32_t amax[kN];
+    for (std::int64_t j = 0; j < kN; ++j) amax[j] = static_cast<std::int32_t>(amax_of(d + j));
+    const VI amax_bits = hn::Load(DI(), amax);
+    if (!hn::AllTrue(DI(), hn::Lt(amax_bits, hn::Set(DI(), 0x7F800000)))) {
+      for (std::int64_t j = 0; j < kN && ok; ++j) ok = one_domain(d + j, static_cast<std::uint32_t>(amax[j]));
+      continue;
+    }
+    const BatchScale bs = BatchScales(p, amax_bits);
+    HWY_ALIGN float stored[kN], operand[kN];
+    HWY_ALIGN std::int32_t vector_ok[kN];
+    hn::Store(bs.stored, DF(), stored);
+    hn::Store(bs.operand, DF(), operand);
+    hn::Store(hn::VecFromMask(DI(), bs.vector_ok), DI(), vector_ok);
+    for (std::int64_t j = 0; j < kN; ++j) {
+      if (!vector_ok[j]) {
+        one_domain(d + j, static_cast<std::uint32_t>(amax[j]));
+        continue;
+      }
+      p.scale[d + j] = stored[j];
+      fp8_for_each_segment(p, d + j, [&](std::int64_t off, std::int64_t n) { PlainRun(p, off, n, operand[j]); });
+    }
+  }
+  for (; ok && d < last; ++d) ok = one_domain(d, amax_of(d));
+  hwy::FlushStream();
+  return ok;
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
@@ -110,16 +390,16 @@ HWY_AFTER_NAMESPACE();
 namespace qexact::kernels {
 HWY_EXPORT(AbsMaxBits);
 HWY_EXPORT(QuantizeRun);
-HWY_EXPORT(EncodeValues);
+HWY_EXPORT(QuantizeDomains);
 
 std::uint32_t fp8_abs_max_bits(const Fp8Plan& p, std::int64_t offset, std::int64_t n) {
   return HWY_DYNAMIC_DISPATCH(AbsMaxBits)(p, offset, n);
 }
-void fp8_quantize_run(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRun)(p, offset, n, operand);
+void fp8_quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRun)(p, s, offset, n);
 }
-void fp8_encode_values(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out) {
-  HWY_DYNAMIC_DISPATCH(EncodeValues)(p, q, n, out);
+bool fp8_quantize_domains(const Fp8Plan& p, std::int64_t first, std::int64_t last) {
+  return HWY_DYNAMIC_DISPATCH(QuantizeDomains)(p, first, last);
 }
 }  // namespace qexact::kernels
 #endif

@@ -50,61 +50,11 @@ HWY_INLINE float ScalarF32(DType dt, const std::uint8_t* at) {
 
 HWY_INLINE std::uint32_t AbsBits(float x) { return std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu; }
 
-// Step 1 on the bits: for non-negative floats the integer order of the bits is the order of the
-// values (NaN above +inf), so the max of |x|'s bits is the bits of max |x|, and NaN and
-// infinities show as bits >= kNonFiniteBits.
-HWY_INLINE std::uint32_t AbsMaxBitsF32(const float* x, std::int64_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::ScalableTag<std::int32_t> di;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
-  const auto magnitude = hn::Set(di, 0x7FFFFFFF);
-  auto m0 = hn::Zero(di), m1 = hn::Zero(di);
-  std::int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    PrefetchAhead(x + i);
-    PrefetchAhead(x + i + N);
-    m0 = hn::Max(m0, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
-    m1 = hn::Max(m1, hn::And(hn::BitCast(di, hn::LoadU(df, x + i + N)), magnitude));
-  }
-  if (i + N <= n) {
-    m0 = hn::Max(m0, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
-    i += N;
-  }
-  std::uint32_t m = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, hn::Max(m0, m1))));
-  for (; i < n; ++i) m = std::max(m, AbsBits(x[i]));
-  return m;
-}
-
-// The same on 16-bit inputs, whose magnitude bits order the values the same way; the max is
-// widened to fp32 bits once.
-HWY_INLINE std::uint32_t AbsMaxBits16(DType dt, const std::uint16_t* x, std::int64_t n) {
-  const hn::ScalableTag<std::int16_t> d16;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d16));
-  const auto* xs = reinterpret_cast<const std::int16_t*>(x);
-  const auto magnitude = hn::Set(d16, 0x7FFF);
-  auto m0 = hn::Zero(d16), m1 = hn::Zero(d16);
-  std::int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    PrefetchAhead(xs + i);
-    PrefetchAhead(xs + i + N);
-    m0 = hn::Max(m0, hn::And(hn::LoadU(d16, xs + i), magnitude));
-    m1 = hn::Max(m1, hn::And(hn::LoadU(d16, xs + i + N), magnitude));
-  }
-  if (i + N <= n) {
-    m0 = hn::Max(m0, hn::And(hn::LoadU(d16, xs + i), magnitude));
-    i += N;
-  }
-  auto m = static_cast<std::uint16_t>(hn::GetLane(hn::MaxOfLanes(d16, hn::Max(m0, m1))));
-  for (; i < n; ++i) m = std::max(m, static_cast<std::uint16_t>(x[i] & 0x7FFFu));
-  return dt == DType::bf16 ? static_cast<std::uint32_t>(m) << 16 : std::bit_cast<std::uint32_t>(f16_to_f32(m));
-}
-
-// Bits of max |x| over a span (see AbsMaxBitsF32); 0 for an empty span.
+// Step 1 on the bits: for non-negative floats the integer order of the bits is the order of
+// the values (NaN above +inf), so the max of |x|'s bits is the bits of max |x|, and NaN and
+// infinities show as bits >= kNonFiniteBits. 0 for an empty span.
 HWY_INLINE std::uint32_t AbsMaxBits(DType dt, const Span& s) {
-  if (s.stride == 1) {
-    if (dt == DType::f32) return AbsMaxBitsF32(reinterpret_cast<const float*>(s.first), s.n);
-    return AbsMaxBits16(dt, reinterpret_cast<const std::uint16_t*>(s.first), s.n);
-  }
+  if (s.stride == 1) return AbsMaxBitsOfRun(dt, s.first, s.n);
   const std::int64_t step = s.stride * static_cast<std::int64_t>(dtype_size(dt));
   std::uint32_t m = 0;
   for (std::int64_t i = 0; i < s.n; ++i) m = std::max(m, AbsBits(ScalarF32(dt, s.first + i * step)));

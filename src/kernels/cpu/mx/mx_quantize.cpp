@@ -252,11 +252,7 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
     for (int v = 1; v < kPerGroup; ++v) m = hn::Max(m, hn::And(load_bits(j * kPerGroup + v), abs_mask));
     level[j] = m;
   }
-  for (int width = kN; width > 1; width /= 2)
-    for (int j = 0; j < width / 2; ++j)
-      level[j] = hn::Max(hn::ConcatEven(di, level[2 * j + 1], level[2 * j]),
-                         hn::ConcatOdd(di, level[2 * j + 1], level[2 * j]));
-  const VI amax = level[0];
+  const VI amax = LaneMaxima<kN>(di, level);
   const VI byte = hn::Min(hn::Max(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)), hn::Zero(di)),
                           hn::Set(di, 254));
   if (!hn::AllFalse(di, hn::Or(hn::Gt(amax, hn::Set(di, kExpMask - 1)), hn::Eq(byte, hn::Zero(di))))) return false;

@@ -37,7 +37,9 @@ std::uint32_t abs_max_bits(const kernels::Nvfp4Plan& p, int threads) {
 [[noreturn]] void reject_nonfinite(const kernels::Nvfp4Plan& p, std::int64_t k) {
   const std::int64_t n = p.blocks * kNvfp4Block;
   std::int64_t i = 0;
-  while (i + 1 < n && std::isfinite(kernels::load_scalar_f32(p.dtype, p.data, i))) ++i;
+  while (i < n && std::isfinite(kernels::load_scalar_f32(p.dtype, p.data, i))) ++i;
+  if (i == n)  // only a given tensor amax was non-finite
+    fail(ErrorKind::bad_argument, "nvfp4: the given tensor amax is not finite, which nonfinite_input=reject refuses");
   const float v = kernels::load_scalar_f32(p.dtype, p.data, i);
   fail(ErrorKind::bad_input, "nvfp4: non-finite input " + std::to_string(v) + " at (row " + std::to_string(i / k) +
                                  ", column " + std::to_string(i % k) + ") (nonfinite_input=reject)");
@@ -53,7 +55,7 @@ float tensor_scale_of(const kernels::Nvfp4Plan& p, std::uint32_t m) {
 }  // namespace
 
 std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
-                                float* tensor_scale, int threads) {
+                                float* tensor_scale, int threads, const float* tensor_amax) {
   validate(c);
   kernels::apply_forced_target();
   if (c.family != Family::nvfp4) fail(ErrorKind::bad_argument, "quantize_nvfp4 takes an nvfp4 contract");
@@ -67,9 +69,14 @@ std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uin
   p.blocks = shape_numel(x.shape) / kNvfp4Block;
   p.payload = payload;
   p.scale = scale;
-  // One parallel |x| max serves the non-finite check and the tensor scale.
+  // One parallel |x| max serves the non-finite check and the tensor scale; a given tensor amax
+  // (at least x's own) replaces it.
+  if (tensor_amax && c.tensor_scale == TensorScale::none)
+    fail(ErrorKind::bad_argument, "nvfp4: a tensor amax was given, but the contract has no tensor scale");
   const bool reject = c.nonfinite_input == NonFiniteInput::reject;
-  const std::uint32_t amax_bits = reject || c.tensor_scale != TensorScale::none ? abs_max_bits(p, threads) : 0u;
+  const std::uint32_t amax_bits = tensor_amax ? kernels::nvfp4::bits(*tensor_amax) & 0x7FFFFFFFu
+                                  : reject || c.tensor_scale != TensorScale::none ? abs_max_bits(p, threads)
+                                                                                   : 0u;
   if (reject && amax_bits >= 0x7F800000u) reject_nonfinite(p, x.shape.back());
   if (c.tensor_scale == TensorScale::amax) {
     p.two_level = true;

@@ -10,9 +10,11 @@
 
 namespace qexact::fast {
 
-// tensor_scale is null unless the contract has a tensor scale (tensor_scale=amax or te: one f32).
+// tensor_scale is null unless the contract has a tensor scale (tensor_scale=amax or te: one
+// f32). tensor_amax (a contract with a tensor scale only): the amax the ranks agreed on for the
+// whole tensor x is a shard of, used instead of x's, as for fp8.scaled.
 std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
-                                float* tensor_scale, int threads);
+                                float* tensor_scale, int threads, const float* tensor_amax = nullptr);
 void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                            const TensorView& tensor_scale, const Shape& x_shape, float* out, int threads);
 

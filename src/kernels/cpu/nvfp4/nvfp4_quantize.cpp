@@ -1,15 +1,21 @@
 // Fast nvfp4 quantizer: one SIMD body compiled for every x86 target (google/highway), dispatched
-// at run time. Per block of 16 it reduces |x| on the fp32 bits, derives the E4M3 scale and the
-// multiplier in scalar fp32 (nvfp4_block_math.hpp), then multiplies, clamps and rounds the
-// elements to E2M1 by comparisons with the round-to-nearest-even thresholds. A block whose amax
-// or multiplier is not finite (NaN, inf, a tensor scale of 0 or inf) goes element by element
-// through the scalar steps, which carry torchao's NaN bits. It shares no code with reference/.
+// at run time. It reads a vector's worth of blocks of 16 at once (one block per lane of the
+// scale epilogue): |x| maxima on the fp32 bits, the E4M3 scale codes and multipliers in one
+// vector of IEEE divisions with the code rounded on the bits, then the elements multiplied,
+// clamped and rounded to E2M1 by integer arithmetic on the fp32 bits. A batch holding an inf
+// or a NaN, a tensor scale of 0 or inf, and the last blocks take the one-block steps: scale and
+// multiplier in scalar fp32 (nvfp4_block_math.hpp), and, where the block or its multiplier is
+// not finite, the elements one by one through the scalar steps that carry torchao's NaN bits.
+// It shares no code with reference/.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/nvfp4/nvfp4_quantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cmath>
+#include <cstring>
+
+#include <hwy/cache_control.h>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/common/scalar_load.hpp"
@@ -20,90 +26,226 @@ HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// At most one block per vector: the block loops below step through 16 elements.
+// At most one block per vector: the one-block steps go through 16 elements.
 using DF16 = hn::CappedTag<float, 16>;
 using DI16 = hn::RebindToSigned<DF16>;
-
-template <DType kDtype>
-std::uint32_t AbsMaxBitsOf(const std::uint8_t* data, std::int64_t first, std::int64_t last) {
-  const DF16 df;
-  const DI16 di;
-  constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
-  const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(df));
-  auto m = hn::Zero(di);
-  std::int64_t i = first;
-  for (; i + n <= last; i += n) {
-    PrefetchAhead(data + i * static_cast<std::int64_t>(kSize));
-    const auto b = hn::BitCast(di, LoadWidened(df, kDtype, data + i * static_cast<std::int64_t>(kSize)));
-    m = hn::Max(m, hn::And(b, hn::Set(di, 0x7FFFFFFF)));
-  }
-  std::uint32_t r = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
-  for (; i < last; ++i) {
-    const std::uint32_t b = nvfp4::bits(load_scalar_f32(kDtype, data, i)) & 0x7FFFFFFFu;
-    if (b > r) r = b;
-  }
-  return r;
-}
+// Whole vectors: the batch path holds one block per lane.
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
 
 std::uint32_t Nvfp4AbsMaxBits(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last) {
-  switch (dtype) {
-    case DType::f32: return AbsMaxBitsOf<DType::f32>(data, first, last);
-    case DType::bf16: return AbsMaxBitsOf<DType::bf16>(data, first, last);
-    default: return AbsMaxBitsOf<DType::f16>(data, first, last);
-  }
+  const std::int64_t size = dtype == DType::f32 ? 4 : 2;
+  return AbsMaxBitsOfRun(dtype, data + first * size, last - first);
 }
 
-// E2M1 codes (int32 lanes) of the finite products v = x * multiplier, already clamped to +/-6
-// in magnitude `a`; the sign comes from v (a negative value that rounds to 0 keeps it).
+// E2M1 codes (int32 lanes) of products v = x * multiplier that are not NaN, by integer
+// arithmetic on the fp32 bits: |v| clamped to 6 on the bits (inf included); at and above 1 the
+// significand is rounded to one bit (ties to even) and the exponent rebiased from 127 to 1;
+// below 1, 2|v| + 2^23 rounds to 0, 1 or 2 (RNE) in the low mantissa bits. The sign comes from
+// v (a negative value that rounds to 0 keeps it).
 template <class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> E2m1Codes(D df, hn::Vec<D> v) {
   const hn::RebindToSigned<D> di;
-  const auto a = hn::Min(hn::Abs(v), hn::Set(df, 6.0f));
-  auto code = hn::Zero(di);
-  const auto one = hn::Set(di, 1);
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Gt(a, hn::Set(df, 0.25f))), one));
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Ge(a, hn::Set(df, 0.75f))), one));
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Gt(a, hn::Set(df, 1.25f))), one));
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Ge(a, hn::Set(df, 1.75f))), one));
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Gt(a, hn::Set(df, 2.5f))), one));
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Ge(a, hn::Set(df, 3.5f))), one));
-  code = hn::Add(code, hn::IfThenElseZero(hn::RebindMask(di, hn::Gt(a, hn::Set(df, 5.0f))), one));
-  const auto sign = hn::And(hn::ShiftRight<28>(hn::BitCast(di, v)), hn::Set(di, 8));
-  return hn::Or(code, sign);
+  const auto bits = hn::BitCast(di, v);
+  const auto ab = hn::Min(hn::And(bits, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x40C00000));
+  const auto lsb = hn::And(hn::ShiftRight<22>(ab), hn::Set(di, 1));
+  const auto normal = hn::ShiftRight<22>(hn::Add(hn::Add(ab, hn::Set(di, 0x1FFFFF - (126 << 23))), lsb));
+  const auto twice = hn::Mul(hn::BitCast(df, ab), hn::Set(df, 2.0f));
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(twice, hn::Set(df, 8388608.0f))), hn::Set(di, 0x4B000000));
+  const auto code = hn::IfThenElse(hn::Lt(ab, hn::Set(di, 0x3F800000)), sub, normal);
+  return hn::Or(code, hn::And(hn::ShiftRight<28>(bits), hn::Set(di, 8)));
 }
 
+// Packs the E2M1 codes of Lanes(di) consecutive elements (int32 lanes) two to a byte, the
+// first of each pair in the low nibble, and stores the Lanes(di) / 2 bytes at out: the codes
+// narrowed to bytes, each byte pair read as a u16 (first code low), its high code shifted
+// down onto the low byte's high nibble, the low bytes kept.
+template <class DI>
+HWY_INLINE void StorePairs(DI di, hn::Vec<DI> codes, std::uint8_t* out) {
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(DI()) == 16) {
+    // One 64-bit lane per pair (first code low): the second code shifted onto the first one's
+    // high nibble, then vpmovqb, which Highway's TruncateTo does not use here.
+    const __m512i pairs = _mm512_or_si512(codes.raw, _mm512_srli_epi64(codes.raw, 28));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm512_cvtepi64_epi8(pairs));
+    return;
+  }
+#endif
+  const hn::Rebind<std::uint8_t, DI> d8;
+  const hn::Repartition<std::uint16_t, decltype(d8)> d16;
+  const hn::Rebind<std::uint8_t, decltype(d16)> dpair;
+  const auto bytes = hn::BitCast(d16, hn::TruncateTo(d8, hn::BitCast(hn::RebindToUnsigned<DI>(), codes)));
+  (void)di;
+  hn::StoreU(hn::TruncateTo(dpair, hn::Or(bytes, hn::ShiftRight<4>(bytes))), dpair, out);
+}
+
+// The per-call constants of the block scale epilogue.
+struct Epilogue {
+  bool vector = false;  // the batch path may derive the scales (finite, nonzero tensor scale)
+  float one = 1.0f;     // two level: fp32(1 / t)
+  float te_k = 0.0f;    // te: S_enc * fp32(1/6)
+  float te_inv = 0.0f;  // te: fp32(1 / S_enc)
+};
+
+Epilogue EpilogueOf(const Nvfp4Plan& p) {
+  Epilogue e;
+  const float t = p.tensor_scale;
+  if (p.te) {
+    e.te_k = t * (1.0f / 6.0f);
+    e.te_inv = 1.0f / t;
+    e.vector = std::isfinite(t) && t != 0.0f;
+  } else if (p.two_level) {
+    e.one = nvfp4::div_x86(1.0f, t);
+    // one / s with s >= 2^-6 stays finite for |one| < 2^100: no multiplier overflows.
+    e.vector = std::isfinite(t) && t != 0.0f && std::fabs(e.one) < 0x1p100f;
+  } else {
+    e.vector = true;
+  }
+  return e;
+}
+
+// One lane per block: Lanes(df) consecutive blocks of 16, held in registers after one read.
+// Each block's |x| max is reduced within its vectors, then across the blocks (each level of
+// ConcatEven/ConcatOdd + Max halves both the vectors and the lanes per block, leaving block j's
+// max in lane j); the E4M3 scale codes and the multipliers come out of one vector of divisions
+// (IEEE, as the contract's scalar steps); the elements are multiplied and encoded as above.
+// Returns false, having written nothing, when a block holds an inf or a NaN: the caller then
+// takes the scalar steps, which carry torchao's NaN bits.
 template <DType kDtype>
-void QuantizeBlocksOf(const Nvfp4Plan& p, std::int64_t first, std::int64_t last) {
+HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::int64_t b0) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)e, (void)b0;
+  return false;
+#else
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(kN <= kNvfp4Block && kNvfp4Block % kN == 0, "a block is whole vectors");
+  constexpr int kPer = kNvfp4Block / kN;  // vectors per block
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  const std::uint8_t* src = p.data + b0 * kNvfp4Block * kSize;
+  VI bits[kNvfp4Block];  // kN blocks of kPer vectors
+  for (int v = 0; v < kNvfp4Block; ++v) bits[v] = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::And(bits[j * kPer], abs_mask);
+    for (int v = 1; v < kPer; ++v) m = hn::Max(m, hn::And(bits[j * kPer + v], abs_mask));
+    level[j] = m;
+  }
+  const VI amax = LaneMaxima<kN>(di, level);
+  if (!hn::AllFalse(di, hn::Gt(amax, hn::Set(di, 0x7F7FFFFF)))) return false;
+  const VF a = hn::BitCast(df, amax);
+  VI code;
+  VF mult;
+  if (!p.te) {
+    // e4m3(clamp((amax / 6) [/ t], 2^-6, 448)): a normal E4M3 value, rounded on the bits.
+    VF s = hn::Div(a, hn::Set(df, 6.0f));
+    if (p.two_level) s = hn::Div(s, hn::Set(df, p.tensor_scale));
+    const VI cb = hn::BitCast(di, hn::Min(hn::Max(s, hn::Set(df, 0x1p-6f)), hn::Set(df, 448.0f)));
+    const VI r = hn::ShiftRight<20>(hn::Add(hn::Add(cb, hn::Set(di, 0x7FFFF)), hn::And(hn::ShiftRight<20>(cb), hn::Set(di, 1))));
+    code = hn::Sub(r, hn::Set(di, 120 << 3));
+    mult = hn::Div(hn::Set(df, e.one), hn::BitCast(df, hn::ShiftLeft<20>(r)));  // the code's value: r's bits
+  } else {
+    // e4m3 satfinite of amax * (S_enc / 6): 448 and above saturate, below 2^-6 the subnormal
+    // grid (v * 2^9 is exact, + 2^23 rounds it); the multiplier 1 / (s * (1 / S_enc)) capped.
+    const VF v = hn::Mul(a, hn::Set(df, e.te_k));
+    const VI vb = hn::BitCast(di, v);
+    const VI r = hn::ShiftRight<20>(hn::Add(hn::Add(vb, hn::Set(di, 0x7FFFF)), hn::And(hn::ShiftRight<20>(vb), hn::Set(di, 1))));
+    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Mul(v, hn::Set(df, 512.0f)), hn::Set(df, 8388608.0f))),
+                           hn::Set(di, 0x4B000000));
+    const auto tiny = hn::Lt(v, hn::Set(df, 0x1p-6f));
+    const auto top = hn::Ge(v, hn::Set(df, 448.0f));
+    code = hn::IfThenElse(hn::RebindMask(di, tiny), sub, hn::Sub(r, hn::Set(di, 120 << 3)));
+    code = hn::IfThenElse(hn::RebindMask(di, top), hn::Set(di, 0x7E), code);
+    VF value = hn::BitCast(df, hn::ShiftLeft<20>(r));
+    value = hn::IfThenElse(tiny, hn::Mul(hn::ConvertTo(df, sub), hn::Set(df, 0x1p-9f)), value);
+    value = hn::IfThenElse(top, hn::Set(df, 448.0f), value);
+    mult = hn::Min(hn::Div(hn::Set(df, 1.0f), hn::Mul(value, hn::Set(df, e.te_inv))), hn::Set(df, 0x1.fffffep127f));
+  }
+  const hn::Rebind<std::uint8_t, DU> d8;
+  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
+  HWY_ALIGN float multipliers[kN];
+  hn::Store(mult, df, multipliers);
+  // The batch's kN * 8 payload bytes are staged, then leave in whole-vector streaming stores
+  // where the payload is aligned (it is not read again: no line is fetched for it).
+  constexpr int kBytes = kN * kNvfp4Block / 2;
+  HWY_ALIGN std::uint8_t staged[kBytes];
+  for (int j = 0; j < kN; ++j) {
+    const VF m = hn::Set(df, multipliers[j]);
+    for (int v = 0; v < kPer; ++v)
+      StorePairs(di, E2m1Codes(df, hn::Mul(hn::BitCast(df, bits[j * kPer + v]), m)), staged + (j * kPer + v) * kN / 2);
+  }
+  std::uint8_t* out = p.payload + b0 * (kNvfp4Block / 2);
+  const hn::ScalableTag<std::uint8_t> dbytes;
+  constexpr int kVec = static_cast<int>(hn::MaxLanes(hn::ScalableTag<std::uint8_t>()));
+  static_assert(kBytes % kVec == 0, "the staged bytes are whole vectors");
+  if (reinterpret_cast<std::uintptr_t>(out) % kVec == 0) {
+    for (int i = 0; i < kBytes; i += kVec) hn::Stream(hn::Load(dbytes, staged + i), dbytes, out + i);
+  } else {
+    std::memcpy(out, staged, kBytes);
+  }
+  return true;
+#endif
+}
+
+// One block by the scalar steps (any input): amax, scale and multiplier in scalar fp32, the
+// elements in vectors when the block and its multiplier are finite.
+template <DType kDtype>
+HWY_INLINE void QuantizeOneBlock(const Nvfp4Plan& p, std::int64_t b) {
   const DF16 df;
   const DI16 di;
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   const int n = static_cast<int>(hn::Lanes(df));
   HWY_ALIGN float x[kNvfp4Block];
   HWY_ALIGN std::int32_t codes[kNvfp4Block];
-  for (std::int64_t b = first; b < last; ++b) {
-    const std::uint8_t* src = p.data + b * kNvfp4Block * kSize;
-    PrefetchAheadBytes(src, kNvfp4Block * kSize);
-    auto m = hn::Zero(di);
-    for (int i = 0; i < kNvfp4Block; i += n) {
-      const auto v = LoadWidened(df, kDtype, src + i * kSize);
-      hn::Store(v, df, x + i);
-      m = hn::Max(m, hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF)));
-    }
-    const std::uint32_t amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
-    // torch.amax's NaN is the canonical one; only its E4M3 code (0x7F) matters here.
-    const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
-    const nvfp4::BlockScale s =
-        p.te ? nvfp4::te_block_scale(amax, p.tensor_scale) : nvfp4::block_scale(p.two_level, amax, p.tensor_scale);
-    p.scale[b] = s.code;
-    std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
-    if (amax_bits < 0x7F800000u && std::isfinite(s.multiplier)) {
-      const auto mul = hn::Set(df, s.multiplier);
-      for (int i = 0; i < kNvfp4Block; i += n) hn::Store(E2m1Codes(df, hn::Mul(hn::Load(df, x + i), mul)), di, codes + i);
-    } else {
-      for (int i = 0; i < kNvfp4Block; ++i) codes[i] = nvfp4::e2m1_code(x[i], s.multiplier);
-    }
-    for (int i = 0; i < kNvfp4Block; i += 2) out[i / 2] = static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4));
+  const std::uint8_t* src = p.data + b * kNvfp4Block * kSize;
+  auto m = hn::Zero(di);
+  for (int i = 0; i < kNvfp4Block; i += n) {
+    const auto v = LoadWidened(df, kDtype, src + i * kSize);
+    hn::Store(v, df, x + i);
+    m = hn::Max(m, hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF)));
   }
+  const std::uint32_t amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
+  // torch.amax's NaN is the canonical one; only its E4M3 code (0x7F) matters here.
+  const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
+  const nvfp4::BlockScale s =
+      p.te ? nvfp4::te_block_scale(amax, p.tensor_scale) : nvfp4::block_scale(p.two_level, amax, p.tensor_scale);
+  p.scale[b] = s.code;
+  std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
+  if (amax_bits < 0x7F800000u && std::isfinite(s.multiplier)) {
+    const auto mul = hn::Set(df, s.multiplier);
+    for (int i = 0; i < kNvfp4Block; i += n) hn::Store(E2m1Codes(df, hn::Mul(hn::Load(df, x + i), mul)), di, codes + i);
+  } else {
+    for (int i = 0; i < kNvfp4Block; ++i) codes[i] = nvfp4::e2m1_code(x[i], s.multiplier);
+  }
+  for (int i = 0; i < kNvfp4Block; i += 2) out[i / 2] = static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4));
+}
+
+template <DType kDtype>
+void QuantizeBlocksOf(const Nvfp4Plan& plan, std::int64_t first, std::int64_t last) {
+  // A local copy: the byte stores below may alias anything, which would make the compiler
+  // reload every plan field after each of them.
+  const Nvfp4Plan p = plan;
+  const Epilogue e = EpilogueOf(p);
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+  std::int64_t b = first;
+  if (e.vector && kBatch > 1) {
+    for (; b + kBatch <= last; b += kBatch) {
+      PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kBatch * kNvfp4Block * kSize);
+      if (!QuantizeBlockBatch<kDtype>(p, e, b))
+        for (std::int64_t j = 0; j < kBatch; ++j) QuantizeOneBlock<kDtype>(p, b + j);
+    }
+  }
+  for (; b < last; ++b) {
+    PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kNvfp4Block * kSize);
+    QuantizeOneBlock<kDtype>(p, b);
+  }
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 void QuantizeNvfp4Blocks(const Nvfp4Plan& p, std::int64_t first, std::int64_t last) {
