@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "contracts/ceil_div.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -13,8 +14,6 @@ namespace qexact::kernels {
 namespace {
 
 constexpr std::uint32_t kExpField = 0x7F800000u;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 float as_float(std::uint32_t b) { return std::bit_cast<float>(b); }
 std::uint32_t as_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
