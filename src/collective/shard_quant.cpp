@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "contracts/ceil_div.hpp"
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
@@ -18,8 +19,6 @@ std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
   for (std::size_t i = from; i < to; ++i) p *= s[i];
   return p;
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // The scale element of payload byte `flat` (its scale tensor's C-order index): the byte's first
 // element (a packed E2M1 byte holds two along the last axis), that element's domain in the family

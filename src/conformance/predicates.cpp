@@ -8,18 +8,17 @@
 #include <optional>
 
 #include "conformance/lab_family.hpp"
+#include "contracts/ceil_div.hpp"
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
 #include "qexact/formats/fp16.hpp"
+#include "reference/mx_ref.hpp"
 
 namespace qexact::conformance {
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
 // floor(log2 a) of a finite a > 0, exact for normal and subnormal values.
 int floor_log2(float a) {
@@ -91,7 +90,7 @@ std::optional<double> mx_scale(const Contract& c, const Input& in, const Observe
     const Tensor& s = obs.quant->scale;
     const std::int64_t k = in.shape.back();
     const std::int64_t per_row = ceil_div(k, c.block);
-    const std::int64_t off = mx_scale_offset(c, per_row, g / per_row, g % per_row);
+    const std::int64_t off = ref::mx_scale_offset(c, g / per_row, g % per_row, per_row);
     if (s.dtype() != DType::u8 || off >= s.numel()) return std::nullopt;
     const int byte = s.data<std::uint8_t>()[off];
     if (byte == 0 || byte == 255) return std::nullopt;  // flushed / clamped groups and NaN scales
@@ -434,21 +433,6 @@ std::int64_t Groups::member(std::int64_t g, std::int64_t i) const {
   return (g / per_row_) * shape_.back() + (g % per_row_) * len_ + i;
 }
 
-std::int64_t mx_scale_offset(const Contract& c, std::int64_t groups_per_row, std::int64_t row, std::int64_t g) {
-  switch (c.layout) {
-    case ScaleLayout::pairs: return row * 2 * ceil_div(groups_per_row, 2) + g;
-    case ScaleLayout::rowmajor: return row * groups_per_row + g;
-    case ScaleLayout::padded: return row * round_up(groups_per_row, 4) + g;
-    case ScaleLayout::swizzled: {
-      // 128 x 4 tiles, row-block-major; entry (r, c) of a tile at (r % 32) * 16 + (r / 32) * 4 + c.
-      const std::int64_t tile = (row / 128) * (round_up(groups_per_row, 4) / 4) + g / 4;
-      const std::int64_t r = row % 128;
-      return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + g % 4;
-    }
-  }
-  return row * groups_per_row + g;
-}
-
 int working_fraction_bits(const Contract& c, DType input) {
   if ((c.family == Family::mx && c.prequant == Prequant::bf16) || input == DType::bf16) return 7;
   return input == DType::f16 ? 10 : 23;
@@ -520,7 +504,7 @@ float int8_nominal_scale(const Contract& c, float amax) {
   const float qmax = 127.0f;
   float s = c.scale_mode == ScaleMode::before ? std::max(amax, c.scale_min) / qmax
                                               : std::max(amax / qmax, c.scale_min);
-  if (c.scale_store == ScaleStore::f16) s = round_f16(s);
+  if (scale_encoding(c) == ScaleEncoding::f16) s = round_f16(s);
   return s;
 }
 
@@ -757,7 +741,7 @@ Predicate scale_marker() {
           if (uses[k] != 1) return false;
           if (!obs.quant) return true;
           const Tensor& s = obs.quant->scale;
-          const std::int64_t off = mx_scale_offset(c, per_row, g / per_row, g % per_row);
+          const std::int64_t off = ref::mx_scale_offset(c, g / per_row, g % per_row, per_row);
           return s.dtype() == DType::u8 && off < s.numel() && s.data<std::uint8_t>()[off] == 127 + k;
         });
       });

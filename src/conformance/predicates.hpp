@@ -113,7 +113,4 @@ Predicate block_scale_ties();         // nvfp4 blocks whose fp32(amax / 6) [/ t]
 Predicate block_scale_clamped();      // nvfp4 blocks whose fp32(amax / 6) [/ t] is below 2^-6 (the clamp)
 Predicate tensor_amax_between(const std::string& name, float lo, float hi);  // lo <= max |x| <= hi
 
-// Flat offset of MX group (row, g) in the scale tensor of the contract's layout.
-std::int64_t mx_scale_offset(const Contract& c, std::int64_t groups_per_row, std::int64_t row, std::int64_t g);
-
 }  // namespace qexact::conformance

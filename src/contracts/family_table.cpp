@@ -2,14 +2,12 @@
 
 #include <string>
 
+#include "contracts/ceil_div.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact {
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
 void need_rank_at_least(const Shape& x, std::size_t r, const char* what) {
   if (x.size() < r)

@@ -2,12 +2,11 @@
 
 #include <charconv>
 
+#include "contracts/ceil_div.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact {
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 [[noreturn]] void bad_grain(const std::string& s) {
   fail(ErrorKind::bad_argument, "parameter granularity: unknown value '" + s +

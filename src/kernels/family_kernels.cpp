@@ -22,18 +22,16 @@ Tensor int8_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape&
   return ref::dequantize_int8(c, q.payload, q.scale, x);
 }
 std::string mx_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
-  return fast::quantize_mx_into(c, x, static_cast<std::uint8_t*>(o.payload.data), static_cast<std::uint8_t*>(o.scale.data),
-                                t);
+  return fast::quantize_mx_prechecked(c, x, o.payload, o.scale, t);
 }
 std::string int8_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
-  return fast::quantize_int8_into(c, x, static_cast<std::int8_t*>(o.payload.data), o.scale.data, t);
+  return fast::quantize_int8_prechecked(c, x, o.payload, o.scale, t);
 }
 Tensor nvfp4_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape& x) {
   return ref::dequantize_nvfp4(c, q.payload, q.scale, q.tensor_scale, x);
 }
 std::string nvfp4_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
-  return fast::quantize_nvfp4_into(c, x, static_cast<std::uint8_t*>(o.payload.data), static_cast<std::uint8_t*>(o.scale.data),
-                                   static_cast<float*>(o.tensor_scale.data), t);
+  return fast::quantize_nvfp4_prechecked(c, x, o.payload, o.scale, o.tensor_scale, t);
 }
 void nvfp4_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
   fast::dequantize_nvfp4_into(c, q.payload, q.scale, q.tensor_scale, x, out, t);
@@ -42,8 +40,7 @@ Tensor fp8_ref_dequantize(const Contract& c, const QuantInputs& q, const Shape& 
   return ref::dequantize_fp8_scaled(c, q.payload, q.scale, x);
 }
 std::string fp8_fast_quantize(const Contract& c, const TensorView& x, const QuantOutputs& o, int t) {
-  return fast::quantize_fp8_scaled_into(c, x, static_cast<std::uint8_t*>(o.payload.data), static_cast<float*>(o.scale.data),
-                                        t);
+  return fast::quantize_fp8_scaled_prechecked(c, x, o.payload, o.scale, t);
 }
 void fp8_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
   fast::dequantize_fp8_scaled_into(c, q.payload, q.scale, x, out, t);

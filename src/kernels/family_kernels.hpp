@@ -31,7 +31,9 @@ struct FamilyKernels {
   // The reference's element steps with scales given from outside (ref::quantize_with_scales).
   QuantResult (*ref_quantize_with_scales)(const Contract& c, const TensorView& x, const TensorView& scale);
   Tensor (*ref_dequantize)(const Contract& c, const QuantInputs& q, const Shape& x_shape);
-  // Writes every byte of `out` (layout padding included); returns QuantResult::path.
+  // Writes every byte of `out` (layout padding included); returns QuantResult::path. Called with
+  // `c` validated, x a float view and `out` checked against output_specs(c, x.shape): the kernel
+  // checks and derives nothing again (its shapes are the ones `out` carries).
   std::string (*fast_quantize_into)(const Contract& c, const TensorView& x, const QuantOutputs& out, int threads);
   void (*fast_dequantize_into)(const Contract& c, const QuantInputs& q, const Shape& x_shape, float* out,
                                int threads);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "contracts/ceil_div.hpp"
 #include "contracts/family_table.hpp"
 #include "plan/shard_domain.hpp"
 #include "qexact/pool.hpp"
@@ -11,7 +12,6 @@
 namespace qexact::plan {
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::string str(std::int64_t v) { return std::to_string(v); }
 
 // The scale reduction domain of a quantized tensor: the run length along each axis.

@@ -1,13 +1,12 @@
 #include "plan/shard_domain.hpp"
 
+#include "contracts/ceil_div.hpp"
 #include "contracts/family_table.hpp"
 #include "qexact/error.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::plan {
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

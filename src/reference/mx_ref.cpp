@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "contracts/ceil_div.hpp"
 #include "formats/torchao_nan.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e8m0.hpp"
@@ -158,8 +159,6 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n, const
   }
   return out;
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

@@ -98,19 +98,19 @@ void quantize_domains(const Fp8Plan& p, int threads) {
   if (nonfinite.load()) reject_first_nonfinite(p);
 }
 
-}  // namespace
-
-std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
-                                     int threads, const float* tensor_amax) {
-  kernels::apply_forced_target();
-  check_fp8(c);
+void check_float_input(const TensorView& x) {
   if (!is_float_dtype(x.dtype))
     fail(ErrorKind::bad_argument, std::string("fp8.scaled takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
-  grain_scale_shape(c.granularity, x.shape, "fp8.scaled");
+}
+
+// The quantizer after its checks (theirs or quantize.cpp's); `ss` is the scale's checked shape.
+std::string run_fp8_scaled(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
+                           const Shape& ss, int threads, const float* tensor_amax) {
+  kernels::apply_forced_target();
   // The runs are read as consecutive elements: a strided view is copied once.
   Tensor copy;
   const TensorView in = x.is_contiguous() ? x : (copy = contiguous_copy(x)).view();
-  Fp8Plan p = kernels::make_fp8_plan(c, in, payload, scale);
+  Fp8Plan p = kernels::make_fp8_plan(c, in, ss, payload, scale);
   if (tensor_amax && p.kind != Granularity::tensor)
     fail(ErrorKind::bad_argument, "fp8.scaled: a tensor amax was given, but granularity " + scale_grain_name(c.granularity) +
                                       " has no tensor amax");
@@ -127,6 +127,22 @@ std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std
   return "groupwise";
 }
 
+}  // namespace
+
+std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
+                                     int threads, const float* tensor_amax) {
+  check_fp8(c);
+  check_float_input(x);
+  const Shape ss = grain_scale_shape(c.granularity, x.shape, "fp8.scaled");
+  return run_fp8_scaled(c, x, payload, scale, ss, threads, tensor_amax);
+}
+
+std::string quantize_fp8_scaled_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                           const MutableTensorView& scale, int threads) {
+  return run_fp8_scaled(c, x, static_cast<std::uint8_t*>(payload.data), static_cast<float*>(scale.data), scale.shape,
+                        threads, nullptr);
+}
+
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                                 const Shape& x_shape, float* out, int threads) {
   kernels::apply_forced_target();
@@ -137,7 +153,7 @@ void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, co
   const TensorView sv = scale.is_contiguous() ? scale : (sc = contiguous_copy(scale)).view();
   // The plan's domains walk the payload as they walked the input (one byte per element).
   const TensorView layout{DType::u8, x_shape, contiguous_strides(x_shape), pv.data};
-  const Fp8Plan p = kernels::make_fp8_plan(c, layout, nullptr, nullptr);
+  const Fp8Plan p = kernels::make_fp8_plan(c, layout, scale.shape, nullptr, nullptr);
   const auto* codes = static_cast<const std::uint8_t*>(pv.data);
   const auto* scales = static_cast<const float*>(sv.data);
   float table[256];
@@ -171,10 +187,12 @@ void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, co
 
 QuantResult quantize_fp8_scaled(const Contract& c, const TensorView& x, int threads) {
   check_fp8(c);
+  const Shape ss = grain_scale_shape(c.granularity, x.shape, "fp8.scaled");
+  check_float_input(x);
   QuantResult r;
   r.payload = Tensor::uninitialized(DType::u8, x.shape);
-  r.scale = Tensor::uninitialized(DType::f32, grain_scale_shape(c.granularity, x.shape, "fp8.scaled"));
-  r.path = quantize_fp8_scaled_into(c, x, r.payload.data<std::uint8_t>(), r.scale.data<float>(), threads);
+  r.scale = Tensor::uninitialized(DType::f32, ss);
+  r.path = run_fp8_scaled(c, x, r.payload.data<std::uint8_t>(), r.scale.data<float>(), ss, threads, nullptr);
   return r;
 }
 

@@ -19,6 +19,11 @@ Tensor dequantize_fp8_scaled(const Contract& c, const TensorView& payload, const
                              const Shape& x_shape, int threads);
 std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale,
                                      int threads, const float* tensor_amax = nullptr);
+// quantize_fp8_scaled_into for a caller that has already validated `c`, checked that x is a float
+// view and checked the outputs against output_specs(c, x.shape) (quantize.cpp's front door):
+// nothing is checked or derived again; the scale's shape is the one `scale` carries.
+std::string quantize_fp8_scaled_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                           const MutableTensorView& scale, int threads);
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                                 const Shape& x_shape, float* out, int threads);
 

@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "contracts/ceil_div.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/formats/element.hpp"
 
@@ -13,8 +14,6 @@ namespace qexact::kernels {
 namespace {
 
 constexpr std::uint32_t kExpField = 0x7F800000u;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 float as_float(std::uint32_t b) { return std::bit_cast<float>(b); }
 std::uint32_t as_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
@@ -46,7 +45,8 @@ float inverse_of(float s) { return std::isnan(s) ? as_float(as_bits(s) | 0x00400
 
 }  // namespace
 
-Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, std::uint8_t* payload, float* scale) {
+Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, const Shape& scale_shape, std::uint8_t* payload,
+                      float* scale) {
   Fp8Plan p;
   const ElemTraits& t = elem_traits(c.element);
   p.element = c.element;
@@ -71,7 +71,7 @@ Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, std::uint8_t* payl
   // sign: 0xFE00; bf16 canonicalises); a row reduction or one element give the positive quiet
   // NaN (measured).
   p.nan_amax = p.kind == Granularity::tensor ? fp8_tensor_nan_amax(x.dtype, p.numel > 1) : 0x7FC00000u;
-  p.domains = shape_numel(grain_scale_shape(c.granularity, x.shape, "fp8.scaled"));
+  p.domains = shape_numel(scale_shape);
   if (p.kind == Granularity::head_block) {
     p.B = x.shape[0], p.S = x.shape[1], p.H = x.shape[2], p.D = x.shape[3];
     p.grain_rows = c.granularity.rows;

@@ -45,7 +45,9 @@ struct Fp8Plan {
   float* scale = nullptr;
 };
 
-Fp8Plan make_fp8_plan(const Contract& c, const TensorView& contiguous_x, std::uint8_t* payload, float* scale);
+// scale_shape: the checked shape of the scale output (output_specs), its numel the domains.
+Fp8Plan make_fp8_plan(const Contract& c, const TensorView& contiguous_x, const Shape& scale_shape,
+                      std::uint8_t* payload, float* scale);
 
 // The NaN bits of a tensor-granularity amax: those of torch's full reduction of a tensor of
 // `several` elements (more than one) or of one.

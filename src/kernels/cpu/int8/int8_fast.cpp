@@ -31,8 +31,6 @@ void check_float_input(const TensorView& x) {
     fail(ErrorKind::bad_argument, std::string("expected an f32, bf16 or f16 tensor, got ") + dtype_name(x.dtype));
 }
 
-DType scale_dtype(const Contract& c) { return c.scale_store == ScaleStore::f16 ? DType::f16 : DType::f32; }
-
 std::string bsnd_index(const kernels::Int8Plan& p, std::int64_t flat) {
   const std::int64_t dim = p.shape[3], heads = p.shape[2], seq = p.shape[1];
   return "(b " + std::to_string(flat / (dim * heads * seq)) + ", s " + std::to_string((flat / (dim * heads)) % seq) +
@@ -95,17 +93,12 @@ const Int8Variant* int8_variant(Family f) {
   return nullptr;
 }
 
-// The family's checks, then its kernel over its units on `threads` threads, writing the
-// caller's outputs; then rejects the input if a kernel met a non-finite value. Returns the path
-// that ran.
-std::string quantize_int8_family(const Contract& c, Family family, const TensorView& x, std::int8_t* payload,
-                                 void* scale, int threads) {
+// The family's kernel over its units on `threads` threads, writing the caller's outputs (the
+// scale of shape `ss`); then rejects the input if a kernel met a non-finite value. Returns the
+// path that ran. Checks nothing: its callers have.
+std::string run_int8_family(const Contract& c, const Int8Variant& v, const TensorView& x, std::int8_t* payload,
+                            void* scale, const Shape& ss, int threads) {
   kernels::apply_forced_target();
-  check_contract(c, family);
-  payload_shape(c, x.shape);
-  const Shape ss = scale_shape(c, x.shape);
-  check_float_input(x);
-  const Int8Variant& v = *int8_variant(family);  // check_contract admitted only the three families
   std::atomic<bool> nonfinite{false};
   const kernels::Int8Plan plan = kernels::make_int8_plan(c, x, payload, scale, &nonfinite);
   kernels::parallel_for(v.units(x.shape, ss), grain_for(v.unit_len(c, x.shape)), threads,
@@ -114,12 +107,17 @@ std::string quantize_int8_family(const Contract& c, Family family, const TensorV
   return v.path(plan);
 }
 
-// The allocating form: uninitialised outputs, every byte written by the kernel threads.
+// The allocating form: the family's checks, uninitialised outputs, every byte written by the
+// kernel threads.
 QuantResult quantize_int8_alloc(const Contract& c, Family family, const TensorView& x, int threads) {
+  kernels::apply_forced_target();
   check_contract(c, family);
-  QuantResult r{Tensor::uninitialized(DType::i8, payload_shape(c, x.shape)),
-                Tensor::uninitialized(scale_dtype(c), scale_shape(c, x.shape)), "", {}};
-  r.path = quantize_int8_family(c, family, x, r.payload.data<std::int8_t>(), r.scale.raw(), threads);
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);
+  check_float_input(x);
+  const Int8Variant& v = *int8_variant(family);  // check_contract admitted only the three families
+  QuantResult r{Tensor::uninitialized(specs[0].dtype, specs[0].shape),
+                Tensor::uninitialized(specs[1].dtype, specs[1].shape), "", {}};
+  r.path = run_int8_family(c, v, x, r.payload.data<std::int8_t>(), r.scale.raw(), specs[1].shape, threads);
   return r;
 }
 
@@ -137,10 +135,13 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x, int thre
   return quantize_int8_alloc(c, Family::int8_group, x, threads);
 }
 
-std::string quantize_int8_into(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, int threads) {
-  if (!int8_variant(c.family))
-    fail(ErrorKind::bad_argument, std::string("quantize_int8_into was given a ") + family_name(c.family) + " contract");
-  return quantize_int8_family(c, c.family, x, payload, scale, threads);
+std::string quantize_int8_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                     const MutableTensorView& scale, int threads) {
+  const Int8Variant* v = int8_variant(c.family);
+  if (!v)
+    fail(ErrorKind::bad_argument,
+         std::string("quantize_int8_prechecked was given a ") + family_name(c.family) + " contract");
+  return run_int8_family(c, *v, x, static_cast<std::int8_t*>(payload.data), scale.data, scale.shape, threads);
 }
 
 void dequantize_int8_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
@@ -150,9 +151,10 @@ void dequantize_int8_into(const Contract& c, const TensorView& payload, const Te
   const Int8Variant* v = int8_variant(c.family);
   if (!v)
     fail(ErrorKind::bad_argument, std::string("dequantize_int8 was given a ") + family_name(c.family) + " contract");
-  const Shape ps = payload_shape(c, x_shape);
-  const Shape ss = scale_shape(c, x_shape);
-  const DType sd = scale_dtype(c);
+  const std::vector<OutputSpec> specs = output_specs(c, x_shape);
+  const Shape& ps = specs[0].shape;
+  const Shape& ss = specs[1].shape;
+  const DType sd = specs[1].dtype;
   if (payload.dtype != DType::i8 || payload.shape != ps)
     fail(ErrorKind::bad_argument, std::string("payload must be i8 of shape ") + shape_str(ps) + ", got " +
                                       dtype_name(payload.dtype) + " " + shape_str(payload.shape));

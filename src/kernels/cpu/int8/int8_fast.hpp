@@ -16,8 +16,11 @@ QuantResult quantize_int8_token(const Contract& c, const TensorView& x, int thre
 QuantResult quantize_int8_group(const Contract& c, const TensorView& x, int threads);
 Tensor dequantize_int8(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                        int threads);
-// int8.block, int8.token or int8.group by the contract's family; scale is f32 or f16 per scale_store.
-std::string quantize_int8_into(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale, int threads);
+// int8.block, int8.token or int8.group by the contract's family, for a caller that has already
+// validated `c`, checked that x is a float view and checked the outputs against
+// output_specs(c, x.shape) (quantize.cpp's front door): nothing is checked or derived again.
+std::string quantize_int8_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                     const MutableTensorView& scale, int threads);
 void dequantize_int8_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                           float* out, int threads);
 

@@ -58,7 +58,7 @@ Int8Plan make_int8_plan(const Contract& c, const TensorView& x, std::int8_t* pay
   p.quotient = c.quotient;
   p.rounding = c.int_rounding;
   p.lowest = c.range == 128 ? -128.0f : -127.0f;
-  p.f16_scale = c.scale_store == ScaleStore::f16;
+  p.f16_scale = scale_encoding(c) == ScaleEncoding::f16;
   p.dtype = x.dtype;
   p.elem_bytes = dtype_size(x.dtype);
   p.data = static_cast<const std::uint8_t*>(x.data);

@@ -18,15 +18,24 @@ namespace qexact::fast {
 std::string quantize_mx_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
                              int threads) {
   validate(c);
-  kernels::apply_forced_target();
   if (!is_float_dtype(x.dtype))
     fail(ErrorKind::bad_argument, std::string("quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
-  const kernels::MxPlan plan = kernels::make_mx_plan(c, x, payload, scale);
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);
+  return quantize_mx_prechecked(c, x, make_mutable_view(specs[0].dtype, specs[0].shape, payload),
+                                make_mutable_view(specs[1].dtype, specs[1].shape, scale), threads);
+}
+
+std::string quantize_mx_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                   const MutableTensorView& scale, int threads) {
+  kernels::apply_forced_target();
+  auto* scale_bytes_at = static_cast<std::uint8_t*>(scale.data);
+  const kernels::MxPlan plan =
+      kernels::make_mx_plan(c, x, static_cast<std::uint8_t*>(payload.data), scale_bytes_at);
   // The kernels write one byte per (row, group); the layouts' padding (pairs with an odd group
   // count, padded and swizzled past the rows or groups) is zero. The scales are 1/32 of the
   // payload, so one pass over them all costs little.
-  const std::int64_t scale_bytes = shape_numel(scale_shape(c, x.shape));
-  if (scale_bytes != plan.rows * plan.groups) std::memset(scale, 0, static_cast<std::size_t>(scale_bytes));
+  const std::int64_t scale_bytes = shape_numel(scale.shape);
+  if (scale_bytes != plan.rows * plan.groups) std::memset(scale_bytes_at, 0, static_cast<std::size_t>(scale_bytes));
   kernels::parallel_for(plan.rows * plan.groups, 2048, threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::quantize_mx_groups(plan, b, e); });
   return "groupwise";

@@ -15,6 +15,11 @@ Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorV
                      int threads);
 std::string quantize_mx_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
                              int threads);
+// quantize_mx_into for a caller that has already validated `c`, checked that x is a float view
+// and checked the outputs against output_specs(c, x.shape) (quantize.cpp's front door): nothing
+// is checked or derived again; the scale's shape is the one `scale` carries.
+std::string quantize_mx_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                   const MutableTensorView& scale, int threads);
 void dequantize_mx_into(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                         float* out, int threads);
 

@@ -52,16 +52,10 @@ float tensor_scale_of(const kernels::Nvfp4Plan& p, std::uint32_t m) {
   return kernels::nvfp4::div_x86(kernels::nvfp4::value(m), 448.0f * 6.0f);
 }
 
-}  // namespace
-
-std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
-                                float* tensor_scale, int threads, const float* tensor_amax) {
-  validate(c);
+// The quantizer after its checks (theirs or quantize.cpp's).
+std::string run_nvfp4(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
+                      float* tensor_scale, int threads, const float* tensor_amax) {
   kernels::apply_forced_target();
-  if (c.family != Family::nvfp4) fail(ErrorKind::bad_argument, "quantize_nvfp4 takes an nvfp4 contract");
-  if (!is_float_dtype(x.dtype))
-    fail(ErrorKind::bad_argument, std::string("nvfp4 quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
-  (void)output_specs(c, x.shape);  // rank >= 1, K % 16 == 0
   const Tensor copy = x.is_contiguous() ? Tensor() : contiguous_copy(x);
   kernels::Nvfp4Plan p;
   p.dtype = x.dtype;
@@ -94,6 +88,25 @@ std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uin
   kernels::parallel_for(p.blocks, 1024, threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::quantize_nvfp4_blocks(p, b, e); });
   return "blockwise";
+}
+
+}  // namespace
+
+std::string quantize_nvfp4_into(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale,
+                                float* tensor_scale, int threads, const float* tensor_amax) {
+  validate(c);
+  if (c.family != Family::nvfp4) fail(ErrorKind::bad_argument, "quantize_nvfp4 takes an nvfp4 contract");
+  if (!is_float_dtype(x.dtype))
+    fail(ErrorKind::bad_argument, std::string("nvfp4 quantize takes f32, bf16 or f16 input, got ") + dtype_name(x.dtype));
+  (void)output_specs(c, x.shape);  // rank >= 1, K % 16 == 0
+  return run_nvfp4(c, x, payload, scale, tensor_scale, threads, tensor_amax);
+}
+
+std::string quantize_nvfp4_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
+                                      const MutableTensorView& scale, const MutableTensorView& tensor_scale,
+                                      int threads) {
+  return run_nvfp4(c, x, static_cast<std::uint8_t*>(payload.data), static_cast<std::uint8_t*>(scale.data),
+                   static_cast<float*>(tensor_scale.data), threads, nullptr);
 }
 
 void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const TensorView& scale,
