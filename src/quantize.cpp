@@ -31,6 +31,21 @@ std::vector<OutputSpec> output_specs(const Contract& c, const Shape& x) {
 Shape payload_shape(const Contract& c, const Shape& x) { return output_specs(c, x)[0].shape; }
 Shape scale_shape(const Contract& c, const Shape& x) { return output_specs(c, x)[1].shape; }
 
+const char* output_codes_name(OutputCodes codes) {
+  switch (codes) {
+    case OutputCodes::e4m3: return "e4m3";
+    case OutputCodes::e5m2: return "e5m2";
+    case OutputCodes::e2m3: return "e2m3";
+    case OutputCodes::e3m2: return "e3m2";
+    case OutputCodes::e2m1_pairs: return "e2m1x2";
+    case OutputCodes::e8m0: return "e8m0";
+    case OutputCodes::int8: return "int8";
+    case OutputCodes::f32: return "f32";
+    case OutputCodes::f16: return "f16";
+  }
+  return "?";
+}
+
 const char* engine_name(Engine e) { return e == Engine::fast ? "fast" : "reference"; }
 
 Engine parse_engine(const std::string& name) {

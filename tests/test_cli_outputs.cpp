@@ -61,6 +61,46 @@ TEST(OutputNames, AreOutputSpecsNamesForEveryQuantizingPreset) {
   EXPECT_EQ(output_names(make_preset("nvfp4.torchao")), (std::vector<std::string>{"payload", "scale"}));
 }
 
+// The codes of each output (what its bytes are) agree between output_specs and the shape-free
+// output_codes, and follow the element format and the scale encoding: a checkpoint's dtypes and
+// Python's torch/numpy views read them.
+TEST(OutputCodes, AgreeWithOutputSpecsAndFollowElementAndScaleEncoding) {
+  std::vector<Contract> contracts;
+  for (const std::string& name : preset_names()) contracts.push_back(make_preset(name));
+  contracts.push_back(make_contract("nvfp4.torchao", kNvfp4Amax));
+  contracts.push_back(make_contract("mx.ocp", {"element=e2m1"}));
+  contracts.push_back(make_contract("mx.ocp", {"element=e3m2"}));
+  contracts.push_back(make_contract("fp8.torchao.rowwise", {"element=e5m2"}));
+  int checked = 0;
+  for (const Contract& c : contracts) {
+    SCOPED_TRACE(c.preset);
+    if (!family_traits(c.family).quantizes) continue;
+    std::vector<std::pair<std::string, OutputCodes>> from_specs;
+    for (const OutputSpec& s : output_specs(c, shape_for(c))) from_specs.emplace_back(s.name, s.codes);
+    EXPECT_EQ(output_codes(c), from_specs);
+    const OutputCodes payload = from_specs[0].second, scale = from_specs[1].second;
+    switch (scale_encoding(c)) {
+      case ScaleEncoding::e8m0: EXPECT_EQ(scale, OutputCodes::e8m0); break;
+      case ScaleEncoding::e4m3: EXPECT_EQ(scale, OutputCodes::e4m3); break;
+      case ScaleEncoding::fp32: EXPECT_EQ(scale, OutputCodes::f32); break;
+      case ScaleEncoding::f16: EXPECT_EQ(scale, OutputCodes::f16); break;
+      case ScaleEncoding::none: ADD_FAILURE() << "a quantizer without a scale encoding"; break;
+    }
+    if (output_specs(c, shape_for(c))[0].dtype == DType::i8) {
+      EXPECT_EQ(payload, OutputCodes::int8);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 12);
+  EXPECT_EQ(output_codes(make_preset("mxfp8.ascend"))[0].second, OutputCodes::e4m3);
+  EXPECT_EQ(output_codes(make_contract("mx.ocp", {"element=e2m1"}))[0].second, OutputCodes::e2m1_pairs);
+  EXPECT_EQ(output_codes(make_contract("mx.ocp", {"element=e3m2"}))[0].second, OutputCodes::e3m2);
+  EXPECT_EQ(output_codes(make_contract("fp8.torchao.rowwise", {"element=e5m2"}))[0].second, OutputCodes::e5m2);
+  EXPECT_EQ(output_codes(make_preset("nvfp4.torchao"))[0].second, OutputCodes::e2m1_pairs);
+  EXPECT_EQ(output_codes(make_contract("nvfp4.torchao", kNvfp4Amax))[2].second, OutputCodes::f32);
+  EXPECT_STREQ(output_codes_name(OutputCodes::e2m1_pairs), "e2m1x2");
+}
+
 // ---- the existing presets: the same files and meta.json members as before -----------------------
 
 struct Existing {

@@ -39,11 +39,23 @@ struct QuantResult {
   std::vector<std::pair<std::string, const Tensor*>> named() const;
 };
 
+// What an output's elements are beyond the type that stores them: what a reader needs to view
+// the bytes as values (a checkpoint's safetensors dtype, a torch or numpy dtype).
+enum class OutputCodes : std::uint8_t {
+  e4m3, e5m2, e2m3, e3m2,  // one FP8 / FP6 element code per byte (FP6 in the low 6 bits)
+  e2m1_pairs,              // two E2M1 codes per byte, element 2k in the low nibble
+  e8m0,                    // biased power-of-two exponents (MX scales)
+  int8, f32, f16,          // the stored type is the value
+};
+// "e4m3", "e5m2", "e2m3", "e3m2", "e2m1x2", "e8m0", "int8", "f32", "f16".
+const char* output_codes_name(OutputCodes codes);
+
 // One output a contract produces for an input shape: its file stem (payload.npy, scale.npy,
-// tensor_scale.npy; a checkpoint's <tensor>.<name>), dtype and shape.
+// tensor_scale.npy; a checkpoint's <tensor>.<name>), dtype, what its elements are, and shape.
 struct OutputSpec {
   std::string name;
   DType dtype;
+  OutputCodes codes;
   Shape shape;
 };
 // Every output of a quantizing contract for input shape `x`, in a stable order; checks the shape

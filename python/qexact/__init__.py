@@ -133,7 +133,7 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine:
     payload, scale, _path, tensor_scale = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine,
                                                          threads)
     outputs = [payload, scale] + ([] if tensor_scale is None else [tensor_scale])
-    return tuple(_arrays.typed_outputs(contract.family, contract.params, outputs))
+    return tuple(_arrays.typed_outputs(contract.codes, outputs))
 
 
 def outputs(preset: str, shape: Sequence[int], **params: Any) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -185,7 +185,7 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
         return out
     if shape is None:
         shape = _core.array_shape(p)
-        if _arrays.packs_pairs(contract.family, contract.params) and shape:
+        if _arrays.packs_pairs(contract.codes) and shape:
             shape[-1] *= 2
     return _core.dequantize(p, s, [int(d) for d in shape], preset, list(contract.overrides), engine, threads, t)
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from . import _torch_io
 
-# Element format -> the ml_dtypes type of one code per byte (E2M1 payloads are packed two per
-# byte, so they stay uint8).
+# One-byte codes (OutputSpec codes) -> their ml_dtypes type. Packed E2M1 pairs, E8M0 scales and
+# int8 have none here, so they stay as the core returns them.
 PAYLOAD_TYPES: Mapping[str, Any] = {
     "e4m3": ml_dtypes.float8_e4m3fn,
     "e5m2": ml_dtypes.float8_e5m2,
@@ -24,29 +24,25 @@ PAYLOAD_TYPES: Mapping[str, Any] = {
     "e3m2": ml_dtypes.float6_e3m2fn,
 }
 
-def packs_pairs(family: str, params: Mapping[str, str]) -> bool:
+def packs_pairs(codes: Mapping[str, str]) -> bool:
     """Whether the contract's payload packs two E2M1 codes per byte (MX E2M1, nvfp4): the input's
-    last dimension is then twice the payload's (for an even length)."""
-    return family == "nvfp4" or (family == "mx" and params["element"] == "e2m1")
+    last dimension is then twice the payload's (for an even length). ``codes``: ContractInfo.codes."""
+    return codes.get("payload") == "e2m1x2"
 
 
-def typed_output(family: str, params: Mapping[str, str], name: str, array: Any) -> Any:
+def typed_output(codes: Mapping[str, str], name: str, array: Any) -> Any:
     """One quantize output of the core (uint8 / int8 / float array) viewed as its numpy type,
     over the same memory: one-byte element codes (MX, fp8.scaled payloads) as the ``ml_dtypes``
     type of their element, nvfp4's E4M3 block scales as ``float8_e4m3fn``; packed E2M1
-    payloads, E8M0 scales and the rest as they are."""
-    if name == "payload" and family in ("mx", "fp8.scaled"):
-        payload_type = PAYLOAD_TYPES.get(params["element"])
-        return array if payload_type is None else array.view(payload_type)
-    if name == "scale" and family == "nvfp4":
-        return array.view(ml_dtypes.float8_e4m3fn)
-    return array
+    payloads, E8M0 scales and the rest as they are. ``codes``: ContractInfo.codes."""
+    view = PAYLOAD_TYPES.get(codes.get(name, ""))
+    return array if view is None or array.dtype != np.uint8 else array.view(view)
 
 
-def typed_outputs(family: str, params: Mapping[str, str], outputs: list[Any]) -> list[Any]:
+def typed_outputs(codes: Mapping[str, str], outputs: list[Any]) -> list[Any]:
     """The core's quantize outputs, in output_specs order, each as ``typed_output`` views it."""
     names = ("payload", "scale", "tensor_scale")
-    return [typed_output(family, params, names[i], a) for i, a in enumerate(outputs)]
+    return [typed_output(codes, names[i], a) for i, a in enumerate(outputs)]
 
 
 # Accepted spellings of the float dtypes qexact reads and writes, to its own names.

@@ -156,5 +156,5 @@ def quantize_state_dict(state_dict: Mapping[str, Any], preset: str, *, params: M
         if _torch_io.is_tensor(originals[source_name]):
             tensors[name] = _torch_output(array, st_dtype)
         else:
-            tensors[name] = _arrays.typed_output(contract.family, contract.params, output, array)
+            tensors[name] = _arrays.typed_output(contract.codes, output, array)
     return dict(sorted(tensors.items())), CheckpointSummary._of(summary)

@@ -30,12 +30,15 @@ def override_strings(params: Mapping[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class ContractInfo:
-    """A validated contract: its preset, the overrides given, its family and every parameter."""
+    """A validated contract: its preset, the overrides given, its family, every parameter and what
+    each output's elements are (``codes``: output name -> e4m3, e5m2, e2m3, e3m2, e2m1x2, e8m0,
+    int8, f32 or f16; empty for hif4 and pool)."""
 
     preset: str
     overrides: tuple[str, ...]
     family: str
     params: Mapping[str, str]
+    codes: Mapping[str, str]
 
     @staticmethod
     def of(preset: str, params: Mapping[str, Any]) -> "ContractInfo":
@@ -47,6 +50,7 @@ class ContractInfo:
             overrides=tuple(overrides),
             family=_core.contract_family(preset, overrides),
             params=dict(_core.contract_params(preset, overrides)),
+            codes=dict(_core.output_codes(preset, overrides)),
         )
 
     def describe(self) -> str:

@@ -43,7 +43,6 @@ from typing import Any, Mapping, Optional, Sequence
 import torch
 
 from . import _core, _torch_io
-from ._arrays import packs_pairs
 from ._contract import override_strings
 from ._torchao import from_mxtensor, to_mxtensor
 
@@ -69,33 +68,26 @@ def _params(preset: str, overrides: tuple[str, ...]) -> Mapping[str, str]:
     # The outputs' names (output_names), comma-separated; "" for a contract that does not quantize.
     quantizes = params["family"] not in ("hif4", "pool")
     params["outputs"] = ",".join(_core.output_names(preset, list(overrides))) if quantizes else ""
+    # What each output's elements are ("codes.payload": e4m3, e2m1x2, int8, ...; OutputSpec codes).
+    params.update({"codes." + name: codes for name, codes in _core.output_codes(preset, list(overrides))})
     return params
 
 
-_FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+# OutputSpec codes -> the torch dtype of an output (torch has no float6: MXFP6 stays uint8, as
+# torchao keeps it).
+_CODE_DTYPES = {
+    "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1x2": torch.float4_e2m1fn_x2,
+    "e8m0": torch.float8_e8m0fnu, "int8": torch.int8, "f32": torch.float32, "f16": torch.float16,
+}
 
 
 def _payload_dtype(p: Mapping[str, str]) -> torch.dtype:
-    if p["family"] == "nvfp4":
-        return torch.float4_e2m1fn_x2
-    if p["family"] == "fp8.scaled":
-        return _FP8[p["element"]]
-    if p["family"] != "mx":
-        return torch.int8
-    return {**_FP8, "e2m1": torch.float4_e2m1fn_x2}.get(p["element"], torch.uint8)
-
-
-def _scale_dtype(p: Mapping[str, str]) -> torch.dtype:
-    if p["family"] == "mx":
-        return torch.float8_e8m0fnu
-    if p["family"] == "nvfp4":
-        return torch.float8_e4m3fn
-    return torch.float16 if p.get("scale_store") == "f16" else torch.float32
+    return _output_dtype(p, "payload")
 
 
 def _output_dtype(p: Mapping[str, str], name: str) -> torch.dtype:
     """The torch dtype of the contract's output ``name`` (the tensor scale is float32)."""
-    return {"payload": _payload_dtype, "scale": _scale_dtype}.get(name, lambda _: torch.float32)(p)
+    return _CODE_DTYPES.get(p["codes." + name], torch.uint8)
 
 
 def _outputs(preset: str, overrides: list[str], x: Tensor) -> list[tuple[str, list[int]]]:
@@ -189,7 +181,7 @@ def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, st
     if shape is not None:
         return [int(d) for d in shape]
     out = [int(d) for d in payload.shape]
-    if packs_pairs(p["family"], p) and out:
+    if p.get("codes.payload") == "e2m1x2" and out:
         out[-1] *= 2
     return out
 

@@ -65,6 +65,17 @@ std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>> con
   return out;
 }
 
+// (name, codes) of every output of a quantizing contract (output_codes_name's words), for the
+// torch and numpy dtypes of its outputs; empty for hif4 and pool.
+std::vector<std::pair<std::string, std::string>> contract_output_codes(const std::string& preset,
+                                                                       const Overrides& o) {
+  const Contract c = make_contract(preset, o);
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!family_traits(c.family).quantizes) return out;
+  for (const auto& [name, codes] : output_codes(c)) out.emplace_back(name, output_codes_name(codes));
+  return out;
+}
+
 std::vector<std::string> contract_output_names(const std::string& preset, const Overrides& o) {
   return output_names(make_contract(preset, o));
 }
@@ -340,6 +351,8 @@ NB_MODULE(_core, m) {
         "(payload shape, scale shape) the contract gives an input shape.");
   m.def("contract_outputs", &contract_outputs, "preset"_a, "overrides"_a, "x_shape"_a,
         "(name, dtype, shape) of every output the contract gives an input shape (output_specs).");
+  m.def("output_codes", &contract_output_codes, "preset"_a, "overrides"_a,
+        "(name, codes) of each output: e4m3, e5m2, e2m3, e3m2, e2m1x2, e8m0, int8, f32 or f16.");
   m.def("output_names", &contract_output_names, "preset"_a, "overrides"_a,
         "Names of the contract's outputs, in output_specs order (payload, scale[, tensor_scale]).");
   m.def("quantize", &quantize_array, "x"_a, "bf16_bits"_a, "preset"_a, "overrides"_a, "engine"_a, "threads"_a,

@@ -48,13 +48,13 @@ bool selected(const Options& o, const std::string& name) {
 
 }  // namespace
 
-std::string stored_dtype(const Contract& c, const OutputSpec& o) {
-  const bool fp8_elements = c.family == Family::mx || c.family == Family::fp8_scaled;
-  if (o.name == "payload" && fp8_elements && c.element == ElemFormat::e4m3) return "F8_E4M3";
-  if (o.name == "payload" && fp8_elements && c.element == ElemFormat::e5m2) return "F8_E5M2";
-  if (o.name == "scale" && c.family == Family::mx) return "F8_E8M0";
-  if (o.name == "scale" && c.family == Family::nvfp4) return "F8_E4M3";
-  return safetensors::dtype_name_of(o.dtype);
+std::string stored_dtype(const OutputSpec& o) {
+  switch (o.codes) {
+    case OutputCodes::e4m3: return "F8_E4M3";
+    case OutputCodes::e5m2: return "F8_E5M2";
+    case OutputCodes::e8m0: return "F8_E8M0";
+    default: return safetensors::dtype_name_of(o.dtype);  // FP6 and packed E2M1 codes stay U8
+  }
 }
 
 void refuse_strict(const std::string& name, const std::string& reason) {

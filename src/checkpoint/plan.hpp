@@ -37,7 +37,7 @@ struct Plan {
 
 // The safetensors dtype name a file holds output `o` as: the fp8 payloads and scales under their
 // fp8 names (F8_E4M3 / F8_E5M2 / F8_E8M0), E2M1 pairs as U8, the rest as quantize() returns them.
-std::string stored_dtype(const Contract& c, const OutputSpec& o);
+std::string stored_dtype(const OutputSpec& o);
 
 // The error `strict` makes of a skipped tensor.
 [[noreturn]] void refuse_strict(const std::string& name, const std::string& reason);

@@ -46,7 +46,7 @@ struct Slots {
   std::vector<std::size_t> first;  // per source: index of its first slot (its outputs in output_specs order)
 };
 
-Slots output_slots(const Contract& c, const std::vector<Source>& sources, const Plan& plan) {
+Slots output_slots(const std::vector<Source>& sources, const Plan& plan) {
   Slots s;
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const Source& src = sources[i];
@@ -57,7 +57,7 @@ Slots output_slots(const Contract& c, const std::vector<Source>& sources, const 
       continue;
     }
     for (const OutputSpec& o : p.outputs)
-      s.slots.push_back({src.name + "." + o.name, stored_dtype(c, o), o.shape,
+      s.slots.push_back({src.name + "." + o.name, stored_dtype(o), o.shape,
                          static_cast<std::uint64_t>(shape_numel(o.shape)) * dtype_size(o.dtype)});
   }
   return s;
@@ -99,7 +99,7 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
     const Plan plan = make_plan(c, sources, o, late_skips);
     FileResult result;
     result.metadata = output_metadata(c, index.metadata, sources, plan);
-    const Slots slots = output_slots(c, sources, plan);
+    const Slots slots = output_slots(sources, plan);
     const safetensors::Layout layout = safetensors::layout(result.metadata, slots.slots);
 
     io::StagedFile staged(out, layout.file_size);

@@ -53,7 +53,7 @@ TensorsResult quantize_tensors(const Contract& c, const std::vector<Input>& inpu
         const std::vector<OutputSpec>& specs = plan.tensors[i].outputs;
         Tensor* moved[] = {&r->payload, &r->scale, &r->tensor_scale};
         for (std::size_t k = 0; k < specs.size(); ++k)
-          result.outputs.push_back(Output{s.name + "." + specs[k].name, stored_dtype(c, specs[k]), std::move(*moved[k])});
+          result.outputs.push_back(Output{s.name + "." + specs[k].name, stored_dtype(specs[k]), std::move(*moved[k])});
         continue;
       }
       plan.skip(i, s, std::move(reason), o.strict);

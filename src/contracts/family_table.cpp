@@ -28,6 +28,33 @@ Shape packed_e2m1(Shape x) {
   return x;
 }
 
+OutputCodes int8_codes(const Contract&) { return OutputCodes::int8; }
+OutputCodes e2m1_pair_codes(const Contract&) { return OutputCodes::e2m1_pairs; }
+
+// The scale output's codes follow its encoding.
+OutputCodes scale_codes(const Contract& c) {
+  switch (scale_encoding(c)) {
+    case ScaleEncoding::e8m0: return OutputCodes::e8m0;
+    case ScaleEncoding::e4m3: return OutputCodes::e4m3;
+    case ScaleEncoding::f16: return OutputCodes::f16;
+    case ScaleEncoding::fp32:
+    case ScaleEncoding::none: break;
+  }
+  return OutputCodes::f32;
+}
+
+// The payload of one-code-per-element families (MX; fp8.scaled, whose element is e4m3 or e5m2).
+OutputCodes element_codes(const Contract& c) {
+  switch (c.element) {
+    case ElemFormat::e4m3: return OutputCodes::e4m3;
+    case ElemFormat::e5m2: return OutputCodes::e5m2;
+    case ElemFormat::e2m3: return OutputCodes::e2m3;
+    case ElemFormat::e3m2: return OutputCodes::e3m2;
+    case ElemFormat::e2m1: return OutputCodes::e2m1_pairs;
+  }
+  return OutputCodes::e4m3;
+}
+
 std::vector<OutputSpec> mx_outputs(const Contract& c, const Shape& x) {
   need_rank_at_least(x, 1, "an MX contract");
   const std::int64_t k = x.back();
@@ -46,7 +73,7 @@ std::vector<OutputSpec> mx_outputs(const Contract& c, const Shape& x) {
     case ScaleLayout::padded: s = Shape{round_up(rows, 128), round_up(g, 4)}; break;
     case ScaleLayout::swizzled: s = Shape{round_up(rows, 128) * round_up(g, 4)}; break;
   }
-  return {{"payload", DType::u8, p}, {"scale", DType::u8, s}};
+  return {{"payload", DType::u8, element_codes(c), p}, {"scale", DType::u8, scale_codes(c), s}};
 }
 
 DType int8_scale_dtype(const Contract& c) { return scale_dtype(scale_encoding(c)); }
@@ -54,12 +81,14 @@ DType int8_scale_dtype(const Contract& c) { return scale_dtype(scale_encoding(c)
 std::vector<OutputSpec> int8_block_outputs(const Contract& c, const Shape& x) {
   if (x.size() != 4)
     fail(ErrorKind::bad_argument, "int8.block needs a (B, S, N, D) tensor, got shape " + shape_str(x));
-  return {{"payload", DType::i8, x}, {"scale", int8_scale_dtype(c), Shape{x[0], x[2], ceil_div(x[1], c.token_block)}}};
+  return {{"payload", DType::i8, OutputCodes::int8, x},
+          {"scale", int8_scale_dtype(c), scale_codes(c), Shape{x[0], x[2], ceil_div(x[1], c.token_block)}}};
 }
 
 std::vector<OutputSpec> int8_token_outputs(const Contract& c, const Shape& x) {
   need_rank_at_least(x, 1, "int8.token");
-  return {{"payload", DType::i8, x}, {"scale", int8_scale_dtype(c), leading(x)}};
+  return {{"payload", DType::i8, OutputCodes::int8, x},
+          {"scale", int8_scale_dtype(c), scale_codes(c), leading(x)}};
 }
 
 std::vector<OutputSpec> int8_group_outputs(const Contract& c, const Shape& x) {
@@ -67,11 +96,13 @@ std::vector<OutputSpec> int8_group_outputs(const Contract& c, const Shape& x) {
   need_whole_groups(x, c.group, "group");
   Shape s = leading(x);
   s.push_back(x.back() / c.group);
-  return {{"payload", DType::i8, x}, {"scale", int8_scale_dtype(c), s}};
+  return {{"payload", DType::i8, OutputCodes::int8, x},
+          {"scale", int8_scale_dtype(c), scale_codes(c), s}};
 }
 
 std::vector<OutputSpec> fp8_scaled_outputs(const Contract& c, const Shape& x) {
-  return {{"payload", DType::u8, x}, {"scale", DType::f32, grain_scale_shape(c.granularity, x, "fp8.scaled")}};
+  return {{"payload", DType::u8, element_codes(c), x},
+          {"scale", DType::f32, scale_codes(c), grain_scale_shape(c.granularity, x, "fp8.scaled")}};
 }
 
 // The one place that says which contracts have a tensor scale output (outputs and output_names).
@@ -82,8 +113,9 @@ std::vector<OutputSpec> nvfp4_outputs(const Contract& c, const Shape& x) {
   need_whole_groups(x, kNvfp4Block, "nvfp4 block");
   Shape s = leading(x);
   s.push_back(x.back() / kNvfp4Block);
-  std::vector<OutputSpec> out = {{"payload", DType::u8, packed_e2m1(x)}, {"scale", DType::u8, s}};
-  if (has_tensor_scale(c)) out.push_back({"tensor_scale", DType::f32, Shape{}});
+  std::vector<OutputSpec> out = {{"payload", DType::u8, e2m1_pair_codes(c), packed_e2m1(x)},
+                                    {"scale", DType::u8, scale_codes(c), s}};
+  if (has_tensor_scale(c)) out.push_back({"tensor_scale", DType::f32, OutputCodes::f32, Shape{}});
   return out;
 }
 
@@ -111,19 +143,19 @@ std::string grain_domain(const Contract& c) { return grain_words(family_traits(c
 
 const std::vector<FamilyTraits>& family_table() {
   static const std::vector<FamilyTraits> rows = {
-      {Family::mx, "mx", "§1-2", true, e8m0_scales, mx_outputs, mx_grain, grain_domain, "block",
+      {Family::mx, "mx", "§1-2", true, e8m0_scales, element_codes, mx_outputs, mx_grain, grain_domain, "block",
        "its scale groups"},
-      {Family::int8_block, "int8.block", "§3", true, int8_scales, int8_block_outputs, int8_block_grain,
+      {Family::int8_block, "int8.block", "§3", true, int8_scales, int8_codes, int8_block_outputs, int8_block_grain,
        int8_block_domain, "token_block", nullptr},
-      {Family::int8_token, "int8.token", "§4", true, int8_scales, int8_token_outputs, row_grain, grain_domain,
+      {Family::int8_token, "int8.token", "§4", true, int8_scales, int8_codes, int8_token_outputs, row_grain, grain_domain,
        nullptr, "its scale groups"},
-      {Family::int8_group, "int8.group", "§4", true, int8_scales, int8_group_outputs, int8_group_grain,
+      {Family::int8_group, "int8.group", "§4", true, int8_scales, int8_codes, int8_group_outputs, int8_group_grain,
        grain_domain, "group", "its scale groups"},
-      {Family::hif4, "hif4", "§5", false, no_scales, nullptr, hif4_grain, grain_domain, nullptr, nullptr},
-      {Family::pool, "pool", "§6", false, no_scales, nullptr, nullptr, nullptr, nullptr, nullptr},
-      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp32_scales, fp8_scaled_outputs, fp8_scaled_grain,
+      {Family::hif4, "hif4", "§5", false, no_scales, nullptr, nullptr, hif4_grain, grain_domain, nullptr, nullptr},
+      {Family::pool, "pool", "§6", false, no_scales, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+      {Family::fp8_scaled, "fp8.scaled", "§9.1", true, fp32_scales, element_codes, fp8_scaled_outputs, fp8_scaled_grain,
        grain_domain, nullptr, nullptr},
-      {Family::nvfp4, "nvfp4", "§9.2", true, e4m3_scales, nvfp4_outputs, nvfp4_grain, nvfp4_domain, nullptr,
+      {Family::nvfp4, "nvfp4", "§9.2", true, e4m3_scales, e2m1_pair_codes, nvfp4_outputs, nvfp4_grain, nvfp4_domain, nullptr,
        "its blocks of 16"},
   };
   return rows;
@@ -133,6 +165,14 @@ const FamilyTraits& family_traits(Family f) {
   for (const auto& r : family_table())
     if (r.family == f) return r;
   fail(ErrorKind::bad_argument, "family " + std::to_string(static_cast<int>(f)) + " has no row in the family table");
+}
+
+std::vector<std::pair<std::string, OutputCodes>> output_codes(const Contract& c) {
+  std::vector<std::pair<std::string, OutputCodes>> out;
+  for (const std::string& name : output_names(c))
+    out.emplace_back(name, name == "payload" ? family_traits(c.family).payload_codes(c)
+                                             : name == "scale" ? scale_codes(c) : OutputCodes::f32);
+  return out;
 }
 
 std::vector<std::string> output_names(const Contract& c) {

@@ -21,6 +21,9 @@ struct FamilyTraits {
   bool quantizes;        // has quantize / dequantize (hif4 packs and fake-quantizes; pool averages)
   // How its "scale" output encodes a scale (scale_encoding(c) in qexact/contract.hpp).
   ScaleEncoding (*scale_encoding)(const Contract& c);
+  // What its payload's bytes are (one element code per byte, E2M1 pairs, int8); null where it
+  // does not quantize.
+  OutputCodes (*payload_codes)(const Contract& c);
   // The outputs for input shape x, checked; called only where `quantizes`.
   std::vector<OutputSpec> (*outputs)(const Contract& c, const Shape& x);
   // Which elements share one scale, as a granularity over x (contracts/scale_grain.hpp): the
@@ -50,6 +53,9 @@ const std::vector<FamilyTraits>& family_table();
 // before it knows the input's shape (the files of an output directory). Checked equal to
 // output_specs' names by the tests.
 std::vector<std::string> output_names(const Contract& c);
+// The same names with what each output's elements are (OutputSpec::codes), for readers that
+// view the bytes before they know a shape (Python's torch and numpy dtypes).
+std::vector<std::pair<std::string, OutputCodes>> output_codes(const Contract& c);
 
 // Checks the quantized tensors a dequantizer is handed against output_specs(c, x): each output
 // the contract has is present, of its dtype and shape (tensor_scale: an empty view, data ==
