@@ -5,7 +5,8 @@
 #   cp IN OUT                      the reference (ends in the page cache, no fsync)
 #   cp IN OUT && sync OUT          the same bytes made durable, as qexact's commit makes them
 #   qexact quantize --preset P IN  for every preset in PRESETS (staged, fsync'ed, renamed)
-# with the peak RSS of each (/usr/bin/time -v). The page cache cannot be dropped without
+# with the CPU seconds (user + system) and peak RSS of each (/usr/bin/time -v); the ratio is
+# cp's wall time over the run's. On a shared machine the CPU seconds say more than the wall. The page cache cannot be dropped without
 # CAP_SYS_ADMIN, so every run reads a warm input: one untimed read first, then the runs.
 #   scripts/bench-checkpoint.sh [QEXACT]   (default build/release/qexact; built if missing)
 #   env: TENSORS ROWS COLS RUNS PRESETS THREADS DIR (scratch, default build/bench-ckpt; removed after)
@@ -58,7 +59,7 @@ EOF
 size=$(stat -c %s "$in")
 cat "$in" >/dev/null  # warm
 
-# One timed run of "$@": prints "seconds peak_rss_kB".
+# One timed run of "$@": prints "seconds peak_rss_kB cpu_seconds" (cpu: user + system).
 timed() {
   local t="$dir/run.time"
   if ! /usr/bin/time -v -o "$t" "$@" >/dev/null; then
@@ -67,10 +68,11 @@ timed() {
   fi
   awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); s = 0; for (i = 1; i <= n; ++i) s = s * 60 + p[i] }
               /Maximum resident set size/ { rss = $2 }
-              END { printf "%.3f %d\n", s, rss }' "$t"
+              /User time|System time/ { cpu += $2 }
+              END { printf "%.3f %d %.2f\n", s, rss, cpu }' "$t"
 }
 
-# The median of RUNS runs of "$@" (the output removed before each): "seconds peak_rss_kB".
+# The run of median wall time of RUNS runs of "$@" (the output removed before each).
 median() {
   local out="$1"; shift
   for ((r = 0; r < runs; ++r)); do
@@ -82,13 +84,13 @@ median() {
 rows_out=()
 cp_s=""
 row() {  # label, the run as "$@"
-  local label="$1" result s rss
+  local label="$1" result s rss cpu
   shift
   result="$(median "$out" "$@")"  # an assignment: a failed run stops the script (set -e)
-  read -r s rss <<<"$result"
+  read -r s rss cpu <<<"$result"
   [ -z "$cp_s" ] && cp_s="$s"
-  rows_out+=("$(awk -v l="$label" -v s="$s" -v c="$cp_s" -v b="$size" -v r="$rss" \
-    'BEGIN { printf "| %-34s | %7.2f | %6.2f | %5.2f | %7.0f |", l, s, b / s / 1e9, c / s, r / 1024 }')")
+  rows_out+=("$(awk -v l="$label" -v s="$s" -v c="$cp_s" -v b="$size" -v r="$rss" -v u="$cpu" \
+    'BEGIN { printf "| %-41s | %6.2f | %5.2f | %5.2f | %5.2f | %6.0f |", l, s, b / s / 1e9, c / s, u, r / 1024 }')")
 }
 
 row "cp" cp "$in" "$out"
@@ -99,6 +101,6 @@ done
 rm -f "$out"
 
 echo "input: $tensors x $rows x $cols bf16, $size bytes, warm in the page cache; threads: $threads (0 = all $(nproc)); median of $runs"
-echo "| run                                |       s |   GB/s | ÷ cp  | RSS MB  |"
-echo "|------------------------------------|--------:|-------:|------:|--------:|"
+echo "| run                                       | wall s |  GB/s | ÷ cp  | CPU s | RSS MB |"
+echo "|-------------------------------------------|-------:|------:|------:|------:|-------:|"
 printf '%s\n' "${rows_out[@]}"
