@@ -14,6 +14,7 @@
 #include <exception>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
@@ -26,13 +27,33 @@ constexpr std::int64_t kChunkElements = 1 << 16;
 
 enum class Code { max, below_max, min };
 
+// One thread's buffers, reused from chunk to chunk: a fresh allocation per chunk came back
+// from the kernel as fresh pages (page faults were 14% of an int8 checkpoint's samples), and
+// the code payloads depend only on the chunk's shape, which repeats.
+struct Scratch {
+  std::vector<float> d, hi, below, lo;
+  Shape codes_shape;
+  std::vector<std::int8_t> codes[3];  // by Code
+
+  float* values(std::vector<float>& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+};
+
 // An int8 payload of `shape` whose every element holds 127, 126 or -range: dequantized with the
 // real scales it gives, per element, what the element's group can hold, whatever the layout.
-Tensor code_payload(const Contract& c, const Shape& shape, Code which) {
-  const auto q = static_cast<std::int8_t>(which == Code::min ? -c.range : which == Code::max ? 127 : 126);
-  Tensor p(DType::i8, shape);
-  std::fill(p.data<std::int8_t>(), p.data<std::int8_t>() + p.numel(), q);
-  return p;
+TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scratch& s) {
+  if (s.codes_shape != shape) {
+    for (auto& v : s.codes) v.clear();
+    s.codes_shape = shape;
+  }
+  std::vector<std::int8_t>& p = s.codes[static_cast<int>(which)];
+  if (p.empty()) {
+    const auto q = static_cast<std::int8_t>(which == Code::min ? -c.range : which == Code::max ? 127 : 126);
+    p.assign(static_cast<std::size_t>(shape_numel(shape)), q);
+  }
+  return make_view(DType::i8, shape, p.data());
 }
 
 struct Sums {
@@ -115,19 +136,19 @@ Sums with_values(const TensorView& x, F f) {
 // int8: the largest and most negative values per element come from dequantizing payloads of
 // 127, 126 and -range with the real scales. `x` contiguous.
 Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
-                     const TensorView&) {
+                     const TensorView&, Scratch& scratch) {
   const RunOptions one{Engine::fast, 1};
-  const auto dequantized = [&](const TensorView& p) { return dequantize(c, p, scale, x.shape, one); };
-  const Tensor dq = dequantized(payload);
-  const Tensor hi = dequantized(code_payload(c, payload.shape, Code::max).view());
-  const Tensor below = dequantized(code_payload(c, payload.shape, Code::below_max).view());
-  const bool symmetric = c.range == 127;
-  const Tensor lo = symmetric ? Tensor() : dequantized(code_payload(c, payload.shape, Code::min).view());
   const auto n = static_cast<std::size_t>(x.numel());
-  const float* d = dq.data<float>();
-  const float* h = hi.data<float>();
-  const float* b = below.data<float>();
-  const float* l = symmetric ? nullptr : lo.data<float>();
+  const auto dequantized = [&](const TensorView& p, std::vector<float>& into) {
+    float* v = scratch.values(into, n);
+    dequantize_into(c, p, scale, make_mutable_view(DType::f32, x.shape, v), one);
+    return v;
+  };
+  const float* d = dequantized(payload, scratch.d);
+  const float* h = dequantized(code_payload(c, payload.shape, Code::max, scratch), scratch.hi);
+  const float* b = dequantized(code_payload(c, payload.shape, Code::below_max, scratch), scratch.below);
+  const bool symmetric = c.range == 127;
+  const float* l = symmetric ? nullptr : dequantized(code_payload(c, payload.shape, Code::min, scratch), scratch.lo);
   return with_values(x, [&](auto load) { return sums_of(n, load, d, h, b, l); });
 }
 
@@ -141,9 +162,10 @@ ElemFormat code_format(const Contract& c) { return c.family == Family::nvfp4 ? E
 // within the f32 rounding of q * s for fp8.scaled's and nvfp4's scales. Only the payload itself
 // is dequantized. `x` contiguous; `tensor_scale` empty unless the contract has one.
 Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
-                     const TensorView& tensor_scale) {
-  const Tensor dq = dequantize(c, payload, scale, tensor_scale, x.shape, RunOptions{Engine::fast, 1});
-  const float* d = dq.data<float>();
+                     const TensorView& tensor_scale, Scratch& scratch) {
+  const auto n = static_cast<std::size_t>(x.numel());
+  float* d = scratch.values(scratch.d, n);
+  dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, d), RunOptions{Engine::fast, 1});
   const ElemFormat f = code_format(c);
   const ElemTraits& t = elem_traits(f);
   const double max = t.max, step = max - static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(t.max_code - 1)));
@@ -152,7 +174,6 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   const bool packed = f == ElemFormat::e2m1;
   const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
-  const auto n = static_cast<std::size_t>(x.numel());
   return with_values(x, [&](auto load) {
     Sums s = lane_sums(n, load, d);
     // Clamping needs a look only where the code is the format's largest magnitude: a scan of
@@ -206,7 +227,10 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
 
   // An exception may not leave an OpenMP region: the first one is carried out of it.
   std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic) num_threads(resolve_threads(run))
+#pragma omp parallel num_threads(resolve_threads(run))
+  {
+  Scratch scratch;
+#pragma omp for schedule(dynamic)
   for (std::int64_t k = 0; k < chunks; ++k) try {
     const std::int64_t u0 = k * per_chunk, u1 = std::min(units, u0 + per_chunk);
     const Shape before = shape_of(u0), shape = shape_of(u1 - u0);
@@ -222,10 +246,11 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
     sums[static_cast<std::size_t>(k)] =
         chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * unit) * dtype_size(x.dtype)),
                    make_view(r.payload.dtype(), pshape, at(r.payload, poff)),
-                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale);
+                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale, scratch);
   } catch (...) {
 #pragma omp critical(qexact_measure_error)
     if (!error) error = std::current_exception();
+  }
   }
   if (error) std::rethrow_exception(error);
   Sums total;
