@@ -9,7 +9,7 @@
 # cp's wall time over the run's. On a shared machine the CPU seconds say more than the wall. The page cache cannot be dropped without
 # CAP_SYS_ADMIN, so every run reads a warm input: one untimed read first, then the runs.
 #   scripts/bench-checkpoint.sh [QEXACT]   (default build/release/qexact; built if missing)
-#   env: TENSORS ROWS COLS RUNS PRESETS THREADS DIR (scratch, default build/bench-ckpt; removed after)
+#   env: TENSORS ROWS COLS RUNS PRESETS THREADS DIR (scratch, default build/bench-ckpt; its files removed after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 qexact="${1:-build/release/qexact}"
@@ -24,8 +24,9 @@ if [ ! -x "$qexact" ]; then
 fi
 qexact="$(realpath "$qexact")"
 mkdir -p "$dir"
-trap 'rm -f "$dir"/*.safetensors "$dir"/*.time' EXIT
 in="$dir/in.safetensors" out="$dir/out.safetensors"
+# Only what this script writes (DIR may hold other files); the directory if that leaves it empty.
+trap 'rm -f "$in" "$out" "$dir/run.time"; rmdir "$dir" 2>/dev/null || true' EXIT
 
 python3 - "$in" "$tensors" "$rows" "$cols" <<'EOF'
 # bf16 values ~ N(0, 0.02) (the top half of each f32: truncation is fine for a speed test), a
