@@ -14,6 +14,7 @@
 #include <exception>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
@@ -26,19 +27,72 @@ constexpr std::int64_t kChunkElements = 1 << 16;
 
 enum class Code { max, below_max, min };
 
+// One thread's buffers, reused from chunk to chunk: a fresh allocation per chunk came back
+// from the kernel as fresh pages (page faults were 14% of an int8 checkpoint's samples), and
+// the code payloads depend only on the chunk's shape, which repeats.
+struct Scratch {
+  std::vector<float> d, hi, below, lo;
+  Shape codes_shape;
+  std::vector<std::int8_t> codes[3];  // by Code
+
+  float* values(std::vector<float>& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+  }
+};
+
 // An int8 payload of `shape` whose every element holds 127, 126 or -range: dequantized with the
 // real scales it gives, per element, what the element's group can hold, whatever the layout.
-Tensor code_payload(const Contract& c, const Shape& shape, Code which) {
-  const auto q = static_cast<std::int8_t>(which == Code::min ? -c.range : which == Code::max ? 127 : 126);
-  Tensor p(DType::i8, shape);
-  std::fill(p.data<std::int8_t>(), p.data<std::int8_t>() + p.numel(), q);
-  return p;
+TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scratch& s) {
+  if (s.codes_shape != shape) {
+    for (auto& v : s.codes) v.clear();
+    s.codes_shape = shape;
+  }
+  std::vector<std::int8_t>& p = s.codes[static_cast<int>(which)];
+  if (p.empty()) {
+    const auto q = static_cast<std::int8_t>(which == Code::min ? -c.range : which == Code::max ? 127 : 126);
+    p.assign(static_cast<std::size_t>(shape_numel(shape)), q);
+  }
+  return make_view(DType::i8, shape, p.data());
 }
 
 struct Sums {
   double signal = 0, noise = 0;
   std::int64_t clamped = 0;
 };
+
+// The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kLanes interleaved
+// partial sums that the compiler keeps in vector registers (element i adds to partial i mod
+// kLanes; the tail to partial 0; the partials added pairwise): the order, hence the result, is
+// fixed, and no addition waits on its neighbour's. This pass is most of a checkpoint's
+// statistics cost; one scalar chain per sum ran at a third of the quantizer's speed.
+constexpr std::size_t kLanes = 8;
+
+template <class Load>
+Sums lane_sums(std::size_t n, Load x, const float* d) {
+  double sig[kLanes] = {}, noi[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      const double xi = x(i + l), e = xi - static_cast<double>(d[i + l]);
+      sig[l] += xi * xi;
+      noi[l] += e * e;
+    }
+  for (; i < n; ++i) {
+    const double xi = x(i), e = xi - static_cast<double>(d[i]);
+    sig[0] += xi * xi;
+    noi[0] += e * e;
+  }
+  for (std::size_t w = kLanes / 2; w > 0; w /= 2)
+    for (std::size_t l = 0; l < w; ++l) {
+      sig[l] += sig[l + w];
+      noi[l] += noi[l + w];
+    }
+  Sums s;
+  s.signal = sig[0];
+  s.noise = noi[0];
+  return s;
+}
 
 // An element is clamped when it lies beyond its group's largest magnitude (max * scale) by more
 // than rounding to that value accounts for (half the last step, max - next smaller): an amax a
@@ -47,38 +101,14 @@ struct Sums {
 // int8 with range 127).
 template <class Load>
 Sums sums_of(std::size_t n, Load x, const float* d, const float* h, const float* b, const float* lo) {
-  Sums s;
   const auto clamped = [&](std::size_t i, double xi, double di) {
     const double hi_i = h[i], li = lo ? lo[i] : -hi_i;
     if (di != hi_i && di != li) return false;
     const double half_step = (hi_i - static_cast<double>(b[i])) / 2;
     return (hi_i > 0 && di == hi_i && xi > hi_i + half_step) || (li < 0 && di == li && xi < li - half_step);
   };
-  // Four interleaved partial sums in registers: the additions of neighbours do not wait on each
-  // other, and the order (hence the result) is fixed.
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, n0 = 0, n1 = 0, n2 = 0, n3 = 0;
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const double x0 = x(i), x1 = x(i + 1), x2 = x(i + 2), x3 = x(i + 3);
-    const double d0 = d[i], d1 = d[i + 1], d2 = d[i + 2], d3 = d[i + 3];
-    s0 += x0 * x0;
-    s1 += x1 * x1;
-    s2 += x2 * x2;
-    s3 += x3 * x3;
-    n0 += (x0 - d0) * (x0 - d0);
-    n1 += (x1 - d1) * (x1 - d1);
-    n2 += (x2 - d2) * (x2 - d2);
-    n3 += (x3 - d3) * (x3 - d3);
-    s.clamped += clamped(i, x0, d0) + clamped(i + 1, x1, d1) + clamped(i + 2, x2, d2) + clamped(i + 3, x3, d3);
-  }
-  for (; i < n; ++i) {
-    const double xi = x(i), di = d[i];
-    s0 += xi * xi;
-    n0 += (xi - di) * (xi - di);
-    s.clamped += clamped(i, xi, di);
-  }
-  s.signal = (s0 + s1) + (s2 + s3);
-  s.noise = (n0 + n1) + (n2 + n3);
+  Sums s = lane_sums(n, x, d);
+  for (std::size_t i = 0; i < n; ++i) s.clamped += clamped(i, x(i), d[i]);
   return s;
 }
 
@@ -106,19 +136,19 @@ Sums with_values(const TensorView& x, F f) {
 // int8: the largest and most negative values per element come from dequantizing payloads of
 // 127, 126 and -range with the real scales. `x` contiguous.
 Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
-                     const TensorView&) {
+                     const TensorView&, Scratch& scratch) {
   const RunOptions one{Engine::fast, 1};
-  const auto dequantized = [&](const TensorView& p) { return dequantize(c, p, scale, x.shape, one); };
-  const Tensor dq = dequantized(payload);
-  const Tensor hi = dequantized(code_payload(c, payload.shape, Code::max).view());
-  const Tensor below = dequantized(code_payload(c, payload.shape, Code::below_max).view());
-  const bool symmetric = c.range == 127;
-  const Tensor lo = symmetric ? Tensor() : dequantized(code_payload(c, payload.shape, Code::min).view());
   const auto n = static_cast<std::size_t>(x.numel());
-  const float* d = dq.data<float>();
-  const float* h = hi.data<float>();
-  const float* b = below.data<float>();
-  const float* l = symmetric ? nullptr : lo.data<float>();
+  const auto dequantized = [&](const TensorView& p, std::vector<float>& into) {
+    float* v = scratch.values(into, n);
+    dequantize_into(c, p, scale, make_mutable_view(DType::f32, x.shape, v), one);
+    return v;
+  };
+  const float* d = dequantized(payload, scratch.d);
+  const float* h = dequantized(code_payload(c, payload.shape, Code::max, scratch), scratch.hi);
+  const float* b = dequantized(code_payload(c, payload.shape, Code::below_max, scratch), scratch.below);
+  const bool symmetric = c.range == 127;
+  const float* l = symmetric ? nullptr : dequantized(code_payload(c, payload.shape, Code::min, scratch), scratch.lo);
   return with_values(x, [&](auto load) { return sums_of(n, load, d, h, b, l); });
 }
 
@@ -132,9 +162,10 @@ ElemFormat code_format(const Contract& c) { return c.family == Family::nvfp4 ? E
 // within the f32 rounding of q * s for fp8.scaled's and nvfp4's scales. Only the payload itself
 // is dequantized. `x` contiguous; `tensor_scale` empty unless the contract has one.
 Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
-                     const TensorView& tensor_scale) {
-  const Tensor dq = dequantize(c, payload, scale, tensor_scale, x.shape, RunOptions{Engine::fast, 1});
-  const float* d = dq.data<float>();
+                     const TensorView& tensor_scale, Scratch& scratch) {
+  const auto n = static_cast<std::size_t>(x.numel());
+  float* d = scratch.values(scratch.d, n);
+  dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, d), RunOptions{Engine::fast, 1});
   const ElemFormat f = code_format(c);
   const ElemTraits& t = elem_traits(f);
   const double max = t.max, step = max - static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(t.max_code - 1)));
@@ -143,30 +174,20 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   const bool packed = f == ElemFormat::e2m1;
   const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
-  const auto n = static_cast<std::size_t>(x.numel());
   return with_values(x, [&](auto load) {
-    Sums s;
-    double s0 = 0, s1 = 0, n0 = 0, n1 = 0;  // two interleaved partial sums: a fixed order
-    for (std::size_t row = 0, i = 0; i < n; ++row) {
+    Sums s = lane_sums(n, load, d);
+    // Clamping needs a look only where the code is the format's largest magnitude: a scan of
+    // the codes, the values read only there.
+    for (std::size_t row = 0, i = 0; i < n; ++row, i += k) {
       const std::uint8_t* rc = codes + row * row_bytes;
-      for (std::size_t j = 0; j < k; ++j, ++i) {
-        const double xi = load(i), di = d[i];
-        const double e = xi - di;
-        if ((j & 1) == 0) {
-          s0 += xi * xi;
-          n0 += e * e;
-        } else {
-          s1 += xi * xi;
-          n1 += e * e;
-        }
+      for (std::size_t j = 0; j < k; ++j) {
         const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
         if ((code & magnitude_mask) != t.max_code) continue;
+        const double xi = load(i + j), di = d[i + j];
         const double hi = std::fabs(di), half_step = hi * step / (2 * max);
         if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++s.clamped;
       }
     }
-    s.signal = s0 + s1;
-    s.noise = n0 + n1;
     return s;
   });
 }
@@ -206,7 +227,10 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
 
   // An exception may not leave an OpenMP region: the first one is carried out of it.
   std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic) num_threads(resolve_threads(run))
+#pragma omp parallel num_threads(resolve_threads(run))
+  {
+  Scratch scratch;
+#pragma omp for schedule(dynamic)
   for (std::int64_t k = 0; k < chunks; ++k) try {
     const std::int64_t u0 = k * per_chunk, u1 = std::min(units, u0 + per_chunk);
     const Shape before = shape_of(u0), shape = shape_of(u1 - u0);
@@ -222,10 +246,11 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
     sums[static_cast<std::size_t>(k)] =
         chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * unit) * dtype_size(x.dtype)),
                    make_view(r.payload.dtype(), pshape, at(r.payload, poff)),
-                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale);
+                   make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale, scratch);
   } catch (...) {
 #pragma omp critical(qexact_measure_error)
     if (!error) error = std::current_exception();
+  }
   }
   if (error) std::rethrow_exception(error);
   Sums total;
