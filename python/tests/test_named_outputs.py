@@ -17,6 +17,23 @@ AMAX = {"tensor_scale": "amax"}
 EXISTING = [p for p in QUANTIZE_PRESETS if FAMILY[p] not in ("fp8.scaled", "nvfp4")]
 
 
+def test_every_output_says_what_its_bytes_are():
+    """The core's OutputSpec codes, which the numpy and torch dtypes of the outputs follow."""
+    from qexact import _core
+    assert _core.output_codes("nvfp4.torchao", ["tensor_scale=amax"]) == [
+        ("payload", "e2m1x2"), ("scale", "e4m3"), ("tensor_scale", "f32")]
+    assert _core.output_codes("mxfp8.ascend", []) == [("payload", "e4m3"), ("scale", "e8m0")]
+    assert _core.output_codes("mx.ocp", ["element=e3m2"]) == [("payload", "e3m2"), ("scale", "e8m0")]
+    assert _core.output_codes("fp8.torchao.rowwise", ["element=e5m2"]) == [("payload", "e5m2"), ("scale", "f32")]
+    assert _core.output_codes("int8.token.blaze", ["scale_store=f16"]) == [("payload", "int8"), ("scale", "f16")]
+    assert _core.output_codes("hif4", []) == []
+    x = make_input("mx.ocp", shape=(4, 64))
+    payload, scale = qexact.quantize(x, "mx.ocp", element="e3m2")
+    assert payload.dtype.name == "float6_e3m2fn" and scale.dtype == np.uint8
+    payload, scale = qexact.quantize(make_input("nvfp4.torchao", shape=(4, 64)), "nvfp4.torchao")
+    assert payload.dtype == np.uint8 and scale.dtype.name == "float8_e4m3fn"
+
+
 def test_outputs_lists_the_specs_of_every_family():
     assert qexact.outputs("nvfp4.torchao", (4, 64), **AMAX) == [
         ("payload", "u8", (4, 32)), ("scale", "u8", (4, 4)), ("tensor_scale", "f32", ())]
