@@ -258,6 +258,7 @@ std::uint32_t AbsMaxBits(const Fp8Plan& p, std::int64_t offset, std::int64_t n) 
 // Codes of one run under a domain's scale: zeros, the plain vector path, or (a non-finite amax
 // or operand) each quotient with x86's NaN rules, then its code.
 HWY_INLINE void QuantizeRunUnder(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n) {
+  if (n == 0) return;  // an empty tensor's payload may be null, which memset must not be handed
   if (s.zero) {
     std::memset(p.payload + offset, 0, static_cast<std::size_t>(n));
   } else if (s.plain) {
