@@ -7,8 +7,7 @@
 #include <stdexcept>
 
 #include "contracts/family_table.hpp"
-#include "kernels/cpu/fp8_scaled/fp8_fast.hpp"
-#include "kernels/cpu/nvfp4/nvfp4_fast.hpp"
+#include "kernels/family_kernels.hpp"
 #include "plan/shard_domain.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -72,17 +71,15 @@ Tensor leading_rows(const Tensor& t, const Shape& shape) {
 
 // The fast kernels take the agreed amax as an argument: x is read once, never copied.
 QuantResult quantize_fast_with_amax(const Contract& c, const TensorView& x, float amax, int threads) {
+  const auto with_amax = family_kernels(c, "quantize").fast_quantize_with_amax;
+  if (!with_amax) throw std::logic_error("quantize_with_tensor_amax: the family has no tensor amax");
   const std::vector<OutputSpec> specs = output_specs(c, x.shape);
   QuantResult r;
   r.payload = Tensor::uninitialized(specs[0].dtype, specs[0].shape);
   r.scale = Tensor::uninitialized(specs[1].dtype, specs[1].shape);
-  if (c.family == Family::fp8_scaled) {
-    r.path = fast::quantize_fp8_scaled_into(c, x, r.payload.data<std::uint8_t>(), r.scale.data<float>(), threads, &amax);
-  } else {
-    r.tensor_scale = Tensor::uninitialized(specs[2].dtype, specs[2].shape);
-    r.path = fast::quantize_nvfp4_into(c, x, r.payload.data<std::uint8_t>(), r.scale.data<std::uint8_t>(),
-                                       r.tensor_scale.data<float>(), threads, &amax);
-  }
+  if (specs.size() > 2) r.tensor_scale = Tensor::uninitialized(specs[2].dtype, specs[2].shape);
+  const QuantOutputs out{r.payload.mutable_view(), r.scale.mutable_view(), r.tensor_scale.mutable_view()};
+  r.path = with_amax(c, x, out, amax, threads);
   return r;
 }
 

@@ -37,6 +37,11 @@ struct FamilyKernels {
   std::string (*fast_quantize_into)(const Contract& c, const TensorView& x, const QuantOutputs& out, int threads);
   void (*fast_dequantize_into)(const Contract& c, const QuantInputs& q, const Shape& x_shape, float* out,
                                int threads);
+  // The fast quantizer with the tensor amax given (the ranks' agreed one, at least x's own)
+  // instead of its own amax pass; null for a family without a tensor amax. Its checks are its
+  // own (x is a shard, `out` allocated from output_specs).
+  std::string (*fast_quantize_with_amax)(const Contract& c, const TensorView& x, const QuantOutputs& out, float amax,
+                                         int threads);
 };
 
 // The row of a quantizing family; throws bad_argument for hif4 and pool.
