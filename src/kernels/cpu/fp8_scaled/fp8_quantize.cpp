@@ -20,6 +20,7 @@
 
 #include <hwy/cache_control.h>
 
+#include "kernels/cpu/common/byte_code_writer-inl.h"
 #include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
 #include "kernels/cpu/common/scalar_load.hpp"  // load_scalar_f32
@@ -123,44 +124,6 @@ HWY_INLINE auto NeedsExactQuotient(VI ab) {
   const VI off = hn::And(hn::Add(ab, hn::Set(di, kGuard - G::kHalf)), hn::Set(di, (1 << G::kDrop) - 1));
   return hn::Or(hn::Lt(off, hn::Set(di, 2 * kGuard + 1)), hn::Lt(ab, hn::Set(di, G::kSubnormalBelow)));
 }
-
-// Writes the codes of a run's vectors: four vectors' bytes at a time, with one streaming store
-// where the destination is 64-byte aligned (the payload is not read again: no line is fetched
-// for it), else ordinary stores.
-class CodeWriter {
- public:
-  using D8 = hn::Rebind<std::uint8_t, DU>;
-  static constexpr std::int64_t kN = static_cast<std::int64_t>(hn::MaxLanes(DF()));
-
-  HWY_INLINE static void Store(VI code, std::uint8_t* out) {
-    hn::StoreU(hn::TruncateTo(D8(), hn::BitCast(DU(), code)), D8(), out);
-  }
-
-  HWY_INLINE static void Store4(VI c0, VI c1, VI c2, VI c3, std::uint8_t* out) {
-#if HWY_TARGET <= HWY_AVX3
-    if ((reinterpret_cast<std::uintptr_t>(out) & 63) == 0) {
-      const hn::Full256<std::uint8_t> d32;
-      const hn::Full512<std::uint8_t> d64;
-      const auto lo = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c1)), hn::TruncateTo(D8(), hn::BitCast(DU(), c0)));
-      const auto hi = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c3)), hn::TruncateTo(D8(), hn::BitCast(DU(), c2)));
-      hn::Stream(hn::Combine(d64, hi, lo), d64, out);
-      return;
-    }
-#endif
-    Store(c0, out);
-    Store(c1, out + kN);
-    Store(c2, out + 2 * kN);
-    Store(c3, out + 3 * kN);
-  }
-
-  // The first count bytes of a partial vector's codes.
-  HWY_INLINE static void StorePartial(VI code, std::int64_t count, std::uint8_t* out) {
-    HWY_ALIGN std::uint8_t tmp[kMaxLanes];
-    hn::StoreU(hn::TruncateTo(D8(), hn::BitCast(DU(), code)), D8(), tmp);
-    // count < Lanes <= sizeof tmp; the min makes that visible to GCC's overread check (ASan build).
-    std::memcpy(out, tmp, std::min(static_cast<std::size_t>(count), sizeof tmp));
-  }
-};
 
 // The quotient of a plain domain (finite amax, finite non-zero operand: no NaN can arise) and
 // its codes, one vector of input at a time.

@@ -1,0 +1,67 @@
+// Byte codes held in the int32 lanes of a vector (0..255 each), stored as one byte per lane:
+// the payload writer of the fast quantizers (a Highway per-target header: foreach_target
+// includes it once per target). Truncating a lane to its low byte is exact for such codes (one
+// vpmovdb on AVX-512, where a saturating demotion takes two packs). Callers that stream must
+// call hwy::FlushStream() before their threads' results are read.
+#if defined(QEXACT_KERNELS_CPU_COMMON_BYTE_CODE_WRITER_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_COMMON_BYTE_CODE_WRITER_INL_H_
+#undef QEXACT_KERNELS_CPU_COMMON_BYTE_CODE_WRITER_INL_H_
+#else
+#define QEXACT_KERNELS_CPU_COMMON_BYTE_CODE_WRITER_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Writes the codes of a run's vectors: four vectors' bytes at a time, with one streaming store
+// where the destination is 64-byte aligned (the payload is not read again: no line is fetched
+// for it), else ordinary stores.
+class CodeWriter {
+ public:
+  using DF = hn::ScalableTag<float>;
+  using DU = hn::RebindToUnsigned<DF>;
+  using VI = hn::Vec<hn::RebindToSigned<DF>>;
+  using D8 = hn::Rebind<std::uint8_t, DU>;
+  static constexpr std::int64_t kN = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+
+  HWY_INLINE static void Store(VI code, std::uint8_t* out) {
+    hn::StoreU(hn::TruncateTo(D8(), hn::BitCast(DU(), code)), D8(), out);
+  }
+
+  HWY_INLINE static void Store4(VI c0, VI c1, VI c2, VI c3, std::uint8_t* out) {
+#if HWY_TARGET <= HWY_AVX3
+    if ((reinterpret_cast<std::uintptr_t>(out) & 63) == 0) {
+      const hn::Full256<std::uint8_t> d32;
+      const hn::Full512<std::uint8_t> d64;
+      const auto lo = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c1)), hn::TruncateTo(D8(), hn::BitCast(DU(), c0)));
+      const auto hi = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c3)), hn::TruncateTo(D8(), hn::BitCast(DU(), c2)));
+      hn::Stream(hn::Combine(d64, hi, lo), d64, out);
+      return;
+    }
+#endif
+    Store(c0, out);
+    Store(c1, out + kN);
+    Store(c2, out + 2 * kN);
+    Store(c3, out + 3 * kN);
+  }
+
+  // The first count bytes of a partial vector's codes.
+  HWY_INLINE static void StorePartial(VI code, std::int64_t count, std::uint8_t* out) {
+    HWY_ALIGN std::uint8_t tmp[kN];
+    hn::StoreU(hn::TruncateTo(D8(), hn::BitCast(DU(), code)), D8(), tmp);
+    // count < Lanes <= sizeof tmp; the min makes that visible to GCC's overread check (ASan build).
+    std::memcpy(out, tmp, std::min(static_cast<std::size_t>(count), sizeof tmp));
+  }
+};
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // QEXACT_KERNELS_CPU_COMMON_BYTE_CODE_WRITER_INL_H_ toggle
