@@ -10,6 +10,9 @@
 
 #include <cstring>
 
+#include <hwy/cache_control.h>
+
+#include "kernels/cpu/common/byte_code_writer-inl.h"
 #include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/mx/mx_plan.hpp"
 #include "kernels/cpu/mx/mx_scale_bits.hpp"
@@ -113,6 +116,48 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   if (!kRneSaturate && p.signed_zero == SignedZero::underflow)  // a zero value (a -0.0 input) only
     sign = hn::IfThenZeroElse(hn::And(hn::Eq(code, hn::Zero(di)), hn::Eq(abs, hn::Zero(di))), sign);
   return hn::Or(code, sign);
+}
+
+// The grid of an 8-bit element (E4M3: 3 mantissa bits, bias 7, max 448; E5M2: 2, 15, 57344)
+// fixed at compile time, for the hot path of RNE saturating contracts: every shift, bias and
+// bound an immediate or a hoisted constant instead of a plan field.
+template <int kMbits>
+struct Fp8Grid {
+  static constexpr int kDrop = 23 - kMbits;
+  static constexpr int kBias = kMbits == 3 ? 7 : 15;
+  static constexpr std::int32_t kMaxBits = kMbits == 3 ? 0x43E00000 : 0x47600000;  // 448, 57344
+  static constexpr int kMaxCode = kMbits == 3 ? 0x7E : 0x7B;
+  // Half an element ulp less one, minus the exponent rebias (a multiple of the dropped bits).
+  static constexpr std::int32_t kRound = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << 23);
+  static constexpr std::int32_t kSubnormalBelow = (128 - kBias) << 23;  // 2^(1 - bias)
+  static constexpr std::int32_t kUnitsBits = (127 + kMbits + kBias - 1) << 23;  // 2^(mbits - e_min)
+
+  static bool matches(const MxPlan& p) {
+    return p.elem_bits == 8 && p.mbits == kMbits && p.bias == kBias && p.max_code == kMaxCode && !p.fp4;
+  }
+};
+
+// Codes (int32 lanes, sign not included) of finite non-negative scaled values q, RNE with
+// saturation: the same codes EncodeElements<true> gives such values. Clamping the bits at max
+// first saturates (every value above max rounds to max or past it); the normal grid rounds on
+// the integer bits; lanes below the smallest normal (zeros included) take the subnormal grid,
+// computed only for vectors that have one: q / 2^(e_min - mbits) < 2^mbits is exact, and adding
+// 2^23 rounds it to an integer (RNE) held in the low mantissa bits.
+template <int kMbits>
+HWY_INLINE VI EncodeMagnitudeFixed(VF q) {
+  using G = Fp8Grid<kMbits>;
+  const DF df;
+  const DI di;
+  const VI ab = hn::Min(hn::BitCast(di, q), hn::Set(di, G::kMaxBits));
+  const VI lsb = hn::And(hn::ShiftRight<G::kDrop>(ab), hn::Set(di, 1));
+  VI code = hn::ShiftRight<G::kDrop>(hn::Add(hn::Add(ab, hn::Set(di, G::kRound)), lsb));
+  const auto sub = hn::Lt(ab, hn::Set(di, G::kSubnormalBelow));
+  if (HWY_UNLIKELY(!hn::AllFalse(di, sub))) {
+    const VF units = hn::Mul(hn::BitCast(df, ab), hn::BitCast(df, hn::Set(di, G::kUnitsBits)));
+    code = hn::IfThenElse(sub, hn::Sub(hn::BitCast(di, hn::Add(units, hn::Set(df, 8388608.0f))), hn::Set(di, 0x4B000000)),
+                          code);
+  }
+  return code;
 }
 
 // Quantizes one group held in `src` (fp32, zero padded to the block); codes go to `codes`.
@@ -219,6 +264,27 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
   return gs.byte;
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// The floor rule's scale bytes (exponent of amax - emax) of kN groups whose amax bits are the
+// lanes of `amax`, stored at `scale`, and their power-of-two multipliers 2^(127 - byte) (the
+// exponent field 254 - byte, or the subnormal 2^-127 for byte 254). Returns false, having
+// written nothing, when a group is special (scale byte 0 or a non-finite amax): group_scale
+// applies the contract's rules for those.
+HWY_INLINE bool FloorBatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multipliers, std::uint8_t* HWY_RESTRICT scale) {
+  const DF df;
+  const DI di;
+  const VI byte = hn::Min(hn::Max(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)), hn::Zero(di)),
+                          hn::Set(di, 254));
+  if (!hn::AllFalse(di, hn::Or(hn::Gt(amax, hn::Set(di, kExpMask - 1)), hn::Eq(byte, hn::Zero(di))))) return false;
+  const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
+                                      hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
+  hn::Store(hn::BitCast(df, mult_bits), df, multipliers);
+  const hn::Rebind<std::uint8_t, DU> d8;
+  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), byte)), d8, scale);
+  return true;
+}
+#endif
+
 // One lane per group: kN consecutive whole groups of block 32 in one contiguous row, under the
 // floor rule (byte = exponent of amax - emax). The groups' maxima are reduced together (each
 // level of ConcatEven/ConcatOdd + Max halves both the vectors and the lanes per group, leaving
@@ -226,7 +292,7 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
 // vector, and the elements are encoded as in QuantizeFullGroup. Returns false, having written
 // nothing, when a group is special (scale byte 0 or a non-finite amax): the caller then runs
 // the groups one at a time, where group_scale applies the contract's rules for those.
-template <DType kDtype, bool kRneSaturate>
+template <DType kDtype, bool kRneSaturate, int kFixedMbits>
 HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
                                    std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
 #if HWY_TARGET == HWY_SCALAR
@@ -252,30 +318,104 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
     for (int v = 1; v < kPerGroup; ++v) m = hn::Max(m, hn::And(load_bits(j * kPerGroup + v), abs_mask));
     level[j] = m;
   }
-  const VI amax = LaneMaxima<kN>(di, level);
-  const VI byte = hn::Min(hn::Max(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)), hn::Zero(di)),
-                          hn::Set(di, 254));
-  if (!hn::AllFalse(di, hn::Or(hn::Gt(amax, hn::Set(di, kExpMask - 1)), hn::Eq(byte, hn::Zero(di))))) return false;
-  // 2^(127 - byte): the exponent field 254 - byte, or the subnormal 2^-127 for byte 254.
-  const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
-                                      hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
   HWY_ALIGN float multipliers[kN];
-  hn::Store(hn::BitCast(df, mult_bits), df, multipliers);
-  const hn::Rebind<std::uint8_t, DU> d8;
-  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), byte)), d8, scale);
+  if (!FloorBatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
+  const auto code_of = [&](int at) {
+    const VF mul = hn::Set(df, multipliers[at / kPerGroup]);
+    const VI bits = load_bits(at);
+    if constexpr (kFixedMbits != 0) {
+      // Finite groups only here: the magnitude's code, then the sign at bit 7.
+      const VI code = EncodeMagnitudeFixed<kFixedMbits>(hn::Mul(hn::BitCast(df, hn::And(bits, abs_mask)), mul));
+      return hn::OrAnd(code, hn::ShiftRight<24>(bits), hn::Set(di, 0x80));
+    } else {
+      return EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits), mul));
+    }
+  };
+  // 32 vectors of codes (kN groups of 32), four per store.
+  for (int at = 0; at < kN * kPerGroup; at += 4)
+    CodeWriter::Store4(code_of(at), code_of(at + 1), code_of(at + 2), code_of(at + 3), out + g0 * 32 + at * kN);
+  return true;
+#endif
+}
+
+// QuantizeGroupBatch for bf16 input and an 8-bit grid fixed at compile time (RNE, saturating,
+// signed zeros kept). A vector of 32-bit lanes loads twice as many bf16 elements: lane i holds
+// elements 2i (low half) and 2i+1 (high half), each an fp32 value once moved to the top (a
+// shift) or masked there. Their codes meet again in one 16-bit lane (even | odd << 8, the signs
+// from bits 15 and 31), so one narrowing store writes them in element order. Returns false,
+// having written nothing, for a batch with a special group (as QuantizeGroupBatch).
+template <int kMbits>
+HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
+                                       std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)row, (void)g0, (void)out, (void)scale;
+  return false;
+#else
+  const DF df;
+  const DI di;
+  const DU du;
+  using VU = hn::Vec<DU>;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(kN <= 16 && 16 % kN == 0, "a group of 32 bf16 is whole vectors");
+  constexpr int kPerGroup = 16 / kN;  // vectors of 2 * kN bf16 per group of 32
+  const std::uint8_t* src = row + g0 * 64;
+  const auto load = [&](int v) { return hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(src + v * kN * 4)); };
+  const VU magnitude = hn::Set(du, 0x7FFF7FFFu);
+  const VU high = hn::Set(du, 0xFFFF0000u);
+  const auto even = [&](VU a) { return hn::BitCast(df, hn::ShiftLeft<16>(a)); };
+  const auto odd = [&](VU a) { return hn::BitCast(df, hn::And(a, high)); };
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::Zero(di);
+    for (int v = 0; v < kPerGroup; ++v) {
+      const VU a = hn::And(load(j * kPerGroup + v), magnitude);
+      m = hn::Max(m, hn::Max(hn::BitCast(di, even(a)), hn::BitCast(di, odd(a))));
+    }
+    level[j] = m;
+  }
+  HWY_ALIGN float multipliers[kN];
+  if (!FloorBatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
+
+  const hn::Rebind<std::uint16_t, DU> d16;
+  const auto codes = [&](int v, VF mul) {
+    const VU x = load(v);
+    const VU a = hn::And(x, magnitude);
+    const VU ce = hn::BitCast(du, EncodeMagnitudeFixed<kMbits>(hn::Mul(even(a), mul)));
+    const VU co = hn::BitCast(du, EncodeMagnitudeFixed<kMbits>(hn::Mul(odd(a), mul)));
+    VU w = hn::Or(ce, hn::ShiftLeft<8>(co));
+    w = hn::OrAnd(w, hn::ShiftRight<8>(x), hn::Set(du, 0x80u));
+    w = hn::OrAnd(w, hn::ShiftRight<16>(x), hn::Set(du, 0x8000u));
+    return hn::TruncateTo(d16, w);
+  };
+  std::uint8_t* dst = out + g0 * 32;
+#if HWY_TARGET <= HWY_AVX3
+  // Two groups' 64 code bytes in one streaming store where the payload line is aligned (it is
+  // not read again: no line is fetched for it).
+  if ((reinterpret_cast<std::uintptr_t>(dst) & 63) == 0) {
+    static_assert(kPerGroup == 1, "AVX-512: one vector per group");
+    const hn::Full512<std::uint16_t> d512;
+    for (int j = 0; j < kN; j += 2) {
+      const auto lo = codes(j, hn::Set(df, multipliers[j]));
+      const auto hi = codes(j + 1, hn::Set(df, multipliers[j + 1]));
+      hn::Stream(hn::Combine(d512, hi, lo), d512, reinterpret_cast<std::uint16_t*>(dst + j * 32));
+    }
+    return true;
+  }
+#endif
   for (int j = 0; j < kN; ++j) {
     const VF mul = hn::Set(df, multipliers[j]);
     for (int v = 0; v < kPerGroup; ++v) {
       const int at = j * kPerGroup + v;
-      const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, load_bits(at)), mul));
-      hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + g0 * 32 + at * kN);
+      hn::StoreU(codes(at, mul), d16, reinterpret_cast<std::uint16_t*>(dst + at * 2 * kN));
     }
   }
   return true;
 #endif
 }
 
-template <DType kDtype, bool kRneSaturate>
+// kFixedMbits: 3 (E4M3) or 2 (E5M2) where batches encode on the grid fixed at compile time
+// (bf16 ones in QuantizeBf16GroupBatch); 0: none.
+template <DType kDtype, bool kRneSaturate, int kFixedMbits>
 void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last) {
   // A local copy: the byte stores below may alias anything, which would make the compiler
   // reload every plan field after each of them.
@@ -319,8 +459,13 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
     if (batched && (g + kBatch) * p.block <= p.k && flat + kBatch <= last) {
       done = kBatch;
       PrefetchAheadBytes(row_ptr + g * 32 * static_cast<std::int64_t>(kSize), kBatch * 32 * static_cast<std::int64_t>(kSize));
-      if (!QuantizeGroupBatch<kDtype, kRneSaturate>(p, row_ptr, g, p.payload + row * p.payload_row_bytes,
-                                                     p.scale + mx_scale_offset(p, row, g)))
+      std::uint8_t* out = p.payload + row * p.payload_row_bytes;
+      std::uint8_t* scale = p.scale + mx_scale_offset(p, row, g);
+      bool done_batch;
+      if constexpr (kFixedMbits != 0 && kDtype == DType::bf16)
+        done_batch = QuantizeBf16GroupBatch<kFixedMbits>(p, row_ptr, g, out, scale);
+      else done_batch = QuantizeGroupBatch<kDtype, kRneSaturate, kFixedMbits>(p, row_ptr, g, out, scale);
+      if (!done_batch)
         for (std::int64_t j = 0; j < kBatch; ++j) one_group(g + j);
     } else {
       one_group(g);
@@ -339,16 +484,19 @@ template <DType kDtype>
 void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
   const bool rne_saturate =
       p.rounding == Rounding::rne && p.overflow == Overflow::saturate && p.signed_zero == SignedZero::keep;
-  if (rne_saturate) QuantizeGroupsOf<kDtype, true>(p, first, last);
-  else QuantizeGroupsOf<kDtype, false>(p, first, last);
+  if (!rne_saturate) return QuantizeGroupsOf<kDtype, false, 0>(p, first, last);
+  if (Fp8Grid<3>::matches(p)) return QuantizeGroupsOf<kDtype, true, 3>(p, first, last);
+  if (Fp8Grid<2>::matches(p)) return QuantizeGroupsOf<kDtype, true, 2>(p, first, last);
+  QuantizeGroupsOf<kDtype, true, 0>(p, first, last);
 }
 
 void QuantizeMxGroups(const MxPlan& p, std::int64_t first, std::int64_t last) {
   switch (p.dtype) {
-    case DType::f32: return QuantizeGroupsOf<DType::f32>(p, first, last);
-    case DType::bf16: return QuantizeGroupsOf<DType::bf16>(p, first, last);
-    default: return QuantizeGroupsOf<DType::f16>(p, first, last);
+    case DType::f32: QuantizeGroupsOf<DType::f32>(p, first, last); break;
+    case DType::bf16: QuantizeGroupsOf<DType::bf16>(p, first, last); break;
+    default: QuantizeGroupsOf<DType::f16>(p, first, last); break;
   }
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
