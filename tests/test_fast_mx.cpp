@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -122,11 +123,12 @@ TEST_P(FastMx, LargeAwkwardShapesAndThreadCounts) {
     for (auto& v : f) v = normal(rng) * (rng() % 8 == 0 ? 1e3f : 1.0f);
     std::vector<std::uint16_t> b(f.size());
     for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
-    for (const char* preset : {"mxfp8.ascend", "mx.ocp", "mx.ocp.e2m1", "mxfp8.torchao.rceil"}) {
-      const Contract c = make_contract(preset);
+    for (const Contract& c : {make_contract("mxfp8.ascend"), make_contract("mx.ocp"), make_contract("mx.ocp.e2m1"),
+                              make_contract("mxfp8.torchao.rceil"), make_contract("mxfp8.te"),
+                              make_contract("mx.ocp", {"scale_rule=ceil"}), make_contract("mx.ocp", {"scale_rule=even"})}) {
       for (int threads : {1, 2, 3, 7}) {
-        expect_same(c, make_view(DType::f32, s, f.data()), threads, std::string(preset) + " f32 " + shape_str(s));
-        expect_same(c, make_view(DType::bf16, s, b.data()), threads, std::string(preset) + " bf16 " + shape_str(s));
+        expect_same(c, make_view(DType::f32, s, f.data()), threads, label(c) + " f32 " + shape_str(s));
+        expect_same(c, make_view(DType::bf16, s, b.data()), threads, label(c) + " bf16 " + shape_str(s));
       }
     }
   }
@@ -150,12 +152,52 @@ TEST_P(FastMx, SpecialGroupsInsideBatchesOfGroups) {
   std::vector<std::uint16_t> b(f.size());
   for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
   const Shape s{6, k};
-  for (const char* preset : {"mxfp8.ascend", "mxfp8.torchao.floor", "mx.ocp", "mx.ocp.e5m2", "mxfp8.te"}) {
-    const Contract c = make_contract(preset);
+  // Every scale rule the batches compute (floor, ceil, even, rceil by division and by reciprocal).
+  const Contract contracts[] = {make_contract("mxfp8.ascend"),        make_contract("mxfp8.torchao.floor"),
+                                make_contract("mx.ocp"),              make_contract("mx.ocp.e5m2"),
+                                make_contract("mxfp8.te"),            make_contract("mxfp8.torchao.rceil"),
+                                make_contract("mx.ocp", {"scale_rule=ceil"}), make_contract("mx.ocp", {"scale_rule=even"}),
+                                make_contract("mx.ocp.e5m2", {"scale_rule=even"})};
+  for (const Contract& c : contracts) {
     for (int threads : {1, 3}) {
-      expect_same(c, make_view(DType::f32, s, f.data()), threads, std::string(preset) + " f32 special groups");
-      expect_same(c, make_view(DType::bf16, s, b.data()), threads, std::string(preset) + " bf16 special groups");
+      expect_same(c, make_view(DType::f32, s, f.data()), threads, label(c) + " f32 special groups");
+      expect_same(c, make_view(DType::bf16, s, b.data()), threads, label(c) + " bf16 special groups");
     }
+  }
+}
+
+// The scale rules' rounding edges inside batches of groups: amaxes a few ulps around 2^k times
+// the element's max (RCEIL's ratio amax / max, or amax * (1 / max), lands on a power of two,
+// just above or just below one), around a power of two (CEIL's mantissa test, EVEN's
+// half-binade) and around max * 2^-127 (a subnormal ratio, which rounds up only above half of
+// 2^-126). One group per amax, 32 groups per row: batches on every target.
+TEST_P(FastMx, ScaleRuleEdgesInsideBatches) {
+  std::vector<float> amaxes;
+  for (const float base : {448.0f, 57344.0f, 1.0f, 1.5f})
+    for (const int k : {-127, -126, -125, -119, -3, 0, 5}) {
+      float a = std::ldexp(base, k);
+      for (int i = 0; i < 8; ++i) a = std::nextafter(a, 0.0f);
+      for (int i = 0; i < 17; ++i, a = std::nextafter(a, std::numeric_limits<float>::infinity()))
+        if (std::isnormal(a)) amaxes.push_back(a);
+    }
+  // Rows of 32 groups: group g holds its amax at lane g % 32 (negated on odd groups), the rest
+  // smaller values of both signs.
+  const std::int64_t k = 32 * 32;
+  const std::int64_t rows = (static_cast<std::int64_t>(amaxes.size()) + 31) / 32;
+  std::vector<float> f(static_cast<std::size_t>(rows * k));
+  for (std::int64_t g = 0; g < rows * 32; ++g) {
+    const float a = amaxes[static_cast<std::size_t>(g) % amaxes.size()];
+    for (int i = 0; i < 32; ++i) f[static_cast<std::size_t>(g * 32 + i)] = a * (i % 2 ? -0.3f : 0.7f) * (1.0f - i / 64.0f);
+    f[static_cast<std::size_t>(g * 32 + g % 32)] = g % 2 ? -a : a;
+  }
+  std::vector<std::uint16_t> b(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
+  const Shape s{rows, k};
+  for (const Contract& c : {make_contract("mxfp8.torchao.rceil"), make_contract("mxfp8.te"),
+                            make_contract("mx.ocp", {"scale_rule=ceil"}), make_contract("mx.ocp", {"scale_rule=even"}),
+                            make_contract("mx.ocp.e5m2", {"scale_rule=rceil"}), make_contract("mxfp8.ascend")}) {
+    expect_same(c, make_view(DType::f32, s, f.data()), 2, label(c) + " f32 rule edges");
+    expect_same(c, make_view(DType::bf16, s, b.data()), 2, label(c) + " bf16 rule edges");
   }
 }
 

@@ -265,17 +265,48 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
 }
 
 #if HWY_TARGET != HWY_SCALAR
-// The floor rule's scale bytes (exponent of amax - emax) of kN groups whose amax bits are the
-// lanes of `amax`, stored at `scale`, and their power-of-two multipliers 2^(127 - byte) (the
-// exponent field 254 - byte, or the subnormal 2^-127 for byte 254). Returns false, having
-// written nothing, when a group is special (scale byte 0 or a non-finite amax): group_scale
-// applies the contract's rules for those.
-HWY_INLINE bool FloorBatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multipliers, std::uint8_t* HWY_RESTRICT scale) {
+// The scale bytes of kN groups whose amax bits are the lanes of `amax`, under the contract's
+// rule (as scale_byte_from_bits, lane by lane; not the fp32-log2 floor), stored at `scale`, and
+// their power-of-two multipliers 2^(127 - byte) (the exponent field 254 - byte, or the
+// subnormal 2^-127 for byte 254). Returns false, having written nothing, when a group is
+// special (scale byte 0 or a non-finite amax): group_scale applies the contract's rules there.
+HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multipliers, std::uint8_t* HWY_RESTRICT scale) {
   const DF df;
   const DI di;
-  const VI byte = hn::Min(hn::Max(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)), hn::Zero(di)),
-                          hn::Set(di, 254));
-  if (!hn::AllFalse(di, hn::Or(hn::Gt(amax, hn::Set(di, kExpMask - 1)), hn::Eq(byte, hn::Zero(di))))) return false;
+  if (!hn::AllFalse(di, hn::Gt(amax, hn::Set(di, kExpMask - 1)))) return false;
+  const VI zero = hn::Zero(di), one = hn::Set(di, 1), top = hn::Set(di, 254);
+  const VI mantissa_mask = hn::Set(di, 0x7FFFFF);
+  const auto clamp = [&](VI b) { return hn::Min(hn::Max(b, zero), top); };
+  VI byte;
+  switch (p.rule) {
+    case ScaleRule::floor:
+      byte = clamp(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)));
+      break;
+    case ScaleRule::ceil: {
+      const VI up = hn::IfThenElseZero(hn::Ne(hn::And(amax, mantissa_mask), zero), one);
+      byte = clamp(hn::Sub(hn::Add(hn::ShiftRight<23>(amax), up), hn::Set(di, p.emax)));
+      break;
+    }
+    case ScaleRule::even: {
+      const VI rounded = hn::And(hn::Add(amax, hn::Set(di, 1 << (22 - p.mbits))), hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
+      byte = clamp(hn::Sub(hn::ShiftRight<23>(rounded), hn::Set(di, p.emax)));
+      break;
+    }
+    case ScaleRule::rceil: {
+      const VF a = hn::BitCast(df, amax);
+      const VI d = hn::BitCast(di, p.ratio_reciprocal ? hn::Mul(a, hn::Set(df, p.inv_max_value))
+                                                      : hn::Div(a, hn::Set(df, p.max_value)));
+      const VI de = hn::ShiftRight<23>(d);
+      const VI mant = hn::And(d, mantissa_mask);
+      // A subnormal ratio rounds up above half of 2^-126 only (as the scalar rule).
+      const auto subnormal = hn::Eq(de, zero);
+      const auto up = hn::Or(hn::And(subnormal, hn::Gt(mant, hn::Set(di, 0x400000))),
+                             hn::AndNot(subnormal, hn::Ne(mant, zero)));
+      byte = hn::Min(hn::Add(de, hn::IfThenElseZero(up, one)), top);
+      break;
+    }
+  }
+  if (!hn::AllFalse(di, hn::Eq(byte, zero))) return false;
   const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
                                       hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
   hn::Store(hn::BitCast(df, mult_bits), df, multipliers);
@@ -285,8 +316,8 @@ HWY_INLINE bool FloorBatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT m
 }
 #endif
 
-// One lane per group: kN consecutive whole groups of block 32 in one contiguous row, under the
-// floor rule (byte = exponent of amax - emax). The groups' maxima are reduced together (each
+// One lane per group: kN consecutive whole groups of block 32 in one contiguous row (scale
+// bytes from BatchScales, lane by lane). The groups' maxima are reduced together (each
 // level of ConcatEven/ConcatOdd + Max halves both the vectors and the lanes per group, leaving
 // group j's max in lane j), the scale bytes and power-of-two multipliers come out of one
 // vector, and the elements are encoded as in QuantizeFullGroup. Returns false, having written
@@ -319,7 +350,7 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
     level[j] = m;
   }
   HWY_ALIGN float multipliers[kN];
-  if (!FloorBatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
+  if (!BatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
   const auto code_of = [&](int at) {
     const VF mul = hn::Set(df, multipliers[at / kPerGroup]);
     const VI bits = load_bits(at);
@@ -374,7 +405,7 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
     level[j] = m;
   }
   HWY_ALIGN float multipliers[kN];
-  if (!FloorBatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
+  if (!BatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
 
   const hn::Rebind<std::uint16_t, DU> d16;
   const auto codes = [&](int v, VF mul) {
@@ -425,9 +456,9 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
   // Byte-wide codes from a contiguous row take the register path.
   const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
-  // Groups of 32 from a contiguous row, floor rule, scale bytes of a row contiguous: kN at a time.
+  // Groups of 32 from a contiguous row, scale bytes of a row contiguous: kN at a time.
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
-  const bool batched = direct && p.block == 32 && p.rule == ScaleRule::floor && !p.log2_fp32 &&
+  const bool batched = direct && p.block == 32 && !p.log2_fp32 &&
                        p.layout != ScaleLayout::swizzled && kBatch > 1;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
