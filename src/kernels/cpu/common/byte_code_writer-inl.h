@@ -38,11 +38,14 @@ class CodeWriter {
   HWY_INLINE static void Store4(VI c0, VI c1, VI c2, VI c3, std::uint8_t* out) {
 #if HWY_TARGET <= HWY_AVX3
     if ((reinterpret_cast<std::uintptr_t>(out) & 63) == 0) {
-      const hn::Full256<std::uint8_t> d32;
-      const hn::Full512<std::uint8_t> d64;
-      const auto lo = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c1)), hn::TruncateTo(D8(), hn::BitCast(DU(), c0)));
-      const auto hi = hn::Combine(d32, hn::TruncateTo(D8(), hn::BitCast(DU(), c3)), hn::TruncateTo(D8(), hn::BitCast(DU(), c2)));
-      hn::Stream(hn::Combine(d64, hi, lo), d64, out);
+      // Two saturating packs (exact: codes are 0..255) leave, in each 128-bit lane L, the four
+      // codes of lanes 4L..4L+3 of c0, then of c1, c2, c3; one dword permutation puts them in
+      // order. Four instructions for 64 codes, where narrowing each vector takes two.
+      const __m512i c01 = _mm512_packus_epi32(c0.raw, c1.raw);
+      const __m512i c23 = _mm512_packus_epi32(c2.raw, c3.raw);
+      const __m512i packed = _mm512_packus_epi16(c01, c23);
+      const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out), _mm512_permutexvar_epi32(order, packed));
       return;
     }
 #endif

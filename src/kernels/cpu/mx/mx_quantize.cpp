@@ -408,15 +408,15 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
   if (!BatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
 
   const hn::Rebind<std::uint16_t, DU> d16;
-  const auto codes = [&](int v, VF mul) {
+  // The 16-bit code pairs of vector v, in 32-bit lanes.
+  const auto pairs = [&](int v, VF mul) {
     const VU x = load(v);
     const VU a = hn::And(x, magnitude);
     const VU ce = hn::BitCast(du, EncodeMagnitudeFixed<kMbits>(hn::Mul(even(a), mul)));
     const VU co = hn::BitCast(du, EncodeMagnitudeFixed<kMbits>(hn::Mul(odd(a), mul)));
     VU w = hn::Or(ce, hn::ShiftLeft<8>(co));
     w = hn::OrAnd(w, hn::ShiftRight<8>(x), hn::Set(du, 0x80u));
-    w = hn::OrAnd(w, hn::ShiftRight<16>(x), hn::Set(du, 0x8000u));
-    return hn::TruncateTo(d16, w);
+    return hn::OrAnd(w, hn::ShiftRight<16>(x), hn::Set(du, 0x8000u));
   };
   std::uint8_t* dst = out + g0 * 32;
 #if HWY_TARGET <= HWY_AVX3
@@ -424,11 +424,14 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
   // not read again: no line is fetched for it).
   if ((reinterpret_cast<std::uintptr_t>(dst) & 63) == 0) {
     static_assert(kPerGroup == 1, "AVX-512: one vector per group");
-    const hn::Full512<std::uint16_t> d512;
+    // One saturating pack (exact: the pairs are 16-bit) leaves, in each 128-bit lane L, group j's
+    // pairs 4L..4L+3 then group j+1's; one qword permutation puts them in order.
+    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
     for (int j = 0; j < kN; j += 2) {
-      const auto lo = codes(j, hn::Set(df, multipliers[j]));
-      const auto hi = codes(j + 1, hn::Set(df, multipliers[j + 1]));
-      hn::Stream(hn::Combine(d512, hi, lo), d512, reinterpret_cast<std::uint16_t*>(dst + j * 32));
+      const VU lo = pairs(j, hn::Set(df, multipliers[j]));
+      const VU hi = pairs(j + 1, hn::Set(df, multipliers[j + 1]));
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + j * 32),
+                          _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo.raw, hi.raw)));
     }
     return true;
   }
@@ -437,7 +440,7 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
     const VF mul = hn::Set(df, multipliers[j]);
     for (int v = 0; v < kPerGroup; ++v) {
       const int at = j * kPerGroup + v;
-      hn::StoreU(codes(at, mul), d16, reinterpret_cast<std::uint16_t*>(dst + at * 2 * kN));
+      hn::StoreU(hn::TruncateTo(d16, pairs(at, mul)), d16, reinterpret_cast<std::uint16_t*>(dst + at * 2 * kN));
     }
   }
   return true;
