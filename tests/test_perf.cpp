@@ -45,6 +45,8 @@ void expect_bad_argument(F&& f, const std::string& word) {
 TEST(PerfKernelList, HoldsTheIssuesKernels) {
   const std::set<std::pair<std::string, Op>> wanted = {{"mxfp8.ascend", Op::quantize},
                                                        {"mxfp8.torchao.floor", Op::quantize},
+                                                       {"mxfp8.te", Op::quantize},
+                                                       {"mx.ocp.e2m1", Op::quantize},
                                                        {"int8.token.blaze", Op::quantize},
                                                        {"int8.block.ascend", Op::quantize},
                                                        {"q8_0.ggml", Op::quantize},

@@ -32,6 +32,8 @@ Shape layout_shape(Layout layout, std::int64_t elements);
 #define QEXACT_PERF_KERNELS(X)                                                                           \
   X(mxfp8_ascend_quantize, "mxfp8.ascend", "", quantize, bf16, rows, 0.9)                                \
   X(mxfp8_torchao_floor_quantize, "mxfp8.torchao.floor", "", quantize, bf16, rows, 0.9)                  \
+  X(mxfp8_te_quantize, "mxfp8.te", "", quantize, bf16, rows, 0.9)                                        \
+  X(mxfp4_ocp_quantize, "mx.ocp.e2m1", "", quantize, bf16, rows, 0.0)                                    \
   X(int8_token_blaze_quantize, "int8.token.blaze", "", quantize, bf16, rows, 0.9)                        \
   X(int8_block_ascend_quantize, "int8.block.ascend", "", quantize, bf16, heads, 0.9)                     \
   X(q8_0_ggml_quantize, "q8_0.ggml", "", quantize, f32, rows, 0.0)                                       \

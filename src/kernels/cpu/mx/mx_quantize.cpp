@@ -118,23 +118,31 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
   return hn::Or(code, sign);
 }
 
-// The grid of an 8-bit element (E4M3: 3 mantissa bits, bias 7, max 448; E5M2: 2, 15, 57344)
-// fixed at compile time, for the hot path of RNE saturating contracts: every shift, bias and
-// bound an immediate or a hoisted constant instead of a plan field.
-template <int kMbits>
-struct Fp8Grid {
+// An element grid fixed at compile time, for the hot path of RNE saturating contracts: every
+// shift, bias and bound an immediate or a hoisted constant instead of a plan field. kBits is
+// the code's width (sign included), kMaxBits the fp32 bits of the largest finite value.
+template <int kCodeBits, int kMbits, int kBiasValue, std::int32_t kMaxValueBits, int kMaxCodeValue>
+struct FixedGrid {
+  static constexpr int kBits = kCodeBits;
   static constexpr int kDrop = 23 - kMbits;
-  static constexpr int kBias = kMbits == 3 ? 7 : 15;
-  static constexpr std::int32_t kMaxBits = kMbits == 3 ? 0x43E00000 : 0x47600000;  // 448, 57344
-  static constexpr int kMaxCode = kMbits == 3 ? 0x7E : 0x7B;
+  static constexpr int kBias = kBiasValue;
+  static constexpr std::int32_t kMaxBits = kMaxValueBits;
+  static constexpr int kMaxCode = kMaxCodeValue;
   // Half an element ulp less one, minus the exponent rebias (a multiple of the dropped bits).
   static constexpr std::int32_t kRound = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << 23);
   static constexpr std::int32_t kSubnormalBelow = (128 - kBias) << 23;  // 2^(1 - bias)
   static constexpr std::int32_t kUnitsBits = (127 + kMbits + kBias - 1) << 23;  // 2^(mbits - e_min)
 
   static bool matches(const MxPlan& p) {
-    return p.elem_bits == 8 && p.mbits == kMbits && p.bias == kBias && p.max_code == kMaxCode && !p.fp4;
+    return p.elem_bits == kBits && p.mbits == kMbits && p.bias == kBias && p.max_code == kMaxCode &&
+           float_bits(p.max_value) == static_cast<std::uint32_t>(kMaxBits);
   }
+};
+using E4M3Grid = FixedGrid<8, 3, 7, 0x43E00000, 0x7E>;  // max 448
+using E5M2Grid = FixedGrid<8, 2, 15, 0x47600000, 0x7B>;  // max 57344
+using E2M1Grid = FixedGrid<4, 1, 1, 0x40C00000, 0x7>;    // max 6
+struct NoGrid {  // the grid comes from the plan
+  static constexpr int kBits = 0;
 };
 
 // Codes (int32 lanes, sign not included) of finite non-negative scaled values q, RNE with
@@ -143,9 +151,8 @@ struct Fp8Grid {
 // the integer bits; lanes below the smallest normal (zeros included) take the subnormal grid,
 // computed only for vectors that have one: q / 2^(e_min - mbits) < 2^mbits is exact, and adding
 // 2^23 rounds it to an integer (RNE) held in the low mantissa bits.
-template <int kMbits>
+template <class G>
 HWY_INLINE VI EncodeMagnitudeFixed(VF q) {
-  using G = Fp8Grid<kMbits>;
   const DF df;
   const DI di;
   const VI ab = hn::Min(hn::BitCast(di, q), hn::Set(di, G::kMaxBits));
@@ -323,7 +330,7 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
 // vector, and the elements are encoded as in QuantizeFullGroup. Returns false, having written
 // nothing, when a group is special (scale byte 0 or a non-finite amax): the caller then runs
 // the groups one at a time, where group_scale applies the contract's rules for those.
-template <DType kDtype, bool kRneSaturate, int kFixedMbits>
+template <DType kDtype, bool kRneSaturate, class Grid>
 HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
                                    std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
 #if HWY_TARGET == HWY_SCALAR
@@ -354,9 +361,9 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
   const auto code_of = [&](int at) {
     const VF mul = hn::Set(df, multipliers[at / kPerGroup]);
     const VI bits = load_bits(at);
-    if constexpr (kFixedMbits != 0) {
+    if constexpr (Grid::kBits == 8) {
       // Finite groups only here: the magnitude's code, then the sign at bit 7.
-      const VI code = EncodeMagnitudeFixed<kFixedMbits>(hn::Mul(hn::BitCast(df, hn::And(bits, abs_mask)), mul));
+      const VI code = EncodeMagnitudeFixed<Grid>(hn::Mul(hn::BitCast(df, hn::And(bits, abs_mask)), mul));
       return hn::OrAnd(code, hn::ShiftRight<24>(bits), hn::Set(di, 0x80));
     } else {
       return EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits), mul));
@@ -369,13 +376,14 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
 #endif
 }
 
-// QuantizeGroupBatch for bf16 input and an 8-bit grid fixed at compile time (RNE, saturating,
-// signed zeros kept). A vector of 32-bit lanes loads twice as many bf16 elements: lane i holds
+// QuantizeGroupBatch for bf16 input and a grid fixed at compile time (RNE, saturating, signed
+// zeros kept). A vector of 32-bit lanes loads twice as many bf16 elements: lane i holds
 // elements 2i (low half) and 2i+1 (high half), each an fp32 value once moved to the top (a
-// shift) or masked there. Their codes meet again in one 16-bit lane (even | odd << 8, the signs
-// from bits 15 and 31), so one narrowing store writes them in element order. Returns false,
-// having written nothing, for a batch with a special group (as QuantizeGroupBatch).
-template <int kMbits>
+// shift) or masked there. Their codes meet again in one lane, in element order: 8-bit codes as
+// a 16-bit pair (even | odd << 8, the signs from bits 15 and 31), 4-bit codes as the byte the
+// payload holds (even | odd << 4: element 2k in the low nibble). Returns false, having written
+// nothing, for a batch with a special group (as QuantizeGroupBatch).
+template <class Grid>
 HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
                                        std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
 #if HWY_TARGET == HWY_SCALAR
@@ -407,17 +415,26 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
   HWY_ALIGN float multipliers[kN];
   if (!BatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
 
-  const hn::Rebind<std::uint16_t, DU> d16;
-  // The 16-bit code pairs of vector v, in 32-bit lanes.
+  // The codes of vector v's element pairs, one pair per 32-bit lane.
   const auto pairs = [&](int v, VF mul) {
     const VU x = load(v);
     const VU a = hn::And(x, magnitude);
-    const VU ce = hn::BitCast(du, EncodeMagnitudeFixed<kMbits>(hn::Mul(even(a), mul)));
-    const VU co = hn::BitCast(du, EncodeMagnitudeFixed<kMbits>(hn::Mul(odd(a), mul)));
-    VU w = hn::Or(ce, hn::ShiftLeft<8>(co));
-    w = hn::OrAnd(w, hn::ShiftRight<8>(x), hn::Set(du, 0x80u));
-    return hn::OrAnd(w, hn::ShiftRight<16>(x), hn::Set(du, 0x8000u));
+    const VU ce = hn::BitCast(du, EncodeMagnitudeFixed<Grid>(hn::Mul(even(a), mul)));
+    const VU co = hn::BitCast(du, EncodeMagnitudeFixed<Grid>(hn::Mul(odd(a), mul)));
+    constexpr int kB = Grid::kBits;
+    // Even sign: bit 15 to bit kB - 1; odd sign: bit 31 to bit 2 kB - 1.
+    const VU w = hn::OrAnd(hn::Or(ce, hn::ShiftLeft<kB>(co)), hn::ShiftRight<16 - kB>(x), hn::Set(du, 1u << (kB - 1)));
+    return hn::OrAnd(w, hn::ShiftRight<32 - 2 * kB>(x), hn::Set(du, 1u << (2 * kB - 1)));
   };
+  if constexpr (Grid::kBits == 4) {
+    // A group's 32 codes are 16 payload bytes: kPerGroup vectors of kN bytes, four per store.
+    std::uint8_t* dst = out + g0 * 16;
+    const auto byte_codes = [&](int at) { return hn::BitCast(di, pairs(at, hn::Set(df, multipliers[at / kPerGroup]))); };
+    for (int at = 0; at < kN * kPerGroup; at += 4)
+      CodeWriter::Store4(byte_codes(at), byte_codes(at + 1), byte_codes(at + 2), byte_codes(at + 3), dst + at * kN);
+    return true;
+  }
+  const hn::Rebind<std::uint16_t, DU> d16;
   std::uint8_t* dst = out + g0 * 32;
 #if HWY_TARGET <= HWY_AVX3
   // Two groups' 64 code bytes in one streaming store where the payload line is aligned (it is
@@ -447,9 +464,9 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
 #endif
 }
 
-// kFixedMbits: 3 (E4M3) or 2 (E5M2) where batches encode on the grid fixed at compile time
-// (bf16 ones in QuantizeBf16GroupBatch); 0: none.
-template <DType kDtype, bool kRneSaturate, int kFixedMbits>
+// Grid: the element grid fixed at compile time for batches (bf16 ones in
+// QuantizeBf16GroupBatch; 4-bit codes only there), or NoGrid.
+template <DType kDtype, bool kRneSaturate, class Grid>
 void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last) {
   // A local copy: the byte stores below may alias anything, which would make the compiler
   // reload every plan field after each of them.
@@ -461,7 +478,8 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
   // Groups of 32 from a contiguous row, scale bytes of a row contiguous: kN at a time.
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
-  const bool batched = direct && p.block == 32 && !p.log2_fp32 &&
+  constexpr bool kFp4Batches = Grid::kBits == 4 && kDtype == DType::bf16;
+  const bool batched = (direct || (kFp4Batches && p.col_stride == 1)) && p.block == 32 && !p.log2_fp32 &&
                        p.layout != ScaleLayout::swizzled && kBatch > 1;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
@@ -496,9 +514,12 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
       std::uint8_t* out = p.payload + row * p.payload_row_bytes;
       std::uint8_t* scale = p.scale + mx_scale_offset(p, row, g);
       bool done_batch;
-      if constexpr (kFixedMbits != 0 && kDtype == DType::bf16)
-        done_batch = QuantizeBf16GroupBatch<kFixedMbits>(p, row_ptr, g, out, scale);
-      else done_batch = QuantizeGroupBatch<kDtype, kRneSaturate, kFixedMbits>(p, row_ptr, g, out, scale);
+      if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
+        done_batch = QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
+      else if constexpr (Grid::kBits == 4)
+        done_batch = false;  // not reached: 4-bit batches are bf16 ones
+      else
+        done_batch = QuantizeGroupBatch<kDtype, kRneSaturate, Grid>(p, row_ptr, g, out, scale);
       if (!done_batch)
         for (std::int64_t j = 0; j < kBatch; ++j) one_group(g + j);
     } else {
@@ -518,10 +539,11 @@ template <DType kDtype>
 void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
   const bool rne_saturate =
       p.rounding == Rounding::rne && p.overflow == Overflow::saturate && p.signed_zero == SignedZero::keep;
-  if (!rne_saturate) return QuantizeGroupsOf<kDtype, false, 0>(p, first, last);
-  if (Fp8Grid<3>::matches(p)) return QuantizeGroupsOf<kDtype, true, 3>(p, first, last);
-  if (Fp8Grid<2>::matches(p)) return QuantizeGroupsOf<kDtype, true, 2>(p, first, last);
-  QuantizeGroupsOf<kDtype, true, 0>(p, first, last);
+  if (!rne_saturate) return QuantizeGroupsOf<kDtype, false, NoGrid>(p, first, last);
+  if (E4M3Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E4M3Grid>(p, first, last);
+  if (E5M2Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E5M2Grid>(p, first, last);
+  if (kDtype == DType::bf16 && E2M1Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E2M1Grid>(p, first, last);
+  QuantizeGroupsOf<kDtype, true, NoGrid>(p, first, last);
 }
 
 void QuantizeMxGroups(const MxPlan& p, std::int64_t first, std::int64_t last) {
