@@ -36,6 +36,11 @@ HWY_INLINE void PrefetchAheadBytes(const void* at, std::int64_t bytes) {
   for (std::int64_t off = 0; off < bytes; off += 64) PrefetchAhead(static_cast<const std::uint8_t*>(at) + off);
 }
 
+// The `bytes` contiguous bytes from `at` themselves (a kernel that knows what it reads next).
+HWY_INLINE void PrefetchBytes(const void* at, std::int64_t bytes) {
+  for (std::int64_t off = 0; off < bytes; off += 64) hwy::Prefetch(static_cast<const std::uint8_t*>(at) + off);
+}
+
 // fp32 value of IEEE half bits held in 32-bit lanes: subnormals, inf and NaN included.
 template <class DF>
 HWY_INLINE hn::Vec<DF> WidenHalfBits(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h) {

@@ -151,14 +151,16 @@ class PlainEncoder {
 
 // Codes of n elements of dtype kDtype from `src` into `out`, four vectors per step.
 template <DType kDtype, class Encoder>
-HWY_INLINE void EncodeRun(const Encoder& encode, const std::uint8_t* src, std::int64_t n, std::uint8_t* out) {
+// `ahead`: how far ahead of the vectors read the input is prefetched, in bytes.
+HWY_INLINE void EncodeRun(const Encoder& encode, const std::uint8_t* src, std::int64_t n, std::uint8_t* out,
+                          std::int64_t ahead) {
   const DF df;
   constexpr std::int64_t kN = CodeWriter::kN;
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   std::int64_t i = 0;
   for (; i + 4 * kN <= n; i += 4 * kN) {
     const std::uint8_t* at = src + i * kSize;
-    PrefetchAheadBytes(at, 4 * kN * kSize);
+    PrefetchBytes(at + ahead, 4 * kN * kSize);
     CodeWriter::Store4(encode(LoadWidened(df, kDtype, at)), encode(LoadWidened(df, kDtype, at + kN * kSize)),
                        encode(LoadWidened(df, kDtype, at + 2 * kN * kSize)),
                        encode(LoadWidened(df, kDtype, at + 3 * kN * kSize)), out + i);
@@ -172,30 +174,32 @@ HWY_INLINE void EncodeRun(const Encoder& encode, const std::uint8_t* src, std::i
 }
 
 template <int kMbits, DType kDtype>
-HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
+HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand, std::int64_t ahead) {
   const std::uint8_t* src = p.data + offset * p.elem_size;
   std::uint8_t* out = p.payload + offset;
   if (p.quotient != Fp8Quotient::divide) {
-    EncodeRun<kDtype>(PlainEncoder<kMbits, 0>(p, operand), src, n, out);
+    EncodeRun<kDtype>(PlainEncoder<kMbits, 0>(p, operand), src, n, out, ahead);
   } else if (std::isnormal(operand) && std::isnormal(1.0f / operand)) {
-    EncodeRun<kDtype>(PlainEncoder<kMbits, 2>(p, operand), src, n, out);
+    EncodeRun<kDtype>(PlainEncoder<kMbits, 2>(p, operand), src, n, out, ahead);
   } else {
-    EncodeRun<kDtype>(PlainEncoder<kMbits, 1>(p, operand), src, n, out);
+    EncodeRun<kDtype>(PlainEncoder<kMbits, 1>(p, operand), src, n, out, ahead);
   }
 }
 
 template <int kMbits>
-HWY_INLINE void QuantizePlainRunOf(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
+HWY_INLINE void QuantizePlainRunOf(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand, std::int64_t ahead) {
   switch (p.dtype) {
-    case DType::f32: return QuantizePlainRun<kMbits, DType::f32>(p, offset, n, operand);
-    case DType::bf16: return QuantizePlainRun<kMbits, DType::bf16>(p, offset, n, operand);
-    default: return QuantizePlainRun<kMbits, DType::f16>(p, offset, n, operand);
+    case DType::f32: return QuantizePlainRun<kMbits, DType::f32>(p, offset, n, operand, ahead);
+    case DType::bf16: return QuantizePlainRun<kMbits, DType::bf16>(p, offset, n, operand, ahead);
+    default: return QuantizePlainRun<kMbits, DType::f16>(p, offset, n, operand, ahead);
   }
 }
 
-HWY_INLINE void PlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand) {
-  if (p.mbits == 3) QuantizePlainRunOf<3>(p, offset, n, operand);
-  else QuantizePlainRunOf<2>(p, offset, n, operand);
+// ahead: see EncodeRun (the default: the next bytes of this run).
+HWY_INLINE void PlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand,
+                         std::int64_t ahead = kPrefetchBytes) {
+  if (p.mbits == 3) QuantizePlainRunOf<3>(p, offset, n, operand, ahead);
+  else QuantizePlainRunOf<2>(p, offset, n, operand, ahead);
 }
 
 // Codes of n ready quotients (NaN included), in the element's grid.
@@ -317,6 +321,16 @@ bool QuantizeDomains(const Fp8Plan& plan, std::int64_t first, std::int64_t last)
   };
   constexpr std::int64_t kN = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   const bool batched = (p.kind == Granularity::row || p.kind == Granularity::group) && VectorScales(p) && kN > 1;
+  // A batch's domains are one contiguous span of the input (rows, or groups of consecutive rows);
+  // its amaxes come from memory, its codes from the cache. Encoding prefetches the next batch's
+  // span (as far ahead as one batch is long), so that memory works while the codes are computed.
+  const auto offset_of = [&](std::int64_t domain) {
+    std::int64_t at = 0;
+    fp8_for_each_segment(p, domain, [&](std::int64_t off, std::int64_t) { at = off; });
+    return at;
+  };
+  const std::int64_t ahead =
+      batched && first + kN < last ? std::max(kPrefetchBytes, (offset_of(first + kN) - offset_of(first)) * p.elem_size) : kPrefetchBytes;
   bool ok = true;
   std::int64_t d = first;
   for (; batched && ok && d + kN <= last; d += kN) {
@@ -339,7 +353,7 @@ bool QuantizeDomains(const Fp8Plan& plan, std::int64_t first, std::int64_t last)
         continue;
       }
       p.scale[d + j] = stored[j];
-      fp8_for_each_segment(p, d + j, [&](std::int64_t off, std::int64_t n) { PlainRun(p, off, n, operand[j]); });
+      fp8_for_each_segment(p, d + j, [&](std::int64_t off, std::int64_t n) { PlainRun(p, off, n, operand[j], ahead); });
     }
   }
   for (; ok && d < last; ++d) ok = one_domain(d, amax_of(d));
