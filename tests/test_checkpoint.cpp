@@ -441,5 +441,89 @@ TEST(CheckpointStats, ChunkedStatisticsEqualTheWholeTensors) {
   }
 }
 
+// A file is read, quantized, measured and written chunk by chunk where each chunk quantized
+// alone gives the whole tensor's bytes (every contract without a tensor-wide scale), and as one
+// tensor otherwise: both give quantize()'s bytes, and the summary's numbers equal those of the
+// tensors in memory (the same chunks' sums in the same order, so exactly equal). Tensors of
+// several chunks with a partial last one, rows longer than a chunk, 4-D batches, both paths.
+TEST_F(CheckpointTest, StreamedChunksGiveTheWholeTensorsBytesAndStatistics) {
+  std::vector<float> v = test::random_values(300 * 512, 61);
+  for (std::size_t i = 0; i < v.size(); i += 89) v[i] *= 60.0f;  // outliers that clamp
+  const Tensor rows = from_f32_vector(v, {300, 512}, DType::bf16);
+  const Tensor wide = random_tensor(DType::f32, {3, 70016}, 62);  // one row per chunk
+  const Tensor batches = random_tensor(DType::f32, {20, 70, 2, 64}, 63);  // (B, S, N, D): 7 batches a chunk
+  struct Case {
+    const char* preset;
+    std::vector<std::string> params;
+  };
+  for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.te", {}}, Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}},
+                        Case{"mx.ocp.e5m2", {}}, Case{"mxfp8.torchao.floor", {}}, Case{"int8.token.blaze", {}},
+                        Case{"int8.token.blaze", {"scale_store=f16"}}, Case{"int8.token.vllm", {}}, Case{"q8_0.ggml", {}},
+                        Case{"int8.block.ascend", {}}, Case{"fp8.ascend.block", {}}, Case{"fp8.ascend.token", {}},
+                        Case{"fp8.deepseek.128x128", {}}, Case{"fp8.deepseek.1x128", {}}, Case{"fp8.torchao.tensorwise", {}},
+                        Case{"nvfp4.torchao", {}}, Case{"nvfp4.te", {}}}) {
+    const Contract c = make_contract(k.preset, k.params);
+    SCOPED_TRACE(std::string(k.preset) + (k.params.empty() ? "" : " " + k.params[0]));
+    const bool four_d = c.family == Family::int8_block || c.granularity.kind == Granularity::head_block;
+    std::vector<checkpoint::Input> inputs;
+    if (four_d) {
+      inputs.push_back({"b", "F32", batches.view()});
+    } else {
+      inputs.push_back({"r", "BF16", rows.view()});
+      inputs.push_back({"w", "F32", wide.view()});
+    }
+    st::Archive a;
+    for (const checkpoint::Input& in : inputs) a.entries.push_back(st::make_entry(in.name, in.dtype, in.view));
+    st::write(work() / "big.safetensors", a);
+    checkpoint::Options o;
+    o.run.threads = 2;
+    const checkpoint::FileResult got = checkpoint::quantize_file(c, work() / "big.safetensors", work() / "big.q.safetensors", o);
+    const checkpoint::TensorsResult want = checkpoint::quantize_tensors(c, inputs, {}, o);
+    const st::Archive out = st::read(work() / "big.q.safetensors");
+    ASSERT_EQ(got.summary.quantized.size(), inputs.size());
+    ASSERT_EQ(want.summary.quantized.size(), inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      SCOPED_TRACE(inputs[i].name);
+      const checkpoint::TensorSummary& g = got.summary.quantized[i];
+      const checkpoint::TensorSummary& w = want.summary.quantized[i];
+      EXPECT_EQ(g.sqnr_db, w.sqnr_db);
+      EXPECT_EQ(g.saturated_pct, w.saturated_pct);
+      EXPECT_EQ(g.bytes_out, w.bytes_out);
+      const QuantResult r = quantize(c, inputs[i].view);
+      for (const auto& [name, t] : r.named())
+        EXPECT_EQ(find_entry(out, inputs[i].name + "." + name).bytes, bytes_of(*t)) << name;
+    }
+  }
+}
+
+// A value the contract refuses, found in a late chunk of a streamed tensor: the tensor is
+// skipped with the reason quantize() of the whole tensor gives (its index in the whole tensor).
+TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReason) {
+  std::vector<float> v = test::random_values(300 * 512, 64);
+  v[290 * 512 + 7] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor bad = from_f32_vector(v, {300, 512}, DType::f32);
+  const Tensor good = random_tensor(DType::bf16, {300, 512}, 65);
+  st::write(work() / "nan.safetensors",
+            with_tensors({st::make_entry("a.bad", "F32", bad.view()), st::make_entry("b.good", "BF16", good.view())}));
+  const Contract c = make_preset("int8.token.blaze");
+  std::string reason;
+  try {
+    (void)quantize(c, bad.view());
+  } catch (const Error& e) {
+    reason = e.what();
+  }
+  ASSERT_FALSE(reason.empty());
+  const checkpoint::FileResult got =
+      checkpoint::quantize_file(c, work() / "nan.safetensors", work() / "nan.q.safetensors", checkpoint::Options{});
+  ASSERT_EQ(got.summary.skipped.size(), 1u);
+  EXPECT_EQ(got.summary.skipped[0].first, "a.bad");
+  EXPECT_EQ(got.summary.skipped[0].second, reason);
+  const st::Archive out = st::read(work() / "nan.q.safetensors");
+  EXPECT_EQ(find_entry(out, "a.bad").bytes, find_entry(st::read(work() / "nan.safetensors"), "a.bad").bytes);
+  const QuantResult q = quantize(c, good.view());
+  EXPECT_EQ(find_entry(out, "b.good.payload").bytes, bytes_of(q.payload));
+  EXPECT_EQ(find_entry(out, "b.good.scale").bytes, bytes_of(q.scale));
+}
+
 }  // namespace
 }  // namespace qexact

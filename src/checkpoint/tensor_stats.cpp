@@ -27,20 +27,6 @@ constexpr std::int64_t kChunkElements = 1 << 16;
 
 enum class Code { max, below_max, min };
 
-// One thread's buffers, reused from chunk to chunk: a fresh allocation per chunk came back
-// from the kernel as fresh pages (page faults were 14% of an int8 checkpoint's samples), and
-// the code payloads depend only on the chunk's shape, which repeats.
-struct Scratch {
-  std::vector<float> d, hi, below, lo;
-  Shape codes_shape;
-  std::vector<std::int8_t> codes[3];  // by Code
-
-  float* values(std::vector<float>& v, std::size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
-  }
-};
-
 // An int8 payload of `shape` whose every element holds 127, 126 or -range: dequantized with the
 // real scales it gives, per element, what the element's group can hold, whatever the layout.
 TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scratch& s) {
@@ -55,11 +41,6 @@ TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scrat
   }
   return make_view(DType::i8, shape, p.data());
 }
-
-struct Sums {
-  double signal = 0, noise = 0;
-  std::int64_t clamped = 0;
-};
 
 // The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kLanes interleaved
 // partial sums that the compiler keeps in vector registers (element i adds to partial i mod
@@ -178,14 +159,25 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
     Sums s = lane_sums(n, load, d);
     // Clamping needs a look only where the code is the format's largest magnitude: a scan of
     // the codes, the values read only there.
+    // Byte codes are first scanned kScan at a time for any code of the largest magnitude (a
+    // loop the compiler vectorises); most blocks have none and are done with.
+    constexpr std::size_t kScan = 64;
     for (std::size_t row = 0, i = 0; i < n; ++row, i += k) {
       const std::uint8_t* rc = codes + row * row_bytes;
-      for (std::size_t j = 0; j < k; ++j) {
-        const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
-        if ((code & magnitude_mask) != t.max_code) continue;
-        const double xi = load(i + j), di = d[i + j];
-        const double hi = std::fabs(di), half_step = hi * step / (2 * max);
-        if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++s.clamped;
+      for (std::size_t j0 = 0; j0 < k; j0 += kScan) {
+        const std::size_t j1 = std::min(k, j0 + kScan);
+        if (!packed) {
+          unsigned char any = 0;
+          for (std::size_t j = j0; j < j1; ++j) any |= static_cast<unsigned char>((rc[j] & magnitude_mask) == t.max_code);
+          if (any == 0) continue;
+        }
+        for (std::size_t j = j0; j < j1; ++j) {
+          const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
+          if ((code & magnitude_mask) != t.max_code) continue;
+          const double xi = load(i + j), di = d[i + j];
+          const double hi = std::fabs(di), half_step = hi * step / (2 * max);
+          if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++s.clamped;
+        }
       }
     }
     return s;
@@ -198,32 +190,54 @@ const std::uint8_t* at(const Tensor& t, std::int64_t elements) {
 
 }  // namespace
 
-void measure(const Contract& c, const TensorView& x, const QuantResult& r, const RunOptions& run, TensorSummary& row) {
-  if (x.rank() == 0) throw std::logic_error("measure takes a tensor of rank >= 1");
-  const std::int64_t n = x.numel();
-  if (n == 0) {
-    row.sqnr_db = std::numeric_limits<double>::infinity();
-    row.saturated_pct = 0;
-    return;
-  }
-  // A tensor as `units` units of `unit` elements each: the shape of u units is unit_shape(u).
+Shape Chunking::shape_of(std::int64_t u) const {
+  Shape s = by_batch ? x : Shape{units, x.back()};
+  s.front() = u;
+  return s;
+}
+
+Chunking chunking(const Contract& c, const Shape& x) {
+  Chunking k;
+  k.x = x;
+  const std::int64_t n = shape_numel(x);
   const bool fp8 = c.family == Family::fp8_scaled;
-  const bool by_batch = c.family == Family::int8_block || (fp8 && c.granularity.kind == Granularity::head_block);
-  const std::int64_t units = by_batch ? x.shape.front() : n / x.shape.back();
-  const std::int64_t unit = n / units;
-  const auto shape_of = [&](std::int64_t u) {
-    Shape s = by_batch ? x.shape : Shape{units, x.shape.back()};
-    s.front() = u;
-    return s;
-  };
+  k.by_batch = c.family == Family::int8_block || (fp8 && c.granularity.kind == Granularity::head_block);
+  k.units = k.by_batch ? x.front() : n / x.back();
+  k.unit = n / k.units;
   const bool tiled = c.family == Family::mx && (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled);
   const std::int64_t align = tiled ? 128 : fp8 && c.granularity.kind == Granularity::tile ? c.granularity.rows : 1;
-  // One scale for the whole tensor (fp8.scaled tensor): every chunk dequantizes against all of it.
-  const bool whole_scale = fp8 && c.granularity.kind == Granularity::tensor;
-  const std::int64_t per_chunk = std::max<std::int64_t>(align, kChunkElements / unit / align * align);
-  const std::int64_t chunks = (units + per_chunk - 1) / per_chunk;
-  std::vector<Sums> sums(static_cast<std::size_t>(chunks));
+  k.whole_scale = fp8 && c.granularity.kind == Granularity::tensor;
+  k.per_chunk = std::max<std::int64_t>(align, kChunkElements / k.unit / align * align);
+  k.chunks = (k.units + k.per_chunk - 1) / k.per_chunk;
+  return k;
+}
+
+Sums chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
+                const TensorView& tensor_scale, Scratch& scratch) {
+  const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
+  return int8 ? int8_chunk_sums(c, x, payload, scale, tensor_scale, scratch)
+              : code_chunk_sums(c, x, payload, scale, tensor_scale, scratch);
+}
+
+void finish(const std::vector<Sums>& sums, std::int64_t n, TensorSummary& row) {
+  Sums total;
+  for (const Sums& s : sums) {
+    total.signal += s.signal;
+    total.noise += s.noise;
+    total.clamped += s.clamped;
+  }
+  row.sqnr_db = total.noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(total.signal / total.noise);
+  row.saturated_pct = n == 0 ? 0 : 100.0 * static_cast<double>(total.clamped) / static_cast<double>(n);
+}
+
+void measure(const Contract& c, const TensorView& x, const QuantResult& r, const RunOptions& run, TensorSummary& row) {
+  if (x.rank() == 0) throw std::logic_error("measure takes a tensor of rank >= 1");
+  if (x.numel() == 0) return finish({}, 0, row);
+  const Chunking ch = chunking(c, x.shape);
+  std::vector<Sums> sums(static_cast<std::size_t>(ch.chunks));
   const auto* xbytes = static_cast<const std::uint8_t*>(x.data);
+  // The tensor scale (nvfp4 amax) is one value for the whole tensor: each chunk takes it whole.
+  const TensorView tensor_scale = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
 
   // An exception may not leave an OpenMP region: the first one is carried out of it.
   std::exception_ptr error;
@@ -231,20 +245,16 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
   {
   Scratch scratch;
 #pragma omp for schedule(dynamic)
-  for (std::int64_t k = 0; k < chunks; ++k) try {
-    const std::int64_t u0 = k * per_chunk, u1 = std::min(units, u0 + per_chunk);
-    const Shape before = shape_of(u0), shape = shape_of(u1 - u0);
+  for (std::int64_t k = 0; k < ch.chunks; ++k) try {
+    const std::int64_t u0 = ch.first_unit(k), u1 = ch.end_unit(k);
+    const Shape before = ch.shape_of(u0), shape = ch.shape_of(u1 - u0);
     const Shape pshape = payload_shape(c, shape), sshape = scale_shape(c, shape);
     const std::int64_t poff = shape_numel(payload_shape(c, before));
-    const std::int64_t soff = whole_scale ? 0 : shape_numel(scale_shape(c, before));
+    const std::int64_t soff = ch.whole_scale ? 0 : shape_numel(scale_shape(c, before));
     if (poff + shape_numel(pshape) > r.payload.numel() || soff + shape_numel(sshape) > r.scale.numel())
       throw std::logic_error("a measuring chunk runs past the quantized tensor");
-    const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
-    const auto chunk_sums = int8 ? int8_chunk_sums : code_chunk_sums;
-    // The tensor scale (nvfp4 amax) is one value for the whole tensor: each chunk takes it whole.
-    const TensorView tensor_scale = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
     sums[static_cast<std::size_t>(k)] =
-        chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * unit) * dtype_size(x.dtype)),
+        chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * ch.unit) * dtype_size(x.dtype)),
                    make_view(r.payload.dtype(), pshape, at(r.payload, poff)),
                    make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale, scratch);
   } catch (...) {
@@ -253,14 +263,7 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
   }
   }
   if (error) std::rethrow_exception(error);
-  Sums total;
-  for (const Sums& s : sums) {
-    total.signal += s.signal;
-    total.noise += s.noise;
-    total.clamped += s.clamped;
-  }
-  row.sqnr_db = total.noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(total.signal / total.noise);
-  row.saturated_pct = 100.0 * static_cast<double>(total.clamped) / static_cast<double>(n);
+  finish(sums, x.numel(), row);
 }
 
 }  // namespace qexact::checkpoint::detail

@@ -1,0 +1,93 @@
+#include "checkpoint/stream_tensor.hpp"
+
+#include <omp.h>
+
+#include <atomic>
+#include <exception>
+#include <span>
+
+namespace qexact::checkpoint::detail {
+namespace {
+
+// Chunks are handed out in bands of about this many input bytes; progress is reported between
+// bands (a barrier per band costs at most one chunk's time per thread).
+constexpr std::uint64_t kBandBytes = std::uint64_t{16} << 20;
+
+std::span<std::uint8_t> sized(std::vector<std::uint8_t>& v, std::uint64_t n) {
+  if (v.size() < n) v.resize(static_cast<std::size_t>(n));
+  return {v.data(), static_cast<std::size_t>(n)};
+}
+
+bool is_refusal(const Error& e) { return e.kind() == ErrorKind::bad_argument || e.kind() == ErrorKind::bad_input; }
+
+}  // namespace
+
+bool streams_by_chunk(const Contract& c, const Shape& x) {
+  if (x.empty() || shape_numel(x) == 0) return false;
+  return output_specs(c, x).size() == 2 && !chunking(c, x).whole_scale;
+}
+
+ChunkStreamer::ChunkStreamer(const Contract& c, const io::InputFile& in, const RunOptions& run)
+    : c_(c), file_(in), run_(run) {}
+
+bool ChunkStreamer::run(DType dtype, const Shape& shape, const std::vector<OutputSpec>& outputs,
+                        const TensorPlace& at, io::StagedFile* out, TensorSummary& row,
+                        const std::function<void(std::uint64_t)>& progress) {
+  const Chunking ch = chunking(c_, shape);
+  const std::uint64_t isz = dtype_size(dtype), psz = dtype_size(outputs[0].dtype), ssz = dtype_size(outputs[1].dtype);
+  const std::uint64_t chunk_bytes = static_cast<std::uint64_t>(ch.per_chunk * ch.unit) * isz;
+  const std::int64_t band = static_cast<std::int64_t>(std::max<std::uint64_t>(1, kBandBytes / chunk_bytes));
+  const int threads = resolve_threads(run_);
+  if (workers_.size() < static_cast<std::size_t>(threads)) workers_.resize(static_cast<std::size_t>(threads));
+  const RunOptions one{run_.engine, 1};
+  std::vector<Sums> sums(static_cast<std::size_t>(ch.chunks));
+  std::atomic<bool> refused{false};
+  std::exception_ptr error;  // the first failure that is not a refusal: carried out of the region
+
+  for (std::int64_t k0 = 0; k0 < ch.chunks; k0 += band) {
+    const std::int64_t k1 = std::min(ch.chunks, k0 + band);
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (std::int64_t k = k0; k < k1; ++k) {
+      if (refused.load(std::memory_order_relaxed)) continue;
+      try {
+        Worker& w = workers_[static_cast<std::size_t>(omp_get_thread_num())];
+        const std::int64_t u0 = ch.first_unit(k), u1 = ch.end_unit(k);
+        const Shape before = ch.shape_of(u0), cshape = ch.shape_of(u1 - u0);
+        const Shape pshape = payload_shape(c_, cshape), sshape = scale_shape(c_, cshape);
+        const auto poff = static_cast<std::uint64_t>(shape_numel(payload_shape(c_, before)));
+        const auto soff = static_cast<std::uint64_t>(shape_numel(scale_shape(c_, before)));
+        const std::span<std::uint8_t> in = sized(w.in, static_cast<std::uint64_t>((u1 - u0) * ch.unit) * isz);
+        const std::span<std::uint8_t> p = sized(w.payload, static_cast<std::uint64_t>(shape_numel(pshape)) * psz);
+        const std::span<std::uint8_t> s = sized(w.scale, static_cast<std::uint64_t>(shape_numel(sshape)) * ssz);
+        file_.read_at(at.input + static_cast<std::uint64_t>(u0 * ch.unit) * isz, in);
+        const TensorView x = make_view(dtype, cshape, in.data());
+        quantize_into(c_, x, make_mutable_view(outputs[0].dtype, pshape, p.data()),
+                      make_mutable_view(outputs[1].dtype, sshape, s.data()), one);
+        sums[static_cast<std::size_t>(k)] = chunk_sums(c_, x, make_view(outputs[0].dtype, pshape, p.data()),
+                                                       make_view(outputs[1].dtype, sshape, s.data()), {}, w.scratch);
+        if (out) {
+          out->write_at(at.payload + poff * psz, p);
+          out->write_at(at.scale + soff * ssz, s);
+        }
+      } catch (const Error& e) {
+        if (is_refusal(e)) {
+          refused.store(true, std::memory_order_relaxed);
+        } else {
+#pragma omp critical(qexact_stream_error)
+          if (!error) error = std::current_exception();
+        }
+      } catch (...) {
+#pragma omp critical(qexact_stream_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    if (refused) return false;
+    if (progress) progress(std::min<std::uint64_t>(static_cast<std::uint64_t>(k1) * chunk_bytes,
+                                                   static_cast<std::uint64_t>(shape_numel(shape)) * isz));
+  }
+  finish(sums, shape_numel(shape), row);
+  return true;
+}
+
+}  // namespace qexact::checkpoint::detail
