@@ -409,35 +409,37 @@ TEST(CheckpointStats, ChunkedStatisticsEqualTheWholeTensors) {
   // 300 rows: several chunks, the last one partial, rows not a multiple of the 128-row tiles.
   std::vector<float> v = test::random_values(300 * 512, 51);
   for (std::size_t i = 0; i < v.size(); i += 97) v[i] *= 60.0f;  // outliers that clamp
-  const Tensor x = from_f32_vector(v, {300, 512}, DType::bf16);
   const Tensor block_x = random_tensor(DType::f32, {3, 70, 2, 64}, 52);
-  struct Case {
-    const char* preset;
-    std::vector<std::string> params;
-  };
-  for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.ascend", {"layout=padded", "tail=reject"}},
-                        Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}}, Case{"mx.ocp.e5m2", {"layout=pairs"}},
-                        Case{"mx.ocp.e3m2", {}}, Case{"int8.token.blaze", {}}, Case{"int8.token.blaze", {"range=128"}},
-                        Case{"q8_0.ggml", {}}, Case{"int8.block.ascend", {}}}) {
-    const Contract c = make_contract(k.preset, k.params);
-    const Tensor& in = c.family == Family::int8_block ? block_x : x;
-    SCOPED_TRACE(std::string(k.preset) + " " + (k.params.empty() ? "" : k.params[0]));
-    checkpoint::Options o;
-    o.run.threads = 2;
-    const checkpoint::TensorsResult got =
-        checkpoint::quantize_tensors(c, {{"w", in.dtype() == DType::bf16 ? "BF16" : "F32", in.view()}}, {}, o);
-    ASSERT_EQ(got.summary.quantized.size(), 1u);
-    const checkpoint::TensorSummary& row = got.summary.quantized[0];
-    const QuantResult r = quantize(c, in.view());
-    const WholeTensorStats want = whole_tensor_stats(c, in, r);
-    EXPECT_NEAR(row.sqnr_db, want.sqnr_db, 1e-9);  // the sums' order differs, nothing else
-    EXPECT_EQ(row.saturated_pct, 100.0 * static_cast<double>(want.clamped) / static_cast<double>(in.numel()));
-    if (c.family == Family::mx) {
-      EXPECT_GT(want.clamped, 0);
+  for (const DType dt : {DType::bf16, DType::f16}) {  // each dtype's own vectorised sums
+    const Tensor x = from_f32_vector(v, {300, 512}, dt);
+    struct Case {
+      const char* preset;
+      std::vector<std::string> params;
+    };
+    for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.ascend", {"layout=padded", "tail=reject"}},
+                          Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}}, Case{"mx.ocp.e5m2", {"layout=pairs"}},
+                          Case{"mx.ocp.e3m2", {}}, Case{"int8.token.blaze", {}}, Case{"int8.token.blaze", {"range=128"}},
+                          Case{"q8_0.ggml", {}}, Case{"int8.block.ascend", {}}}) {
+      const Contract c = make_contract(k.preset, k.params);
+      const Tensor& in = c.family == Family::int8_block ? block_x : x;
+      SCOPED_TRACE(std::string(k.preset) + " " + (k.params.empty() ? "" : k.params[0]));
+      checkpoint::Options o;
+      o.run.threads = 2;
+      const char* st_dtype = in.dtype() == DType::bf16 ? "BF16" : in.dtype() == DType::f16 ? "F16" : "F32";
+      const checkpoint::TensorsResult got = checkpoint::quantize_tensors(c, {{"w", st_dtype, in.view()}}, {}, o);
+      ASSERT_EQ(got.summary.quantized.size(), 1u);
+      const checkpoint::TensorSummary& row = got.summary.quantized[0];
+      const QuantResult r = quantize(c, in.view());
+      const WholeTensorStats want = whole_tensor_stats(c, in, r);
+      EXPECT_NEAR(row.sqnr_db, want.sqnr_db, 1e-9);  // the sums' order differs, nothing else
+      EXPECT_EQ(row.saturated_pct, 100.0 * static_cast<double>(want.clamped) / static_cast<double>(in.numel()));
+      if (c.family == Family::mx) {
+        EXPECT_GT(want.clamped, 0);
+      }
+      ASSERT_EQ(got.outputs.size(), 2u);
+      EXPECT_EQ(bytes_of(got.outputs[0].tensor), bytes_of(r.payload));
+      EXPECT_EQ(bytes_of(got.outputs[1].tensor), bytes_of(r.scale));
     }
-    ASSERT_EQ(got.outputs.size(), 2u);
-    EXPECT_EQ(bytes_of(got.outputs[0].tensor), bytes_of(r.payload));
-    EXPECT_EQ(bytes_of(got.outputs[1].tensor), bytes_of(r.scale));
   }
 }
 

@@ -9,8 +9,7 @@
 namespace qexact::checkpoint::detail {
 namespace {
 
-// Chunks are handed out in bands of about this many input bytes; progress is reported between
-// bands (a barrier per band costs at most one chunk's time per thread).
+// Progress is reported each time about this many input bytes of chunks have finished.
 constexpr std::uint64_t kBandBytes = std::uint64_t{16} << 20;
 
 std::span<std::uint8_t> sized(std::vector<std::uint8_t>& v, std::uint64_t n) {
@@ -44,11 +43,26 @@ bool ChunkStreamer::run(DType dtype, const Shape& shape, const std::vector<Outpu
   std::atomic<bool> refused{false};
   std::exception_ptr error;  // the first failure that is not a refusal: carried out of the region
 
-  for (std::int64_t k0 = 0; k0 < ch.chunks; k0 += band) {
-    const std::int64_t k1 = std::min(ch.chunks, k0 + band);
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (std::int64_t k = k0; k < k1; ++k) {
-      if (refused.load(std::memory_order_relaxed)) continue;
+  const auto bytes_done = [&](std::int64_t chunks) {
+    return std::min<std::uint64_t>(static_cast<std::uint64_t>(chunks) * chunk_bytes,
+                                   static_cast<std::uint64_t>(shape_numel(shape)) * isz);
+  };
+  std::atomic<std::int64_t> finished{0};
+  std::atomic<bool> stop{false};  // a refusal or an error: the remaining chunks are not started
+  const auto fail_with = [&](std::exception_ptr e) {
+#pragma omp critical(qexact_stream_error)
+    if (!error) error = e;
+    stop.store(true, std::memory_order_relaxed);
+  };
+  // One region per tensor, its chunks handed out one at a time; the thread that called reports
+  // progress (it is the region's thread 0) when a band's worth of chunks has finished since.
+#pragma omp parallel num_threads(threads)
+  {
+    const bool reporter = omp_get_thread_num() == 0 && static_cast<bool>(progress);
+    std::int64_t reported = 0;
+#pragma omp for schedule(dynamic)
+    for (std::int64_t k = 0; k < ch.chunks; ++k) {
+      if (stop.load(std::memory_order_relaxed)) continue;
       try {
         Worker& w = workers_[static_cast<std::size_t>(omp_get_thread_num())];
         const std::int64_t u0 = ch.first_unit(k), u1 = ch.end_unit(k);
@@ -72,20 +86,24 @@ bool ChunkStreamer::run(DType dtype, const Shape& shape, const std::vector<Outpu
       } catch (const Error& e) {
         if (is_refusal(e)) {
           refused.store(true, std::memory_order_relaxed);
+          stop.store(true, std::memory_order_relaxed);
         } else {
-#pragma omp critical(qexact_stream_error)
-          if (!error) error = std::current_exception();
+          fail_with(std::current_exception());
         }
       } catch (...) {
-#pragma omp critical(qexact_stream_error)
-        if (!error) error = std::current_exception();
+        fail_with(std::current_exception());
+      }
+      const std::int64_t f = finished.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (reporter && f - reported >= band && !stop.load(std::memory_order_relaxed)) try {
+        reported = f;
+        progress(bytes_done(f));
+      } catch (...) {
+        fail_with(std::current_exception());
       }
     }
-    if (error) std::rethrow_exception(error);
-    if (refused) return false;
-    if (progress) progress(std::min<std::uint64_t>(static_cast<std::uint64_t>(k1) * chunk_bytes,
-                                                   static_cast<std::uint64_t>(shape_numel(shape)) * isz));
   }
+  if (error) std::rethrow_exception(error);
+  if (refused) return false;
   finish(sums, shape_numel(shape), row);
   return true;
 }

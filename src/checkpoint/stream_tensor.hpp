@@ -30,7 +30,8 @@ class ChunkStreamer {
 
   // Quantizes the tensor of `dtype` and `shape` (streams_by_chunk) at `at` with `outputs`
   // (output_specs: payload, scale), writing them into `out` (nothing when null) and the
-  // statistics into `row`; `progress` gets the input bytes done so far, between bands of chunks.
+  // statistics into `row`; `progress` gets the input bytes done so far, called on the calling
+  // thread every few MB.
   // False when the contract refuses a chunk for its values: nothing more is done, and the
   // outputs written so far are not the tensor's (the caller lays the file out again).
   bool run(DType dtype, const Shape& shape, const std::vector<OutputSpec>& outputs, const TensorPlace& at,
