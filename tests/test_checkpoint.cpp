@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/tensor_stats.hpp"
 #include "cli_test_util.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
@@ -409,35 +410,160 @@ TEST(CheckpointStats, ChunkedStatisticsEqualTheWholeTensors) {
   // 300 rows: several chunks, the last one partial, rows not a multiple of the 128-row tiles.
   std::vector<float> v = test::random_values(300 * 512, 51);
   for (std::size_t i = 0; i < v.size(); i += 97) v[i] *= 60.0f;  // outliers that clamp
-  const Tensor x = from_f32_vector(v, {300, 512}, DType::bf16);
   const Tensor block_x = random_tensor(DType::f32, {3, 70, 2, 64}, 52);
+  for (const DType dt : {DType::bf16, DType::f16}) {  // each dtype's own vectorised sums
+    const Tensor x = from_f32_vector(v, {300, 512}, dt);
+    struct Case {
+      const char* preset;
+      std::vector<std::string> params;
+    };
+    for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.ascend", {"layout=padded", "tail=reject"}},
+                          Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}}, Case{"mx.ocp.e5m2", {"layout=pairs"}},
+                          Case{"mx.ocp.e3m2", {}}, Case{"int8.token.blaze", {}}, Case{"int8.token.blaze", {"range=128"}},
+                          Case{"q8_0.ggml", {}}, Case{"int8.block.ascend", {}}}) {
+      const Contract c = make_contract(k.preset, k.params);
+      const Tensor& in = c.family == Family::int8_block ? block_x : x;
+      SCOPED_TRACE(std::string(k.preset) + " " + (k.params.empty() ? "" : k.params[0]));
+      checkpoint::Options o;
+      o.run.threads = 2;
+      const char* st_dtype = in.dtype() == DType::bf16 ? "BF16" : in.dtype() == DType::f16 ? "F16" : "F32";
+      const checkpoint::TensorsResult got = checkpoint::quantize_tensors(c, {{"w", st_dtype, in.view()}}, {}, o);
+      ASSERT_EQ(got.summary.quantized.size(), 1u);
+      const checkpoint::TensorSummary& row = got.summary.quantized[0];
+      const QuantResult r = quantize(c, in.view());
+      const WholeTensorStats want = whole_tensor_stats(c, in, r);
+      EXPECT_NEAR(row.sqnr_db, want.sqnr_db, 1e-9);  // the sums' order differs, nothing else
+      EXPECT_EQ(row.saturated_pct, 100.0 * static_cast<double>(want.clamped) / static_cast<double>(in.numel()));
+      if (c.family == Family::mx) {
+        EXPECT_GT(want.clamped, 0);
+      }
+      ASSERT_EQ(got.outputs.size(), 2u);
+      EXPECT_EQ(bytes_of(got.outputs[0].tensor), bytes_of(r.payload));
+      EXPECT_EQ(bytes_of(got.outputs[1].tensor), bytes_of(r.scale));
+    }
+  }
+}
+
+// A file is read, quantized, measured and written chunk by chunk where each chunk quantized
+// alone gives the whole tensor's bytes (every contract without a tensor-wide scale), and as one
+// tensor otherwise: both give quantize()'s bytes, and the summary's numbers equal those of the
+// tensors in memory (the same chunks' sums in the same order, so exactly equal). Tensors of
+// several chunks with a partial last one, rows longer than a chunk, 4-D batches, both paths.
+TEST_F(CheckpointTest, StreamedChunksGiveTheWholeTensorsBytesAndStatistics) {
+  std::vector<float> v = test::random_values(300 * 512, 61);
+  for (std::size_t i = 0; i < v.size(); i += 89) v[i] *= 60.0f;  // outliers that clamp
+  const Tensor rows = from_f32_vector(v, {300, 512}, DType::bf16);
+  const Tensor wide = random_tensor(DType::f32, {3, 70016}, 62);  // one row per chunk
+  const Tensor batches = random_tensor(DType::f32, {20, 70, 2, 64}, 63);  // (B, S, N, D): 7 batches a chunk
   struct Case {
     const char* preset;
     std::vector<std::string> params;
   };
-  for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.ascend", {"layout=padded", "tail=reject"}},
-                        Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}}, Case{"mx.ocp.e5m2", {"layout=pairs"}},
-                        Case{"mx.ocp.e3m2", {}}, Case{"int8.token.blaze", {}}, Case{"int8.token.blaze", {"range=128"}},
-                        Case{"q8_0.ggml", {}}, Case{"int8.block.ascend", {}}}) {
+  for (const Case& k : {Case{"mxfp8.ascend", {}}, Case{"mxfp8.te", {}}, Case{"mx.ocp.e2m1", {"layout=swizzled", "tail=reject"}},
+                        Case{"mx.ocp.e5m2", {}}, Case{"mxfp8.torchao.floor", {}}, Case{"int8.token.blaze", {}},
+                        Case{"int8.token.blaze", {"scale_store=f16"}}, Case{"int8.token.vllm", {}}, Case{"q8_0.ggml", {}},
+                        Case{"int8.block.ascend", {}}, Case{"fp8.ascend.block", {}}, Case{"fp8.ascend.token", {}},
+                        Case{"fp8.deepseek.128x128", {}}, Case{"fp8.deepseek.1x128", {}}, Case{"fp8.torchao.tensorwise", {}},
+                        Case{"nvfp4.torchao", {}}, Case{"nvfp4.te", {}}}) {
     const Contract c = make_contract(k.preset, k.params);
-    const Tensor& in = c.family == Family::int8_block ? block_x : x;
-    SCOPED_TRACE(std::string(k.preset) + " " + (k.params.empty() ? "" : k.params[0]));
+    SCOPED_TRACE(std::string(k.preset) + (k.params.empty() ? "" : " " + k.params[0]));
+    const bool four_d = c.family == Family::int8_block || c.granularity.kind == Granularity::head_block;
+    std::vector<checkpoint::Input> inputs;
+    if (four_d) {
+      inputs.push_back({"b", "F32", batches.view()});
+    } else {
+      inputs.push_back({"r", "BF16", rows.view()});
+      inputs.push_back({"w", "F32", wide.view()});
+    }
+    st::Archive a;
+    for (const checkpoint::Input& in : inputs) a.entries.push_back(st::make_entry(in.name, in.dtype, in.view));
+    st::write(work() / "big.safetensors", a);
     checkpoint::Options o;
     o.run.threads = 2;
-    const checkpoint::TensorsResult got =
-        checkpoint::quantize_tensors(c, {{"w", in.dtype() == DType::bf16 ? "BF16" : "F32", in.view()}}, {}, o);
-    ASSERT_EQ(got.summary.quantized.size(), 1u);
-    const checkpoint::TensorSummary& row = got.summary.quantized[0];
-    const QuantResult r = quantize(c, in.view());
-    const WholeTensorStats want = whole_tensor_stats(c, in, r);
-    EXPECT_NEAR(row.sqnr_db, want.sqnr_db, 1e-9);  // the sums' order differs, nothing else
-    EXPECT_EQ(row.saturated_pct, 100.0 * static_cast<double>(want.clamped) / static_cast<double>(in.numel()));
-    if (c.family == Family::mx) {
-      EXPECT_GT(want.clamped, 0);
+    const checkpoint::FileResult got = checkpoint::quantize_file(c, work() / "big.safetensors", work() / "big.q.safetensors", o);
+    const checkpoint::TensorsResult want = checkpoint::quantize_tensors(c, inputs, {}, o);
+    const st::Archive out = st::read(work() / "big.q.safetensors");
+    ASSERT_EQ(got.summary.quantized.size(), inputs.size());
+    ASSERT_EQ(want.summary.quantized.size(), inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      SCOPED_TRACE(inputs[i].name);
+      const checkpoint::TensorSummary& g = got.summary.quantized[i];
+      const checkpoint::TensorSummary& w = want.summary.quantized[i];
+      EXPECT_EQ(g.sqnr_db, w.sqnr_db);
+      EXPECT_EQ(g.saturated_pct, w.saturated_pct);
+      EXPECT_EQ(g.bytes_out, w.bytes_out);
+      const QuantResult r = quantize(c, inputs[i].view);
+      for (const auto& [name, t] : r.named())
+        EXPECT_EQ(find_entry(out, inputs[i].name + "." + name).bytes, bytes_of(*t)) << name;
     }
-    ASSERT_EQ(got.outputs.size(), 2u);
-    EXPECT_EQ(bytes_of(got.outputs[0].tensor), bytes_of(r.payload));
-    EXPECT_EQ(bytes_of(got.outputs[1].tensor), bytes_of(r.scale));
+  }
+}
+
+// A value the contract refuses, found in a late chunk of a streamed tensor: the tensor is
+// skipped with the reason quantize() of the whole tensor gives (its index in the whole tensor).
+TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReason) {
+  std::vector<float> v = test::random_values(300 * 512, 64);
+  v[290 * 512 + 7] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor bad = from_f32_vector(v, {300, 512}, DType::f32);
+  const Tensor good = random_tensor(DType::bf16, {300, 512}, 65);
+  st::write(work() / "nan.safetensors",
+            with_tensors({st::make_entry("a.bad", "F32", bad.view()), st::make_entry("b.good", "BF16", good.view())}));
+  const Contract c = make_preset("int8.token.blaze");
+  std::string reason;
+  try {
+    (void)quantize(c, bad.view());
+  } catch (const Error& e) {
+    reason = e.what();
+  }
+  ASSERT_FALSE(reason.empty());
+  const checkpoint::FileResult got =
+      checkpoint::quantize_file(c, work() / "nan.safetensors", work() / "nan.q.safetensors", checkpoint::Options{});
+  ASSERT_EQ(got.summary.skipped.size(), 1u);
+  EXPECT_EQ(got.summary.skipped[0].first, "a.bad");
+  EXPECT_EQ(got.summary.skipped[0].second, reason);
+  const st::Archive out = st::read(work() / "nan.q.safetensors");
+  EXPECT_EQ(find_entry(out, "a.bad").bytes, find_entry(st::read(work() / "nan.safetensors"), "a.bad").bytes);
+  const QuantResult q = quantize(c, good.view());
+  EXPECT_EQ(find_entry(out, "b.good.payload").bytes, bytes_of(q.payload));
+  EXPECT_EQ(find_entry(out, "b.good.scale").bytes, bytes_of(q.scale));
+}
+
+// A chunk's SQNR sums, vectorised (and compiled per target), against the scalar order they
+// stand for: element i to partial i mod 8, the tail to partial 0, the partials added pairwise.
+// Bit for bit: that order is what makes the summary the same on every machine.
+TEST(CheckpointStats, ChunkSumsAreTheEightLaneScalarOrder) {
+  for (const char* preset : {"mxfp8.ascend", "int8.token.blaze"}) {
+    for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::string(preset) + " " + dtype_name(dt));
+      const Contract c = make_preset(preset);
+      const Tensor x = random_tensor(dt, {3, 100}, 71);  // 300 elements: a tail of 4
+      const QuantResult r = quantize(c, x.view());
+      const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
+      const std::vector<float> xs = to_f32_vector(x.view());
+      double sig[8] = {}, noi[8] = {};
+      std::size_t i = 0;
+      for (; i + 8 <= xs.size(); i += 8)
+        for (std::size_t l = 0; l < 8; ++l) {
+          const double xi = xs[i + l], e = xi - static_cast<double>(d.data<float>()[i + l]);
+          sig[l] += xi * xi;
+          noi[l] += e * e;
+        }
+      for (; i < xs.size(); ++i) {
+        const double xi = xs[i], e = xi - static_cast<double>(d.data<float>()[i]);
+        sig[0] += xi * xi;
+        noi[0] += e * e;
+      }
+      for (std::size_t w = 4; w > 0; w /= 2)
+        for (std::size_t l = 0; l < w; ++l) {
+          sig[l] += sig[l + w];
+          noi[l] += noi[l + w];
+        }
+      checkpoint::detail::Scratch scratch;
+      const checkpoint::detail::Sums got =
+          checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), TensorView{}, scratch);
+      EXPECT_EQ(got.signal, sig[0]);
+      EXPECT_EQ(got.noise, noi[0]);
+    }
   }
 }
 

@@ -74,11 +74,14 @@ std::string summary_text(const Summary& s);
 
 // ---- a .safetensors file to a .safetensors file, streamed ----
 //
-// The header is checked before any data is read; tensors are then read one at a time (the next
-// one prefetched), quantized, measured in bounded chunks and written at their final offsets
-// into a staged temporary beside `out` (tensors passed through are copied by the kernel),
-// renamed over `out` at the end (nothing partial, ever). Memory: the largest tensor's input
-// and output plus a constant, whatever the file's size. A tensor
+// The header is checked before any data is read; tensors are then taken one at a time in file
+// order (the next one prefetched) and written at their final offsets into a staged temporary
+// beside `out` (tensors passed through are copied by the kernel), renamed over `out` at the end
+// (nothing partial, ever). A tensor whose rows quantize on their own (every contract without a
+// tensor-wide scale) is read, quantized, measured and written in chunks of rows, each thread
+// its own chunk; others are read whole, quantized, then measured in chunks. Memory: the largest
+// tensor's input and output plus a constant, whatever the file's size (per thread a chunk's,
+// for the chunked tensors). A tensor
 // whose *values* the contract refuses is found only while quantizing it: the file is then
 // written again without it (two passes, only in that case).
 
@@ -86,7 +89,7 @@ enum class Stage { read, quantize, write };
 struct Progress {
   Stage stage;
   std::string tensor;
-  std::uint64_t done = 0, total = 0;  // input bytes of the tensors finished, of all tensors
+  std::uint64_t done = 0, total = 0;  // input bytes done (whole tensors, or chunks of one), of all tensors
 };
 using ProgressFn = std::function<void(const Progress&)>;
 

@@ -1,8 +1,10 @@
 // A .safetensors file to a .safetensors file, streamed (qexact/checkpoint.hpp). The output's
 // layout — header, metadata, every tensor's offset — follows from the plan, which needs only
-// the input's header: it is written first, then each tensor's outputs at their offsets as the
-// tensor finishes, reading the input in file order. The bytes are those of
-// safetensors::encode() of the same tensors.
+// the input's header: it is written first, then each tensor's outputs at their offsets, reading
+// the input in file order. A tensor whose chunks quantize alone (stream_tensor.hpp) is read,
+// quantized, measured and written chunk by chunk, its chunks in cache throughout; one with a
+// tensor-wide scale is read whole, quantized, and written while it is measured. The bytes are
+// those of safetensors::encode() of the same tensors.
 #include <algorithm>
 #include <future>
 #include <memory>
@@ -10,6 +12,7 @@
 #include <stdexcept>
 
 #include "checkpoint/plan.hpp"
+#include "checkpoint/stream_tensor.hpp"
 #include "checkpoint/tensor_stats.hpp"
 #include "io/atomic_file.hpp"
 #include "io/input_file.hpp"
@@ -63,6 +66,13 @@ Slots output_slots(const std::vector<Source>& sources, const Plan& plan) {
   return s;
 }
 
+// The bytes of a tensor's planned outputs.
+std::uint64_t planned_bytes(const Planned& p) {
+  std::uint64_t n = 0;
+  for (const OutputSpec& o : p.outputs) n += static_cast<std::uint64_t>(shape_numel(o.shape)) * dtype_size(o.dtype);
+  return n;
+}
+
 void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::Slot& slot,
                  std::span<const std::uint8_t> bytes) {
   if (bytes.size() != slot.nbytes)
@@ -105,8 +115,15 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
     io::StagedFile staged(out, layout.file_size);
     staged.write_at(0, layout.head);
     Buffer buffer;
+    ChunkStreamer streamer(c, file, o.run);
     std::vector<TensorSummary> rows(sources.size());
     bool again = false;  // a tensor was refused for its values: this pass's layout is wrong
+    // The disk starts on each tensor's outputs as soon as they are written, while the next ones
+    // are computed: the commit's fsync then waits for little more than the last tensor.
+    const auto to_disk = [&](std::size_t first_slot, std::size_t count) {
+      for (std::size_t k = first_slot; k < first_slot + count; ++k)
+        staged.start_writeback(layout.offsets[k], slots.slots[k].nbytes);
+    };
     std::uint64_t done = 0;
     for (std::size_t k = 0; k < order.size(); ++k) {
       const std::size_t i = order[k];
@@ -115,24 +132,48 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
       const std::size_t slot = slots.first[i];
       if (plan.tensors[i].action != Action::quantize) {
         report(Stage::write, s.name, done);
-        if (!again) staged.copy_at(layout.offsets[slot], file.fd(), at, s.nbytes, src.string());
+        if (!again) {
+          staged.copy_at(layout.offsets[slot], file.fd(), at, s.nbytes, src.string());
+          to_disk(slot, 1);
+        }
         done += s.nbytes;
         continue;
       }
 
-      report(Stage::read, s.name, done);
-      const std::span<std::uint8_t> in = buffer.get(static_cast<std::size_t>(s.nbytes));
-      file.read_at(at, in);
       // The next tensor comes in from the disk while this one is quantized.
       if (k + 1 < order.size()) {
         const safetensors::TensorInfo& next = index.tensors[order[k + 1]];
         file.prefetch(index.data_start + next.begin, next.end - next.begin);
       }
       const DType dtype = *float_dtype(s.dtype);
+      const Planned& p = plan.tensors[i];
+      bool streamed_refusal = false;
+      if (streams_by_chunk(c, s.shape)) {
+        report(Stage::quantize, s.name, done);
+        TensorSummary row{s.name, s.shape, dtype, 0, 0, s.nbytes, planned_bytes(p)};
+        const TensorPlace place{at, layout.offsets[slot], layout.offsets[slot + 1]};
+        if (streamer.run(dtype, s.shape, p.outputs, place, again ? nullptr : &staged, row,
+                         [&](std::uint64_t d) { report(Stage::quantize, s.name, done + d); })) {
+          if (!again) {
+            rows[i] = std::move(row);
+            to_disk(slot, p.outputs.size());
+          }
+          done += s.nbytes;
+          continue;
+        }
+        // Refused for its values: the whole tensor, quantized as one, says why.
+        streamed_refusal = true;
+      }
+
+      report(Stage::read, s.name, done);
+      const std::span<std::uint8_t> in = buffer.get(static_cast<std::size_t>(s.nbytes));
+      file.read_at(at, in);
       const TensorView x = make_view(dtype, s.shape, in.data());
       report(Stage::quantize, s.name, done);
       std::string reason;
-      const std::optional<QuantResult> r = quantize_one(c, x, plan.tensors[i], o.run, reason);
+      const std::optional<QuantResult> r = quantize_one(c, x, p, o.run, reason);
+      if (r && streamed_refusal)
+        throw std::logic_error("tensor '" + s.name + "': a chunk was refused, the whole tensor was not");
       if (!r) {
         if (o.strict) refuse_strict(s.name, reason);
         late_skips.emplace(s.name, reason);
@@ -150,6 +191,7 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
         });
         measure(c, x, *r, o.run, row);
         written.get();
+        to_disk(slot, p.outputs.size());
       }
       done += s.nbytes;
     }

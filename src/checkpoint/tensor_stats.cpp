@@ -10,7 +10,9 @@
 #include "checkpoint/tensor_stats.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <stdexcept>
@@ -27,20 +29,6 @@ constexpr std::int64_t kChunkElements = 1 << 16;
 
 enum class Code { max, below_max, min };
 
-// One thread's buffers, reused from chunk to chunk: a fresh allocation per chunk came back
-// from the kernel as fresh pages (page faults were 14% of an int8 checkpoint's samples), and
-// the code payloads depend only on the chunk's shape, which repeats.
-struct Scratch {
-  std::vector<float> d, hi, below, lo;
-  Shape codes_shape;
-  std::vector<std::int8_t> codes[3];  // by Code
-
-  float* values(std::vector<float>& v, std::size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
-  }
-};
-
 // An int8 payload of `shape` whose every element holds 127, 126 or -range: dequantized with the
 // real scales it gives, per element, what the element's group can hold, whatever the layout.
 TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scratch& s) {
@@ -56,41 +44,87 @@ TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scrat
   return make_view(DType::i8, shape, p.data());
 }
 
-struct Sums {
-  double signal = 0, noise = 0;
-  std::int64_t clamped = 0;
+// The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kLanes interleaved
+// partial sums (element i adds to partial i mod kLanes; the tail to partial 0; the partials
+// added pairwise): the order, hence the result, is fixed, and no addition waits on its
+// neighbour's. The partials are one vector of the compiler's vector extension, compiled for the
+// machine's widest registers where the compiler can pick them at run time (x86-64 GCC and
+// Clang: target clones; one zmm register, two ymm or four xmm): each lane's operations and
+// their order are the same on every target, and IEEE in each (no contraction), so the result is too.
+constexpr std::size_t kLanes = 8;
+using V8d = double __attribute__((vector_size(8 * sizeof(double))));
+using V8f = float __attribute__((vector_size(8 * sizeof(float))));
+using V8u32 = std::uint32_t __attribute__((vector_size(8 * sizeof(std::uint32_t))));
+using V8u16 = std::uint16_t __attribute__((vector_size(8 * sizeof(std::uint16_t))));
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QEXACT_STATS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define QEXACT_STATS_CLONES
+#endif
+
+// A contiguous run of f32, bf16 or f16 values: `(i)` is element i as double, `load8(i, v)` the
+// elements [i, i + 8) as f32 into v (an out-parameter: a vector returned by value would change
+// the ABI between targets).
+struct F32Values {
+  const float* x;
+  double operator()(std::size_t i) const { return static_cast<double>(x[i]); }
+  void load8(std::size_t i, V8f& v) const { std::memcpy(&v, x + i, sizeof v); }
+};
+struct Bf16Values {
+  const std::uint16_t* x;
+  double operator()(std::size_t i) const { return static_cast<double>(bf16_to_f32(x[i])); }
+  void load8(std::size_t i, V8f& v) const {
+    V8u16 h;
+    std::memcpy(&h, x + i, sizeof h);
+    const V8u32 w = __builtin_convertvector(h, V8u32) << 16;  // bf16 is the top half of an f32
+    std::memcpy(&v, &w, sizeof v);
+  }
+};
+struct F16Values {
+  const std::uint16_t* x;
+  double operator()(std::size_t i) const { return static_cast<double>(f16_to_f32(x[i])); }
+  void load8(std::size_t i, V8f& v) const {
+    for (std::size_t l = 0; l < kLanes; ++l) v[l] = f16_to_f32(x[i + l]);
+  }
 };
 
-// The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kLanes interleaved
-// partial sums that the compiler keeps in vector registers (element i adds to partial i mod
-// kLanes; the tail to partial 0; the partials added pairwise): the order, hence the result, is
-// fixed, and no addition waits on its neighbour's. This pass is most of a checkpoint's
-// statistics cost; one scalar chain per sum ran at a third of the quantizer's speed.
-constexpr std::size_t kLanes = 8;
+// Eight f32 values from p, as double (an out-parameter, as load8's).
+void widen(const float* p, V8d& v) {
+  V8f f;
+  std::memcpy(&f, p, sizeof f);
+  v = __builtin_convertvector(f, V8d);
+}
 
-template <class Load>
-Sums lane_sums(std::size_t n, Load x, const float* d) {
-  double sig[kLanes] = {}, noi[kLanes] = {};
+template <class Values>
+[[gnu::always_inline]] inline Sums lane_sums(std::size_t n, const Values& x, const float* d) {
+  V8d sig = {}, noi = {};
   std::size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (std::size_t l = 0; l < kLanes; ++l) {
-      const double xi = x(i + l), e = xi - static_cast<double>(d[i + l]);
-      sig[l] += xi * xi;
-      noi[l] += e * e;
-    }
+  for (; i + kLanes <= n; i += kLanes) {
+    V8f xf;
+    x.load8(i, xf);
+    V8d xv = __builtin_convertvector(xf, V8d), dv;
+    widen(d + i, dv);
+    const V8d e = xv - dv;
+    sig += xv * xv;
+    noi += e * e;
+  }
+  double sl[kLanes], nl[kLanes];
+  std::memcpy(sl, &sig, sizeof sl);
+  std::memcpy(nl, &noi, sizeof nl);
   for (; i < n; ++i) {
     const double xi = x(i), e = xi - static_cast<double>(d[i]);
-    sig[0] += xi * xi;
-    noi[0] += e * e;
+    sl[0] += xi * xi;
+    nl[0] += e * e;
   }
   for (std::size_t w = kLanes / 2; w > 0; w /= 2)
     for (std::size_t l = 0; l < w; ++l) {
-      sig[l] += sig[l + w];
-      noi[l] += noi[l + w];
+      sl[l] += sl[l + w];
+      nl[l] += nl[l + w];
     }
   Sums s;
-  s.signal = sig[0];
-  s.noise = noi[0];
+  s.signal = sl[0];
+  s.noise = nl[0];
   return s;
 }
 
@@ -98,36 +132,85 @@ Sums lane_sums(std::size_t n, Load x, const float* d) {
 // than rounding to that value accounts for (half the last step, max - next smaller): an amax a
 // hair above max * scale, from a scale rounded down, rounds to max and is not counted. `lo` is
 // the most negative value per element, or null where it is -hi (every sign-magnitude MX format;
-// int8 with range 127).
-template <class Load>
-Sums sums_of(std::size_t n, Load x, const float* d, const float* h, const float* b, const float* lo) {
-  const auto clamped = [&](std::size_t i, double xi, double di) {
-    const double hi_i = h[i], li = lo ? lo[i] : -hi_i;
-    if (di != hi_i && di != li) return false;
-    const double half_step = (hi_i - static_cast<double>(b[i])) / 2;
-    return (hi_i > 0 && di == hi_i && xi > hi_i + half_step) || (li < 0 && di == li && xi < li - half_step);
-  };
-  Sums s = lane_sums(n, x, d);
-  for (std::size_t i = 0; i < n; ++i) s.clamped += clamped(i, x(i), d[i]);
-  return s;
+// int8 with range 127). Only an element that equals its largest or most negative value can be
+// clamped: blocks are first scanned for one (f32 equality, a loop the compiler vectorises), and
+// most have none.
+template <class Values>
+[[gnu::always_inline]] inline std::int64_t clamped_of(std::size_t n, const Values& x, const float* d, const float* h,
+                                                      const float* b, const float* lo) {
+  constexpr std::size_t kBlock = 64;
+  std::int64_t count = 0;
+  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::size_t i1 = std::min(n, i0 + kBlock);
+    int any = 0;
+    if (lo)
+      for (std::size_t i = i0; i < i1; ++i) any |= (d[i] == h[i]) | (d[i] == lo[i]);
+    else
+      for (std::size_t i = i0; i < i1; ++i) any |= (d[i] == h[i]) | (d[i] == -h[i]);
+    if (any == 0) continue;
+    for (std::size_t i = i0; i < i1; ++i) {
+      const double xi = x(i), di = d[i], hi = h[i], li = lo ? lo[i] : -hi;
+      if (di != hi && di != li) continue;
+      const double half_step = (hi - static_cast<double>(b[i])) / 2;
+      count += (hi > 0 && di == hi && xi > hi + half_step) || (li < 0 && di == li && xi < li - half_step);
+    }
+  }
+  return count;
 }
 
-// The values of a contiguous float view, as double, to `f`.
+QEXACT_STATS_CLONES Sums lane_sums_f32(std::size_t n, const float* x, const float* d) {
+  return lane_sums(n, F32Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums lane_sums_bf16(std::size_t n, const std::uint16_t* x, const float* d) {
+  return lane_sums(n, Bf16Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums lane_sums_f16(std::size_t n, const std::uint16_t* x, const float* d) {
+  return lane_sums(n, F16Values{x}, d);
+}
+QEXACT_STATS_CLONES std::int64_t clamped_f32(std::size_t n, const float* x, const float* d, const float* h,
+                                             const float* b, const float* lo) {
+  return clamped_of(n, F32Values{x}, d, h, b, lo);
+}
+QEXACT_STATS_CLONES std::int64_t clamped_bf16(std::size_t n, const std::uint16_t* x, const float* d, const float* h,
+                                              const float* b, const float* lo) {
+  return clamped_of(n, Bf16Values{x}, d, h, b, lo);
+}
+QEXACT_STATS_CLONES std::int64_t clamped_f16(std::size_t n, const std::uint16_t* x, const float* d, const float* h,
+                                             const float* b, const float* lo) {
+  return clamped_of(n, F16Values{x}, d, h, b, lo);
+}
+
+// A contiguous float view's values (F32Values, Bf16Values, F16Values) to `f`.
 template <class F>
-Sums with_values(const TensorView& x, F f) {
+auto with_values(const TensorView& x, F f) -> decltype(f(F32Values{nullptr})) {
   switch (x.dtype) {
-    case DType::f32: {
-      const auto* v = static_cast<const float*>(x.data);
-      return f([v](std::size_t i) { return static_cast<double>(v[i]); });
-    }
-    case DType::bf16: {
-      const auto* v = static_cast<const std::uint16_t*>(x.data);
-      return f([v](std::size_t i) { return static_cast<double>(bf16_to_f32(v[i])); });
-    }
-    case DType::f16: {
-      const auto* v = static_cast<const std::uint16_t*>(x.data);
-      return f([v](std::size_t i) { return static_cast<double>(f16_to_f32(v[i])); });
-    }
+    case DType::f32: return f(F32Values{static_cast<const float*>(x.data)});
+    case DType::bf16: return f(Bf16Values{static_cast<const std::uint16_t*>(x.data)});
+    case DType::f16: return f(F16Values{static_cast<const std::uint16_t*>(x.data)});
+    default: break;
+  }
+  throw std::logic_error("measure takes f32, bf16 or f16 values");
+}
+
+// The signal and noise sums of `x` (contiguous f32, bf16 or f16) against `d`.
+Sums value_sums(const TensorView& x, const float* d) {
+  const auto n = static_cast<std::size_t>(x.numel());
+  switch (x.dtype) {
+    case DType::f32: return lane_sums_f32(n, static_cast<const float*>(x.data), d);
+    case DType::bf16: return lane_sums_bf16(n, static_cast<const std::uint16_t*>(x.data), d);
+    case DType::f16: return lane_sums_f16(n, static_cast<const std::uint16_t*>(x.data), d);
+    default: break;
+  }
+  throw std::logic_error("measure takes f32, bf16 or f16 values");
+}
+
+// The clamped elements of `x` (contiguous f32, bf16 or f16), see clamped_of.
+std::int64_t value_clamped(const TensorView& x, const float* d, const float* h, const float* b, const float* lo) {
+  const auto n = static_cast<std::size_t>(x.numel());
+  switch (x.dtype) {
+    case DType::f32: return clamped_f32(n, static_cast<const float*>(x.data), d, h, b, lo);
+    case DType::bf16: return clamped_bf16(n, static_cast<const std::uint16_t*>(x.data), d, h, b, lo);
+    case DType::f16: return clamped_f16(n, static_cast<const std::uint16_t*>(x.data), d, h, b, lo);
     default: break;
   }
   throw std::logic_error("measure takes f32, bf16 or f16 values");
@@ -149,7 +232,20 @@ Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   const float* b = dequantized(code_payload(c, payload.shape, Code::below_max, scratch), scratch.below);
   const bool symmetric = c.range == 127;
   const float* l = symmetric ? nullptr : dequantized(code_payload(c, payload.shape, Code::min, scratch), scratch.lo);
-  return with_values(x, [&](auto load) { return sums_of(n, load, d, h, b, l); });
+  Sums s = value_sums(x, d);
+  s.clamped = value_clamped(x, d, h, b, l);
+  return s;
+}
+
+static_assert(std::endian::native == std::endian::little, "a word's first byte code is its lowest byte");
+constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+
+// The bytes of `w` (eight byte codes) whose magnitude bits (`mask8`) equal `max8`: the high bit
+// of each such byte set, every other bit clear (exact: no carry crosses a byte).
+std::uint64_t max_magnitude_bytes(std::uint64_t w, std::uint64_t mask8, std::uint64_t max8) {
+  constexpr std::uint64_t kLow7 = kOnes * 0x7F;
+  const std::uint64_t t = (w & mask8) ^ max8;  // zero bytes where the magnitude is the largest
+  return ~(((t & kLow7) + kLow7) | t | kLow7);
 }
 
 // The element format of a payload of element codes (MX, fp8.scaled, nvfp4's E2M1).
@@ -174,22 +270,35 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   const bool packed = f == ElemFormat::e2m1;
   const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
-  return with_values(x, [&](auto load) {
-    Sums s = lane_sums(n, load, d);
+  Sums s = value_sums(x, d);
+  s.clamped = with_values(x, [&](const auto& load) {
+    std::int64_t clamped = 0;
     // Clamping needs a look only where the code is the format's largest magnitude: a scan of
-    // the codes, the values read only there.
+    // the codes, eight byte codes a word at a time, the values read only there.
+    const auto check = [&](std::size_t i) {
+      const double xi = load(i), di = d[i];
+      const double hi = std::fabs(di), half_step = hi * step / (2 * max);
+      if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++clamped;
+    };
+    const std::uint64_t mask8 = kOnes * magnitude_mask, max8 = kOnes * t.max_code;
     for (std::size_t row = 0, i = 0; i < n; ++row, i += k) {
       const std::uint8_t* rc = codes + row * row_bytes;
-      for (std::size_t j = 0; j < k; ++j) {
+      std::size_t j = 0;
+      if (!packed)
+        for (; j + 8 <= k; j += 8) {
+          std::uint64_t w;
+          std::memcpy(&w, rc + j, 8);
+          for (std::uint64_t m = max_magnitude_bytes(w, mask8, max8); m != 0; m &= m - 1)
+            check(i + j + static_cast<std::size_t>(std::countr_zero(m)) / 8);
+        }
+      for (; j < k; ++j) {
         const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
-        if ((code & magnitude_mask) != t.max_code) continue;
-        const double xi = load(i + j), di = d[i + j];
-        const double hi = std::fabs(di), half_step = hi * step / (2 * max);
-        if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++s.clamped;
+        if ((code & magnitude_mask) == t.max_code) check(i + j);
       }
     }
-    return s;
+    return clamped;
   });
+  return s;
 }
 
 const std::uint8_t* at(const Tensor& t, std::int64_t elements) {
@@ -198,32 +307,54 @@ const std::uint8_t* at(const Tensor& t, std::int64_t elements) {
 
 }  // namespace
 
-void measure(const Contract& c, const TensorView& x, const QuantResult& r, const RunOptions& run, TensorSummary& row) {
-  if (x.rank() == 0) throw std::logic_error("measure takes a tensor of rank >= 1");
-  const std::int64_t n = x.numel();
-  if (n == 0) {
-    row.sqnr_db = std::numeric_limits<double>::infinity();
-    row.saturated_pct = 0;
-    return;
-  }
-  // A tensor as `units` units of `unit` elements each: the shape of u units is unit_shape(u).
+Shape Chunking::shape_of(std::int64_t u) const {
+  Shape s = by_batch ? x : Shape{units, x.back()};
+  s.front() = u;
+  return s;
+}
+
+Chunking chunking(const Contract& c, const Shape& x) {
+  Chunking k;
+  k.x = x;
+  const std::int64_t n = shape_numel(x);
   const bool fp8 = c.family == Family::fp8_scaled;
-  const bool by_batch = c.family == Family::int8_block || (fp8 && c.granularity.kind == Granularity::head_block);
-  const std::int64_t units = by_batch ? x.shape.front() : n / x.shape.back();
-  const std::int64_t unit = n / units;
-  const auto shape_of = [&](std::int64_t u) {
-    Shape s = by_batch ? x.shape : Shape{units, x.shape.back()};
-    s.front() = u;
-    return s;
-  };
+  k.by_batch = c.family == Family::int8_block || (fp8 && c.granularity.kind == Granularity::head_block);
+  k.units = k.by_batch ? x.front() : n / x.back();
+  k.unit = n / k.units;
   const bool tiled = c.family == Family::mx && (c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled);
   const std::int64_t align = tiled ? 128 : fp8 && c.granularity.kind == Granularity::tile ? c.granularity.rows : 1;
-  // One scale for the whole tensor (fp8.scaled tensor): every chunk dequantizes against all of it.
-  const bool whole_scale = fp8 && c.granularity.kind == Granularity::tensor;
-  const std::int64_t per_chunk = std::max<std::int64_t>(align, kChunkElements / unit / align * align);
-  const std::int64_t chunks = (units + per_chunk - 1) / per_chunk;
-  std::vector<Sums> sums(static_cast<std::size_t>(chunks));
+  k.whole_scale = fp8 && c.granularity.kind == Granularity::tensor;
+  k.per_chunk = std::max<std::int64_t>(align, kChunkElements / k.unit / align * align);
+  k.chunks = (k.units + k.per_chunk - 1) / k.per_chunk;
+  return k;
+}
+
+Sums chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
+                const TensorView& tensor_scale, Scratch& scratch) {
+  const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
+  return int8 ? int8_chunk_sums(c, x, payload, scale, tensor_scale, scratch)
+              : code_chunk_sums(c, x, payload, scale, tensor_scale, scratch);
+}
+
+void finish(const std::vector<Sums>& sums, std::int64_t n, TensorSummary& row) {
+  Sums total;
+  for (const Sums& s : sums) {
+    total.signal += s.signal;
+    total.noise += s.noise;
+    total.clamped += s.clamped;
+  }
+  row.sqnr_db = total.noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(total.signal / total.noise);
+  row.saturated_pct = n == 0 ? 0 : 100.0 * static_cast<double>(total.clamped) / static_cast<double>(n);
+}
+
+void measure(const Contract& c, const TensorView& x, const QuantResult& r, const RunOptions& run, TensorSummary& row) {
+  if (x.rank() == 0) throw std::logic_error("measure takes a tensor of rank >= 1");
+  if (x.numel() == 0) return finish({}, 0, row);
+  const Chunking ch = chunking(c, x.shape);
+  std::vector<Sums> sums(static_cast<std::size_t>(ch.chunks));
   const auto* xbytes = static_cast<const std::uint8_t*>(x.data);
+  // The tensor scale (nvfp4 amax) is one value for the whole tensor: each chunk takes it whole.
+  const TensorView tensor_scale = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
 
   // An exception may not leave an OpenMP region: the first one is carried out of it.
   std::exception_ptr error;
@@ -231,20 +362,16 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
   {
   Scratch scratch;
 #pragma omp for schedule(dynamic)
-  for (std::int64_t k = 0; k < chunks; ++k) try {
-    const std::int64_t u0 = k * per_chunk, u1 = std::min(units, u0 + per_chunk);
-    const Shape before = shape_of(u0), shape = shape_of(u1 - u0);
+  for (std::int64_t k = 0; k < ch.chunks; ++k) try {
+    const std::int64_t u0 = ch.first_unit(k), u1 = ch.end_unit(k);
+    const Shape before = ch.shape_of(u0), shape = ch.shape_of(u1 - u0);
     const Shape pshape = payload_shape(c, shape), sshape = scale_shape(c, shape);
     const std::int64_t poff = shape_numel(payload_shape(c, before));
-    const std::int64_t soff = whole_scale ? 0 : shape_numel(scale_shape(c, before));
+    const std::int64_t soff = ch.whole_scale ? 0 : shape_numel(scale_shape(c, before));
     if (poff + shape_numel(pshape) > r.payload.numel() || soff + shape_numel(sshape) > r.scale.numel())
       throw std::logic_error("a measuring chunk runs past the quantized tensor");
-    const bool int8 = c.family == Family::int8_block || c.family == Family::int8_token || c.family == Family::int8_group;
-    const auto chunk_sums = int8 ? int8_chunk_sums : code_chunk_sums;
-    // The tensor scale (nvfp4 amax) is one value for the whole tensor: each chunk takes it whole.
-    const TensorView tensor_scale = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
     sums[static_cast<std::size_t>(k)] =
-        chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * unit) * dtype_size(x.dtype)),
+        chunk_sums(c, make_view(x.dtype, shape, xbytes + static_cast<std::size_t>(u0 * ch.unit) * dtype_size(x.dtype)),
                    make_view(r.payload.dtype(), pshape, at(r.payload, poff)),
                    make_view(r.scale.dtype(), sshape, at(r.scale, soff)), tensor_scale, scratch);
   } catch (...) {
@@ -253,14 +380,7 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
   }
   }
   if (error) std::rethrow_exception(error);
-  Sums total;
-  for (const Sums& s : sums) {
-    total.signal += s.signal;
-    total.noise += s.noise;
-    total.clamped += s.clamped;
-  }
-  row.sqnr_db = total.noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(total.signal / total.noise);
-  row.saturated_pct = 100.0 * static_cast<double>(total.clamped) / static_cast<double>(n);
+  finish(sums, x.numel(), row);
 }
 
 }  // namespace qexact::checkpoint::detail

@@ -265,6 +265,15 @@ void StagedFile::copy_at(std::uint64_t offset, int in_fd, std::uint64_t in_offse
   }
 }
 
+void StagedFile::start_writeback(std::uint64_t offset, std::uint64_t n) {
+#ifdef SYNC_FILE_RANGE_WRITE
+  if (n != 0) ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(n), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)n;
+#endif
+}
+
 void StagedFile::commit() {
   if (::fsync(fd_) != 0) io_fail("sync", tmp_, errno);
   const int fd = fd_;

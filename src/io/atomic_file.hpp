@@ -66,6 +66,10 @@ class StagedFile {
   // n bytes of the file open as `in_fd` from `in_offset`, to `offset`: copied by the kernel
   // (copy_file_range), through a bounded buffer where it cannot. `in_name` names it in errors.
   void copy_at(std::uint64_t offset, int in_fd, std::uint64_t in_offset, std::uint64_t n, const std::string& in_name);
+  // Asks the system to start writing [offset, offset + n) to the disk now, without waiting
+  // (Linux: sync_file_range), so that the disk works while the rest is computed and commit()'s
+  // fsync finds most of the file written. A hint: nothing happens where it is not supported.
+  void start_writeback(std::uint64_t offset, std::uint64_t n);
   void commit();
 
  private:
