@@ -26,7 +26,7 @@ struct FakeQuantOutput {
   std::uint8_t* out;
   HWY_INLINE void Bits(std::size_t, Hif4MF, Hif4MF) {}
   HWY_INLINE void Codes(std::size_t v, Hif4VF code, Hif4VI sign, Hif4VF step) {
-    StoreNarrowed(Hif4DF(), kDt, Hif4Value(code, sign, step), out + v * kHif4Lanes * kSize);
+    StoreNarrowed(Hif4DF(), kDt, Hif4Value(Hif4CodeOfMagic(code), sign, step), out + v * kHif4Lanes * kSize);
   }
   HWY_INLINE void NaNs() {
     const Hif4VF nan = hn::BitCast(Hif4DF(), hn::Set(Hif4DI(), kHif4NaNBits));
@@ -91,11 +91,11 @@ HWY_INLINE void FakeQuantColumnBlocks(DType dt, const std::uint8_t* src, std::in
     for (int j = 2 * g; j < 2 * g + 2; ++j) {
       const Hif4VF m4 = hn::BitCast(df, hn::Load(di, max4 + static_cast<std::size_t>(j) * N));
       const Hif4MF d4 = Hif4L3Bit(m4, scale.rec, down8);
-      const Hif4VF down = Hif4Halve(d4, down8);
+      const Hif4VF r = Hif4CodeMultiplier(hn::Mul(scale.rec, hn::Set(df, 4.0f)), Hif4Halve(d4, down8));
       const Hif4VF step = Hif4Step(scale.value, d8, d4);
       for (int k = 4 * j; k < 4 * j + 4; ++k) {
         const Hif4VI bits = row_bits(k);
-        const Hif4VF code = Hif4Code(hn::BitCast(df, Hif4FiniteMagnitude(bits)), scale.rec, down);
+        const Hif4VF code = Hif4CodeOfMagic(Hif4CodeMagic(hn::BitCast(df, Hif4FiniteMagnitude(bits)), r));
         const Hif4VF v = hn::IfThenElse(non_finite, nan, Hif4Value(code, Hif4Sign(bits), step));
         if (lanes == N) {
           StoreNarrowed(df, dt, v, dst + k * dst_row);

@@ -111,21 +111,35 @@ HWY_INLINE Hif4MF Hif4L3Bit(Hif4VF max4, Hif4VF rec, Hif4VF down8) {
   return hn::Ge(hn::Mul(hn::Mul(max4, rec), down8), hn::Set(Hif4DF(), 2.0f));
 }
 
-// c = min(floor(bf16((|x| * rec) * 2^-(d8 + d4)) * 4 + 0.5), 7); down = 2^-(d8 + d4). The code
-// stays an fp32 integer (0..7); floor and the min by the integer 7 commute.
-HWY_INLINE Hif4VF Hif4Code(Hif4VF magnitude, Hif4VF rec, Hif4VF down) {
-  const Hif4DF df;
-  const Hif4VF mant = Hif4Bf16(hn::Mul(hn::Mul(magnitude, rec), down));
-  const Hif4VF half_up = hn::Add(hn::Mul(mant, hn::Set(df, 4.0f)), hn::Set(df, 0.5f));
-  return hn::Floor(hn::Min(half_up, hn::Set(df, 7.0f)));
-}
-
-// The integer of a code: below 2^23, c + 2^23 holds c in its low mantissa bits.
-HWY_INLINE Hif4VI Hif4CodeBits(Hif4VF code) {
+// The contract's c = min(floor(bf16((|x| * rec) * 2^-(d8 + d4)) * 4 + 0.5), 7), given
+// r = rec * 4 * 2^-(d8 + d4) (a power-of-two multiple of rec: exact), as the fp32 2^23 + c.
+// Five instructions, each step exact:
+// - t = min(|x| * r, 7): the one rounding of the contract's product (scaling by 2^(2-d) is
+//   exact above fp32's subnormals; below them every path gives c = 0), and bf16 rounding is
+//   monotonic with 7 a bf16 value, so the min may come first.
+// - bf16(t) half up (+0x8000 on the bits) instead of to nearest even: the two differ only when
+//   t is a tie and the upper neighbour has an odd mantissa, and then c is the same for both,
+//   because c steps up only at k + 0.5 (k = 0..6), bf16 values whose mantissas are even.
+// - | 0xFFFF: the bf16 value plus less than one bf16 step, so the final round to nearest
+//   below sends a value at exactly k + 0.5 up (the contract's half up), and no other value
+//   across a k + 0.5 (they are at least one bf16 step away from it).
+// - + 2^23: fp32 rounds to the nearest integer, which lands in the low mantissa bits.
+HWY_INLINE Hif4VF Hif4CodeMagic(Hif4VF magnitude, Hif4VF r) {
   const Hif4DF df;
   const Hif4DI di;
-  return hn::And(hn::BitCast(di, hn::Add(code, hn::Set(df, 8388608.0f))), hn::Set(di, 7));
+  const Hif4VI t = hn::BitCast(di, hn::Min(hn::Mul(magnitude, r), hn::Set(df, 7.0f)));
+  const Hif4VI sticky = hn::Or(hn::Add(t, hn::Set(di, 0x8000)), hn::Set(di, 0xFFFF));
+  return hn::Add(hn::BitCast(df, sticky), hn::Set(df, 8388608.0f));
 }
+
+// The code c (an fp32 integer, 0..7) of 2^23 + c: exact.
+HWY_INLINE Hif4VF Hif4CodeOfMagic(Hif4VF magic) { return hn::Sub(magic, hn::Set(Hif4DF(), 8388608.0f)); }
+
+// The integer c of 2^23 + c: its low mantissa bits.
+HWY_INLINE Hif4VI Hif4CodeBits(Hif4VF magic) { return hn::And(hn::BitCast(Hif4DI(), magic), hn::Set(Hif4DI(), 7)); }
+
+// r of Hif4CodeMagic: rec * 4 * 2^-(d8 + d4), from rec4 = rec * 4 and down = 2^-(d8 + d4).
+HWY_INLINE Hif4VF Hif4CodeMultiplier(Hif4VF rec4, Hif4VF down) { return hn::Mul(rec4, down); }
 
 // The value of one code step, scale * 2^(d8 + d4 - 2), so that out = c * step. The contract's
 // (c / 4) * 2^d8 * 2^d4 * scale has at most 3 x 3 significant bits and stays above 2^-50: every
@@ -262,7 +276,8 @@ HWY_INLINE void Hif4ScaleBatch(Hif4LineBatch& b, std::size_t count) {
 
 // Quantizes block i (at x) of a scanned and scaled batch: per compact vector c,
 // out.Bits(c, d8, d4) with its sub-groups' L2 and L3 bits, then per natural vector v (4c..4c+3)
-// out.Codes(v, code, sign, step): the element codes (Hif4Code), signs (Hif4Sign) and steps. kFinite: the
+// out.Codes(v, magic, sign, step): the element codes as 2^23 + c (Hif4CodeMagic), signs
+// (Hif4Sign) and steps. kFinite: the
 // block holds no NaN or +/-inf, so |x| needs no masking and the sign no finiteness test.
 template <bool kFinite, class Out>
 HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatch& b, std::size_t i, Out& out) {
@@ -270,6 +285,7 @@ HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatc
   const Hif4DI di;
   constexpr std::size_t N = kHif4Lanes;
   const Hif4VF rec = hn::Set(df, b.rec[i]);
+  const Hif4VF rec4 = hn::Set(df, b.rec[i] * 4.0f);
   const Hif4VF scale = hn::Set(df, b.scale[i]);
   for (std::size_t c = 0; c < kHif4Compacts; ++c) {
     const Hif4VI m4 = hn::Load(di, b.max4[i] + c * N);
@@ -277,7 +293,7 @@ HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatc
     const Hif4MF d8 = Hif4L2Bit(max8, rec);
     const Hif4VF down8 = Hif4Halve(d8, hn::Set(df, 1.0f));
     const Hif4MF d4 = Hif4L3Bit(hn::BitCast(df, m4), rec, down8);
-    const Hif4VF down = Hif4Halve(d4, down8);
+    const Hif4VF r = Hif4CodeMultiplier(rec4, Hif4Halve(d4, down8));
     const Hif4VF step = Hif4Step(scale, d8, d4);
     out.Bits(c, d8, d4);
     auto natural = [&](auto w) {
@@ -288,10 +304,10 @@ HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatc
       Hif4VI sign;
       if constexpr (kFinite) {
         const Hif4VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
-        code = Hif4Code(hn::BitCast(df, abs), rec, Hif4Expand<kW>(down));
+        code = Hif4CodeMagic(hn::BitCast(df, abs), Hif4Expand<kW>(r));
         sign = Hif4FiniteSign(bits, abs);
       } else {
-        code = Hif4Code(hn::BitCast(df, Hif4FiniteMagnitude(bits)), rec, Hif4Expand<kW>(down));
+        code = Hif4CodeMagic(hn::BitCast(df, Hif4FiniteMagnitude(bits)), Hif4Expand<kW>(r));
         sign = Hif4Sign(bits);
       }
       out.Codes(v, code, sign, Hif4Expand<kW>(step));
