@@ -20,13 +20,42 @@ namespace qexact::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Fake-quant outputs of a line block, natural vector v to out + v * N elements of dtype kDt.
+// A finite block's values c * step have at most 3 x 3 significant bits and fp32's exponent
+// range, so their bf16 is their top half, exactly: no rounding and no NaN case. Those halves
+// go out two natural vectors at a time, on AVX-512 one 64-byte streaming store per pair when
+// the output is 64-byte aligned (it is not read again: no line is fetched for it).
 template <DType kDt>
 struct FakeQuantOutput {
   static constexpr std::size_t kSize = kDt == DType::f32 ? 4 : 2;
+  using D16 = hn::Rebind<std::uint16_t, Hif4DF>;
   std::uint8_t* out;
+  hn::Vec<D16> even_half{};
   HWY_INLINE void Bits(std::size_t, Hif4MF, Hif4MF) {}
-  HWY_INLINE void Codes(std::size_t v, Hif4VF code, Hif4VI sign, Hif4VF step) {
-    StoreNarrowed(Hif4DF(), kDt, Hif4Value(Hif4CodeOfMagic(code), sign, step), out + v * kHif4Lanes * kSize);
+  HWY_INLINE void Codes(std::size_t v, Hif4VF magic, Hif4VI sign, Hif4VF step) {
+    const Hif4VF value = Hif4Value(Hif4CodeOfMagic(magic), sign, step);
+    if constexpr (kDt != DType::bf16) {
+      StoreNarrowed(Hif4DF(), kDt, value, out + v * kHif4Lanes * kSize);
+    } else {
+      const hn::RebindToUnsigned<Hif4DF> du;
+      const auto half = hn::TruncateTo(D16(), hn::ShiftRight<16>(hn::BitCast(du, value)));
+      std::uint8_t* at = out + v * kHif4Lanes * kSize;
+#if HWY_TARGET <= HWY_AVX3
+      if (v % 2 == 0) {
+        even_half = half;
+        return;
+      }
+      const hn::Full512<std::uint16_t> d512;
+      const auto pair = hn::Combine(d512, half, even_half);
+      auto* pair_at = reinterpret_cast<std::uint16_t*>(at - kHif4Lanes * kSize);
+      if ((reinterpret_cast<std::uintptr_t>(pair_at) & 63) == 0) {
+        hn::Stream(pair, d512, pair_at);
+      } else {
+        hn::StoreU(pair, d512, pair_at);
+      }
+#else
+      hn::StoreU(half, D16(), reinterpret_cast<std::uint16_t*>(at));
+#endif
+    }
   }
   HWY_INLINE void NaNs() {
     const Hif4VF nan = hn::BitCast(Hif4DF(), hn::Set(Hif4DI(), kHif4NaNBits));
@@ -45,6 +74,7 @@ HWY_INLINE void FakeQuantLinesAs(const Hif4Plan& p, std::uint8_t* out, std::int6
       Hif4QuantizeLine<true>(x, b, i, o);
     }
   });
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 void Hif4FakeQuantLines(const Hif4Plan& p, std::uint8_t* out, std::int64_t first, std::int64_t last) {
