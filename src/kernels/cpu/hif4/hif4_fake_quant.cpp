@@ -57,6 +57,25 @@ struct FakeQuantOutput {
 #endif
     }
   }
+#if HWY_TARGET != HWY_SCALAR
+  // The bf16 path's chunk q: the even elements' results in the low halves of the lanes.
+  HWY_INLINE void Pairs(std::size_t q, const Hif4Halves& even, const Hif4Halves& odd) {
+    const Hif4DI di;
+    const Hif4DU du;
+    auto signed_value = [&](const Hif4Halves& h) {
+      const Hif4VI magnitude = hn::BitCast(di, hn::Mul(Hif4CodeOfMagic(h.magic), h.step));
+      return hn::OrAnd(magnitude, h.sign, hn::Set(di, static_cast<std::int32_t>(0x80000000u)));
+    };
+    const Hif4VI halves = Hif4BitSelect(hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)), signed_value(odd),
+                                            hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, signed_value(even)))));
+    auto* at = reinterpret_cast<std::uint32_t*>(out + q * 2 * kHif4Lanes * kSize);
+    if ((reinterpret_cast<std::uintptr_t>(at) & (sizeof(std::uint32_t) * kHif4Lanes - 1)) == 0) {
+      hn::Stream(hn::BitCast(du, halves), du, at);
+    } else {
+      hn::StoreU(hn::BitCast(du, halves), du, at);
+    }
+  }
+#endif
   HWY_INLINE void NaNs() {
     const Hif4VF nan = hn::BitCast(Hif4DF(), hn::Set(Hif4DI(), kHif4NaNBits));
     for (std::size_t v = 0; v < 64 / kHif4Lanes; ++v) StoreNarrowed(Hif4DF(), kDt, nan, out + v * kHif4Lanes * kSize);
@@ -66,14 +85,24 @@ struct FakeQuantOutput {
 template <DType kDt>
 HWY_INLINE void FakeQuantLinesAs(const Hif4Plan& p, std::uint8_t* out, std::int64_t first, std::int64_t last) {
   constexpr auto kBlockBytes = static_cast<std::int64_t>(kHif4Block * FakeQuantOutput<kDt>::kSize);
-  Hif4ForLineBatches(p, first, last, [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const float* x) {
+  // x: the block's fp32 values, or its bf16 elements in place.
+  auto emit = [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const auto* x) {
     FakeQuantOutput<kDt> o{out + block * kBlockBytes};
     if (b.non_finite[i]) {
       o.NaNs();
     } else {
       Hif4QuantizeLine<true>(x, b, i, o);
     }
-  });
+  };
+#if HWY_TARGET != HWY_SCALAR
+  if (kDt == DType::bf16 && p.axis_stride == 1) {
+    Hif4ForBf16LineBatches(p, first, last, emit);
+  } else {
+    Hif4ForLineBatches(p, first, last, emit);
+  }
+#else
+  Hif4ForLineBatches(p, first, last, emit);
+#endif
   hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/hif4/hif4_plan.hpp"
@@ -279,14 +280,6 @@ HWY_INLINE Hif4VI Hif4RawMagnitude(Hif4VF v) {
   return hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF));
 }
 
-// A block found to hold a NaN or +/-inf: its maxima taken again with those counted as 0.
-HWY_INLINE void Hif4RescanNonFinite(const float* HWY_RESTRICT x, Hif4LineBatch& b, std::size_t i) {
-  const Hif4DI di;
-  const Hif4VI lane_max =
-      Hif4ScanCompacts(x, b.max4[i], [&](Hif4VF v) { return Hif4FiniteMagnitude(hn::BitCast(di, v)); });
-  b.block_max[i] = hn::GetLane(hn::MaxOfLanes(di, lane_max));
-}
-
 // The scales of the batch's first `count` blocks, scanned: one block per lane.
 HWY_INLINE void Hif4ScaleBatch(Hif4LineBatch& b, std::size_t count) {
   const Hif4DF df;
@@ -300,28 +293,45 @@ HWY_INLINE void Hif4ScaleBatch(Hif4LineBatch& b, std::size_t count) {
   }
 }
 
+// What the elements of compact vector c's sub-groups are quantized with: their L2 and L3 bits,
+// the code multiplier r (Hif4CodeMagic) and the value of a code step.
+struct Hif4SubGroupSteps {
+  Hif4MF d8, d4;
+  Hif4VF r, step;
+};
+
+HWY_INLINE Hif4SubGroupSteps Hif4StepsOf(const Hif4LineBatch& b, std::size_t i, std::size_t c) {
+  const Hif4DF df;
+  const Hif4DI di;
+  const Hif4VF rec = hn::Set(df, b.rec[i]);
+  const Hif4VI m4 = hn::Load(di, b.max4[i] + c * kHif4Lanes);
+  const Hif4VF max8 = hn::BitCast(df, hn::Max(m4, Hif4OtherHalfMax(b.max4[i], c)));
+  const Hif4MF d8 = Hif4L2Bit(max8, rec);
+  const Hif4VF down8 = Hif4Halve(d8, hn::Set(df, 1.0f));
+  const Hif4MF d4 = Hif4L3Bit(hn::BitCast(df, m4), rec, down8);
+  const Hif4VF r = Hif4CodeMultiplier(hn::Set(df, b.rec[i] * 4.0f), Hif4Halve(d4, down8));
+  return Hif4SubGroupSteps{d8, d4, r, Hif4Step(hn::Set(df, b.scale[i]), d8, d4)};
+}
+
+// The sign of x (bits, |x| as abs) in bit 31, the other bits undefined: x's own sign bit where
+// |x| != 0 (abs + 0x7FFFFFFF carries into bit 31 exactly then), so -0.0 is positive.
+HWY_INLINE Hif4VI Hif4SignBit(Hif4VI bits, Hif4VI abs) {
+  return hn::And(hn::Add(abs, hn::Set(Hif4DI(), 0x7FFFFFFF)), bits);
+}
+
 // Quantizes block i (at x) of a scanned and scaled batch: per compact vector c,
 // out.Bits(c, d8, d4) with its sub-groups' L2 and L3 bits, then per natural vector v (4c..4c+3)
 // out.Codes(v, magic, sign, step): the element codes as 2^23 + c (Hif4CodeMagic), signs
-// (Hif4Sign) and steps. kFinite: the
-// block holds no NaN or +/-inf, so |x| needs no masking and the sign no finiteness test.
+// (Hif4Sign) and steps. kFinite: the block holds no NaN or +/-inf, so |x| needs no masking and
+// the sign no finiteness test.
 template <bool kFinite, class Out>
 HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatch& b, std::size_t i, Out& out) {
   const Hif4DF df;
   const Hif4DI di;
   constexpr std::size_t N = kHif4Lanes;
-  const Hif4VF rec = hn::Set(df, b.rec[i]);
-  const Hif4VF rec4 = hn::Set(df, b.rec[i] * 4.0f);
-  const Hif4VF scale = hn::Set(df, b.scale[i]);
   for (std::size_t c = 0; c < kHif4Compacts; ++c) {
-    const Hif4VI m4 = hn::Load(di, b.max4[i] + c * N);
-    const Hif4VF max8 = hn::BitCast(df, hn::Max(m4, Hif4OtherHalfMax(b.max4[i], c)));
-    const Hif4MF d8 = Hif4L2Bit(max8, rec);
-    const Hif4VF down8 = Hif4Halve(d8, hn::Set(df, 1.0f));
-    const Hif4MF d4 = Hif4L3Bit(hn::BitCast(df, m4), rec, down8);
-    const Hif4VF r = Hif4CodeMultiplier(rec4, Hif4Halve(d4, down8));
-    const Hif4VF step = Hif4Step(scale, d8, d4);
-    out.Bits(c, d8, d4);
+    const Hif4SubGroupSteps s = Hif4StepsOf(b, i, c);
+    out.Bits(c, s.d8, s.d4);
     auto natural = [&](auto w) {
       constexpr int kW = decltype(w)::value;
       const std::size_t v = 4 * c + kW;
@@ -330,13 +340,13 @@ HWY_INLINE void Hif4QuantizeLine(const float* HWY_RESTRICT x, const Hif4LineBatc
       Hif4VI sign;
       if constexpr (kFinite) {
         const Hif4VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
-        code = Hif4CodeMagic(hn::BitCast(df, abs), Hif4Expand<kW>(r));
+        code = Hif4CodeMagic(hn::BitCast(df, abs), Hif4Expand<kW>(s.r));
         sign = Hif4FiniteSign(bits, abs);
       } else {
-        code = Hif4CodeMagic(hn::BitCast(df, Hif4FiniteMagnitude(bits)), Hif4Expand<kW>(r));
+        code = Hif4CodeMagic(hn::BitCast(df, Hif4FiniteMagnitude(bits)), Hif4Expand<kW>(s.r));
         sign = Hif4Sign(bits);
       }
-      out.Codes(v, code, sign, Hif4Expand<kW>(step));
+      out.Codes(v, code, sign, Hif4Expand<kW>(s.step));
     };
     natural(std::integral_constant<int, 0>());
     natural(std::integral_constant<int, 1>());
@@ -375,6 +385,13 @@ class Hif4LineCursor {
     return widened;
   }
 
+  // The block's bf16 elements where they lie (contiguous bf16 input only).
+  const std::uint16_t* bf16_in_place() const {
+    const std::uint8_t* src = p_.data + (base_ + l_) * 2;
+    PrefetchAheadBytes(src, kHif4Block * 2);
+    return reinterpret_cast<const std::uint16_t*>(src);
+  }
+
   void next() {
     l_ += kHif4Block;
     if (l_ == p_.length) {
@@ -389,34 +406,185 @@ class Hif4LineCursor {
 };
 
 // Runs the line blocks [first, last) in batches: a batch's blocks are scanned, their scales
-// computed, then emit(block, i, batch, x) quantizes each (i: its place in the batch, x: its fp32
-// values).
-template <class Emit>
-HWY_INLINE void Hif4ForLineBatches(const Hif4Plan& p, std::int64_t first, std::int64_t last, Emit&& emit) {
-  HWY_ALIGN float widened[kHif4Batch][64];
-  HWY_ALIGN std::uint8_t raw[64 * 4];
+// computed, then emit(block, i, batch, x) quantizes each (i: its place in the batch, x: its
+// values as Scan returned them). Scan(cursor, i, max4, lane_max) reads the current block, stores
+// its sub-group maxima of |x| (NaN above +inf) and lane-wise maxima; Rescan(x, max4) takes them
+// again with NaN and +/-inf as 0 and returns the lane-wise maxima.
+template <class Scan, class Rescan, class Emit>
+HWY_INLINE void Hif4ForBatches(const Hif4Plan& p, std::int64_t first, std::int64_t last, Scan&& scan, Rescan&& rescan,
+                               Emit&& emit) {
   HWY_ALIGN std::int32_t lane_max[kHif4Batch][kHif4Lanes];
   const Hif4DI di;
   Hif4LineBatch batch;
-  const float* x[kHif4Batch];
+  using X = decltype(scan(std::declval<const Hif4LineCursor&>(), std::size_t{0}, batch.max4[0], lane_max[0]));
+  X x[kHif4Batch];
   Hif4LineCursor cursor(p, first);
   for (std::int64_t begin = first; begin < last; begin += static_cast<std::int64_t>(kHif4Batch)) {
     const auto count =
         static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(kHif4Batch), last - begin));
-    for (std::size_t i = 0; i < count; ++i, cursor.next()) {
-      x[i] = cursor.values(widened[i], raw);
-      hn::Store(Hif4ScanCompacts(x[i], batch.max4[i], Hif4RawMagnitude), di, lane_max[i]);
-    }
+    for (std::size_t i = 0; i < count; ++i, cursor.next()) x[i] = scan(cursor, i, batch.max4[i], lane_max[i]);
     for (std::size_t i = count; i < kHif4Batch; ++i) hn::Store(hn::Zero(di), di, lane_max[i]);
     Hif4BlockMaxima(lane_max, batch.block_max);
     for (std::size_t i = 0; i < count; ++i) {
       batch.non_finite[i] = batch.block_max[i] > kHif4LargestFinite;
-      if (batch.non_finite[i]) Hif4RescanNonFinite(x[i], batch, i);
+      if (batch.non_finite[i]) batch.block_max[i] = hn::GetLane(hn::MaxOfLanes(di, rescan(x[i], batch.max4[i])));
     }
     Hif4ScaleBatch(batch, count);
     for (std::size_t i = 0; i < count; ++i) emit(begin + static_cast<std::int64_t>(i), i, batch, x[i]);
   }
 }
+
+// The same with each block's values as fp32 (widened or gathered into a buffer when needed).
+template <class Emit>
+HWY_INLINE void Hif4ForLineBatches(const Hif4Plan& p, std::int64_t first, std::int64_t last, Emit&& emit) {
+  HWY_ALIGN float widened[kHif4Batch][64];
+  HWY_ALIGN std::uint8_t raw[64 * 4];
+  const Hif4DI di;
+  Hif4ForBatches(
+      p, first, last,
+      [&](const Hif4LineCursor& cursor, std::size_t i, std::int32_t* max4, std::int32_t* lane_max) {
+        const float* x = cursor.values(widened[i], raw);
+        hn::Store(Hif4ScanCompacts(x, max4, Hif4RawMagnitude), di, lane_max);
+        return x;
+      },
+      [&](const float* x, std::int32_t* max4) {
+        return Hif4ScanCompacts(x, max4, [&](Hif4VF v) { return Hif4FiniteMagnitude(hn::BitCast(di, v)); });
+      },
+      emit);
+}
+
+// ---- bf16 line blocks in place, two elements per 32-bit lane ----
+// Lane L of a 32-bit vector loaded from a bf16 block holds elements 2L (low half) and 2L + 1:
+// shifted left by 16 and masked, one load gives the fp32 bits of the even elements and of the
+// odd ones, with no widening pass and no buffer; both halves of a lane are in one sub-group.
+// A chunk is the 2N elements of one load, compact vector c's sub-groups are chunks 2c and
+// 2c + 1. The pair outputs are cheap too: bf16 results recombine by one shift and one select,
+// and two nibbles of a value byte are already in one lane.
+#if HWY_TARGET != HWY_SCALAR
+using Hif4DU = hn::RebindToUnsigned<Hif4DI>;
+
+// The compact lane (Hif4SubGroupOf) of sub-group k of compact vector c, counted from c's first.
+inline constexpr std::size_t Hif4CompactLaneOf(std::size_t k) {
+  return 4 * (k % (kHif4Lanes / 4)) + k / (kHif4Lanes / 4);
+}
+
+// (mask & yes) | (~mask & no), bit by bit: one ternary-logic instruction on AVX-512. (Highway's
+// IfVecThenElse takes whole-lane masks on the other targets: a blend by each byte's top bit.)
+HWY_INLINE Hif4VI Hif4BitSelect(Hif4VI mask, Hif4VI yes, Hif4VI no) {
+#if HWY_TARGET <= HWY_AVX3
+  return hn::IfVecThenElse(mask, yes, no);
+#else
+  return hn::Or(hn::And(mask, yes), hn::AndNot(mask, no));
+#endif
+}
+
+// Lane permutations of the bf16 path: compact[L'] = the sub-group (counted from the compact
+// vector's first) that compact lane L' holds; chunk[h][L] = the compact lane of the sub-group
+// of lane L of chunk h, (N / 2) * h + L / 2.
+struct Hif4LaneTables {
+  std::int32_t compact[16];
+  std::int32_t chunk[2][16];
+};
+
+inline constexpr Hif4LaneTables Hif4LaneTablesOf() {
+  Hif4LaneTables t{};
+  constexpr std::size_t N = kHif4Lanes;
+  for (std::size_t lane = 0; lane < N; ++lane) {
+    t.compact[lane] = static_cast<std::int32_t>((lane % 4) * (N / 4) + lane / 4);
+    for (std::size_t h = 0; h < 2; ++h)
+      t.chunk[h][lane] = static_cast<std::int32_t>(Hif4CompactLaneOf(h * (N / 2) + lane / 2));
+  }
+  return t;
+}
+
+// Sub-group maxima of the bf16 block at x (16-bit maxima of |x|, four halves per 64-bit lane,
+// then the odd 32-bit lanes of two chunks to the compact order) and their lane-wise max.
+template <bool kFiniteOnly>
+HWY_INLINE Hif4VI Hif4ScanBf16(const std::uint16_t* HWY_RESTRICT x, std::int32_t* HWY_RESTRICT max4) {
+  const Hif4DI di;
+  const Hif4DU du;
+  const hn::Repartition<std::uint16_t, Hif4DU> d16;
+  const hn::RebindToSigned<decltype(d16)> di16;
+  constexpr std::size_t N = kHif4Lanes;
+  alignas(64) static constexpr Hif4LaneTables kTables = Hif4LaneTablesOf();
+  auto chunk_max = [&](const std::uint16_t* q) {
+    auto h = hn::And(hn::LoadU(d16, q), hn::Set(d16, 0x7FFF));
+    if constexpr (kFiniteOnly) {
+      const auto hi = hn::BitCast(di16, h);
+      h = hn::BitCast(d16, hn::IfThenZeroElse(hn::Gt(hi, hn::Set(di16, 0x7F7F)), hi));
+    }
+    const auto w = hn::BitCast(du, h);
+    const auto a = hn::BitCast(du, hn::Max(h, hn::BitCast(d16, hn::Shuffle2301(w))));
+    return hn::BitCast(du, hn::Max(hn::BitCast(d16, a), hn::BitCast(d16, hn::ShiftLeft<16>(a))));
+  };
+  Hif4VI lane_max = hn::Zero(di);
+  for (std::size_t c = 0; c < kHif4Compacts; ++c) {
+    const auto odd = hn::ConcatOdd(du, chunk_max(x + 4 * N * c + 2 * N), chunk_max(x + 4 * N * c));
+    Hif4VI m = hn::And(hn::BitCast(di, odd), hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)));
+    if constexpr (N > 4) m = hn::TableLookupLanes(m, hn::SetTableIndices(di, kTables.compact));
+    hn::Store(m, di, max4 + c * N);
+    lane_max = hn::Max(lane_max, m);
+  }
+  return lane_max;
+}
+
+// Quantizes bf16 block i (at x, in place) of a scanned and scaled batch: per compact vector c,
+// out.Bits(c, d8, d4), then per chunk q (2c, 2c + 1) out.Pairs(q, even, odd) with each half's
+// codes as 2^23 + c, signs in bit 31 (the other bits undefined) and steps.
+struct Hif4Halves {
+  Hif4VF magic;
+  Hif4VI sign;
+  Hif4VF step;
+};
+
+template <bool kFinite, class Out>
+HWY_INLINE void Hif4QuantizeLine(const std::uint16_t* HWY_RESTRICT x, const Hif4LineBatch& b, std::size_t i, Out& out) {
+  const Hif4DF df;
+  const Hif4DI di;
+  const Hif4DU du;
+  constexpr std::size_t N = kHif4Lanes;
+  alignas(64) static constexpr Hif4LaneTables kTables = Hif4LaneTablesOf();
+  const auto index0 = hn::SetTableIndices(df, kTables.chunk[0]);
+  const auto index1 = hn::SetTableIndices(df, kTables.chunk[1]);
+  for (std::size_t c = 0; c < kHif4Compacts; ++c) {
+    const Hif4SubGroupSteps s = Hif4StepsOf(b, i, c);
+    out.Bits(c, s.d8, s.d4);
+    for (std::size_t h = 0; h < 2; ++h) {
+      const auto& idx = h == 0 ? index0 : index1;
+      const Hif4VF r = hn::TableLookupLanes(s.r, idx);
+      const Hif4VF step = hn::TableLookupLanes(s.step, idx);
+      const std::size_t q = 2 * c + h;
+      const Hif4VI w = hn::BitCast(di, hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(x + 2 * N * q)));
+      const Hif4VI even = hn::ShiftLeft<16>(w);
+      const Hif4VI odd = hn::And(w, hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)));
+      Hif4VI even_abs, odd_abs;
+      if constexpr (kFinite) {
+        even_abs = hn::And(even, hn::Set(di, 0x7FFFFFFF));
+        odd_abs = hn::And(w, hn::Set(di, 0x7FFF0000));
+      } else {
+        even_abs = Hif4FiniteMagnitude(even);
+        odd_abs = Hif4FiniteMagnitude(odd);
+      }
+      out.Pairs(q, Hif4Halves{Hif4CodeMagic(hn::BitCast(df, even_abs), r), Hif4SignBit(even, even_abs), step},
+                Hif4Halves{Hif4CodeMagic(hn::BitCast(df, odd_abs), r), Hif4SignBit(odd, odd_abs), step});
+    }
+  }
+}
+
+// Hif4ForBatches over contiguous bf16 line blocks, read in place.
+template <class Emit>
+HWY_INLINE void Hif4ForBf16LineBatches(const Hif4Plan& p, std::int64_t first, std::int64_t last, Emit&& emit) {
+  const Hif4DI di;
+  Hif4ForBatches(
+      p, first, last,
+      [&](const Hif4LineCursor& cursor, std::size_t, std::int32_t* max4, std::int32_t* lane_max) {
+        const std::uint16_t* x = cursor.bf16_in_place();
+        hn::Store(Hif4ScanBf16<false>(x, max4), di, lane_max);
+        return x;
+      },
+      [&](const std::uint16_t* x, std::int32_t* max4) { return Hif4ScanBf16<true>(x, max4); }, emit);
+}
+#endif
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

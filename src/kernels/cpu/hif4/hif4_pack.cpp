@@ -64,6 +64,22 @@ struct PackOutput {
     return l2 << 8 | (l3 >> 8) << 16 | (l3 & 0xFF) << 24;
   }
 
+#if HWY_TARGET != HWY_SCALAR
+  // The bf16 path's chunk q: value byte L of it is even lane L's nibble | odd lane L's << 4.
+  HWY_INLINE void Pairs(std::size_t q, const Hif4Halves& even, const Hif4Halves& odd) {
+    const Hif4DI di;
+    const Hif4DU du;
+    const hn::Rebind<std::uint8_t, Hif4DU> d8;
+    // sign's bit 31 shifted logically to bit 3 (the bits below it are undefined, cut by the select).
+    auto nibble = [&](const Hif4Halves& h) {
+      return Hif4BitSelect(hn::Set(di, 7), hn::BitCast(di, h.magic),
+                               hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(du, h.sign))));
+    };
+    const Hif4VI bytes = hn::Or(nibble(even), hn::ShiftLeft<4>(nibble(odd)));
+    hn::StoreU(hn::TruncateTo(d8, hn::BitCast(du, bytes)), d8, value + q * kHif4Lanes);
+  }
+#endif
+
   HWY_INLINE void Codes(std::size_t v, Hif4VF magic, Hif4VI sign, Hif4VF) {
     const Hif4DI di;
     const hn::RebindToUnsigned<Hif4DI> du;
@@ -88,18 +104,30 @@ struct PackOutput {
 
 void Hif4PackBlocks(const Hif4Plan& p, std::uint8_t* scale, std::uint8_t* value, std::int64_t first,
                     std::int64_t last) {
-  Hif4ForLineBatches(p, first, last, [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const float* x) {
+  // The scale word: byte 0 the scale's (0xFF for a non-finite block), bytes 1-3 the bits.
+  auto store_scale = [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const PackOutput& o) {
+    const std::uint32_t byte0 = b.non_finite[i] ? 0xFFu : static_cast<std::uint32_t>(b.scale_byte[i]);
+    const std::uint32_t word = byte0 | o.ScaleBits();
+    static_assert(std::endian::native == std::endian::little, "the scale word's bytes are stored in memory order");
+    std::memcpy(scale + 4 * block, &word, 4);
+  };
+  // x: the block's fp32 values, or its bf16 elements in place.
+  auto emit = [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const auto* x) {
     PackOutput o{value + 32 * block};
     if (b.non_finite[i]) {
       Hif4QuantizeLine<false>(x, b, i, o);
     } else {
       Hif4QuantizeLine<true>(x, b, i, o);
     }
-    const std::uint32_t byte0 = b.non_finite[i] ? 0xFFu : static_cast<std::uint32_t>(b.scale_byte[i]);
-    const std::uint32_t word = byte0 | o.ScaleBits();
-    static_assert(std::endian::native == std::endian::little, "the scale word's bytes are stored in memory order");
-    std::memcpy(scale + 4 * block, &word, 4);
-  });
+    store_scale(block, i, b, o);
+  };
+#if HWY_TARGET != HWY_SCALAR
+  if (p.dtype == DType::bf16 && p.axis_stride == 1) {
+    Hif4ForBf16LineBatches(p, first, last, emit);
+    return;
+  }
+#endif
+  Hif4ForLineBatches(p, first, last, emit);
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
