@@ -76,6 +76,8 @@ struct PackOutput {
                                hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(du, h.sign))));
     };
     const Hif4VI bytes = hn::Or(nibble(even), hn::ShiftLeft<4>(nibble(odd)));
+    // Ordinary stores: streaming ones (16 or 32 bytes at a time) measured no faster at 2
+    // threads out of cache and 7% slower at 1 (the value bytes are a fifth of the traffic).
     hn::StoreU(hn::TruncateTo(d8, hn::BitCast(du, bytes)), d8, value + q * kHif4Lanes);
   }
 #endif
