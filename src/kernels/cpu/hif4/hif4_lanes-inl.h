@@ -179,8 +179,9 @@ struct Hif4LineBatch {
   HWY_ALIGN std::int32_t max4[kHif4Batch][16];  // fp32 bits of the sub-group maxima, compact order
   HWY_ALIGN std::int32_t block_max[kHif4Batch];
   HWY_ALIGN std::int32_t scale_byte[kHif4Batch];  // of a finite block: (e + 48) << 2 | (m - 4)
-  HWY_ALIGN float scale[kHif4Batch];
   HWY_ALIGN float rec[kHif4Batch];
+  HWY_ALIGN std::int32_t rec4_bits[kHif4Batch];     // fp32 bits of rec * 4
+  HWY_ALIGN std::int32_t quarter_bits[kHif4Batch];  // fp32 bits of scale / 4
   bool non_finite[kHif4Batch];
 };
 
@@ -288,8 +289,9 @@ HWY_INLINE void Hif4ScaleBatch(Hif4LineBatch& b, std::size_t count) {
   for (std::size_t i = 0; i < count; i += N) {
     const Hif4Scale scale = Hif4ScaleOf(hn::BitCast(df, hn::Load(di, b.block_max + i)));
     hn::Store(Hif4ScaleByte(scale.bits), di, b.scale_byte + i);
-    hn::Store(scale.value, df, b.scale + i);
     hn::Store(scale.rec, df, b.rec + i);
+    hn::Store(hn::BitCast(di, hn::Mul(scale.rec, hn::Set(df, 4.0f))), di, b.rec4_bits + i);
+    hn::Store(hn::BitCast(di, hn::Mul(scale.value, hn::Set(df, 0.25f))), di, b.quarter_bits + i);
   }
 }
 
@@ -300,17 +302,23 @@ struct Hif4SubGroupSteps {
   Hif4VF r, step;
 };
 
+// The contract's d8 = (max8 * rec >= 4) and d4 = ((max4 * rec) * 2^-d8 >= 2), the latter as
+// max4 * rec >= 2^(1 + d8) (scaling by 2^-d8 is exact above fp32's subnormals, and below them
+// both tests are false); r and step then differ from rec * 4 and scale / 4 by 2^(d8 + d4) only,
+// so they are those with d8 + d4 subtracted from or added to their exponent bits (all normal).
 HWY_INLINE Hif4SubGroupSteps Hif4StepsOf(const Hif4LineBatch& b, std::size_t i, std::size_t c) {
   const Hif4DF df;
   const Hif4DI di;
   const Hif4VF rec = hn::Set(df, b.rec[i]);
   const Hif4VI m4 = hn::Load(di, b.max4[i] + c * kHif4Lanes);
   const Hif4VF max8 = hn::BitCast(df, hn::Max(m4, Hif4OtherHalfMax(b.max4[i], c)));
-  const Hif4MF d8 = Hif4L2Bit(max8, rec);
-  const Hif4VF down8 = Hif4Halve(d8, hn::Set(df, 1.0f));
-  const Hif4MF d4 = Hif4L3Bit(hn::BitCast(df, m4), rec, down8);
-  const Hif4VF r = Hif4CodeMultiplier(hn::Set(df, b.rec[i] * 4.0f), Hif4Halve(d4, down8));
-  return Hif4SubGroupSteps{d8, d4, r, Hif4Step(hn::Set(df, b.scale[i]), d8, d4)};
+  const Hif4MF d8 = hn::Ge(hn::Mul(max8, rec), hn::Set(df, 4.0f));
+  const Hif4MF d4 = hn::Ge(hn::Mul(hn::BitCast(df, m4), rec), hn::IfThenElse(d8, hn::Set(df, 4.0f), hn::Set(df, 2.0f)));
+  const Hif4VI one = hn::Set(di, 1 << 23);  // 1 in the exponent field
+  const Hif4VI e = hn::Add(hn::IfThenElseZero(hn::RebindMask(di, d8), one), hn::IfThenElseZero(hn::RebindMask(di, d4), one));
+  const Hif4VF r = hn::BitCast(df, hn::Sub(hn::Set(di, b.rec4_bits[i]), e));
+  const Hif4VF step = hn::BitCast(df, hn::Add(hn::Set(di, b.quarter_bits[i]), e));
+  return Hif4SubGroupSteps{d8, d4, r, step};
 }
 
 // The sign of x (bits, |x| as abs) in bit 31, the other bits undefined: x's own sign bit where
