@@ -549,7 +549,7 @@ template <bool kFinite, class Out>
 HWY_INLINE void Hif4QuantizeLine(const std::uint16_t* HWY_RESTRICT x, const Hif4LineBatch& b, std::size_t i, Out& out) {
   const Hif4DF df;
   const Hif4DI di;
-  const Hif4DU du;
+  const hn::Repartition<std::uint16_t, Hif4DU> d16;
   constexpr std::size_t N = kHif4Lanes;
   alignas(64) static constexpr Hif4LaneTables kTables = Hif4LaneTablesOf();
   const auto index0 = hn::SetTableIndices(df, kTables.chunk[0]);
@@ -562,7 +562,7 @@ HWY_INLINE void Hif4QuantizeLine(const std::uint16_t* HWY_RESTRICT x, const Hif4
       const Hif4VF r = hn::TableLookupLanes(s.r, idx);
       const Hif4VF step = hn::TableLookupLanes(s.step, idx);
       const std::size_t q = 2 * c + h;
-      const Hif4VI w = hn::BitCast(di, hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(x + 2 * N * q)));
+      const Hif4VI w = hn::BitCast(di, hn::LoadU(d16, x + 2 * N * q));  // loaded as the bf16 it is
       const Hif4VI even = hn::ShiftLeft<16>(w);
       const Hif4VI odd = hn::And(w, hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)));
       Hif4VI even_abs, odd_abs;
