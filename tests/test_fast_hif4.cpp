@@ -129,6 +129,70 @@ TEST_P(FastHif4, ReferenceTestBlocksInEveryDtype) {
   }
 }
 
+// The code steps at k + 0.5 (k = 0..6) and the bf16 rounding before them, which the kernels take
+// on the bits (half up, a sticky low half, a round at 2^23): blocks whose first element sets
+// the scale, the rest every bf16 value of [1/8, 8) scaled by 1, 2 or 4 (so that the sub-groups
+// take every L2/L3 bit pair), the midpoints between neighbours (exact ties of the bf16
+// rounding, as f32) and one fp32 step either side of them, both signs. A block max of 28 gives
+// the reciprocal 1/4, 42 bf16(1/6) and 49 bf16(1/7), whose products with bf16 inputs are exact:
+// 0.875 * bf16(1/7) * 4 = 0.5 - 2^-10 is the tie below the first step, the one a bf16 input
+// can reach. A few hundred blocks each, so that the line batches are full and partial.
+TEST_P(FastHif4, CodeStepsAndBf16TiesOnTheBits) {
+  std::vector<float> sweep;
+  for (std::uint32_t bits = std::bit_cast<std::uint32_t>(0.125f); bits < std::bit_cast<std::uint32_t>(8.0f);
+       bits += 0x10000) {
+    const float v = std::bit_cast<float>(bits), mid = std::bit_cast<float>(bits + 0x8000);
+    for (float m : {1.0f, 2.0f, 4.0f})
+      for (float u : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 100.0f)}) sweep.push_back(u * m);
+  }
+  for (float block_max : {28.0f, 42.0f, 49.0f}) {
+    std::vector<float> values;
+    for (std::size_t k = 0; k < 2 * sweep.size(); ++k) {
+      if (values.size() % 64 == 0) values.push_back(block_max);
+      values.push_back(k % 2 == 0 ? sweep[k / 2] : -sweep[k / 2]);
+    }
+    while (values.size() % 64 != 0) values.push_back(-0.0f);
+    const Storage data(values);
+    const auto blocks = static_cast<std::int64_t>(values.size() / 64);
+    for (DType dt : kDtypes) {
+      const std::string key = "code steps max " + std::to_string(block_max) + " " + dtype_name(dt);
+      for (int threads : {1, 3}) {
+        expect_fake_quant_matches(key, data.view(dt, {blocks, 64}), -1, threads);
+        expect_pack_matches(key, data.view(dt, {blocks / 2, 128}), threads);
+      }
+    }
+  }
+}
+
+// Outputs written through _into at every alignment the kernels branch on: a 64-byte aligned
+// destination (bf16 results in streaming stores) and ones 2, 16 and 32 bytes past it (ordinary
+// stores), for the fake-quant output and the packed bytes.
+TEST_P(FastHif4, IntoOutputsAlignedOrNot) {
+  const std::uint64_t seed = 12;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  const Shape shape{37, 192};
+  const Storage data(random_values(static_cast<std::size_t>(shape_numel(shape)), rng));
+  for (DType dt : kDtypes) {
+    const TensorView x = data.view(dt, shape);
+    const Tensor want = hifloat4_fake_quant(x, -1, kRef);
+    const Hif4Packed packed = hif4_pack(x, kRef);
+    for (std::size_t offset : {0, 2, 16, 32}) {
+      const std::string what = std::string(dtype_name(dt)) + " offset " + std::to_string(offset);
+      std::vector<std::uint8_t> bytes(static_cast<std::size_t>(want.nbytes() + packed.value.nbytes()) + 256);
+      const auto base = (reinterpret_cast<std::uintptr_t>(bytes.data()) + 63) / 64 * 64;
+      auto* out = reinterpret_cast<std::uint8_t*>(base) + offset;
+      hifloat4_fake_quant_into(x, make_mutable_view(dt, shape, out), -1, RunOptions{Engine::fast, 2});
+      EXPECT_EQ(std::memcmp(out, want.raw(), static_cast<std::size_t>(want.nbytes())), 0) << what;
+      Tensor scale(DType::u8, packed.scale.shape());
+      hif4_pack_into(x, scale.mutable_view(), make_mutable_view(DType::u8, packed.value.shape(), out),
+                     RunOptions{Engine::fast, 2});
+      EXPECT_EQ(differing_bytes(scale, packed.scale), 0) << what;
+      EXPECT_EQ(std::memcmp(out, packed.value.raw(), static_cast<std::size_t>(packed.value.nbytes())), 0) << what;
+    }
+  }
+}
+
 // Every scale byte and every value byte, unpacked: 0xFF blocks, all nibbles and L2/L3 bits.
 TEST_P(FastHif4, UnpackOfEveryByte) {
   const std::int64_t rows = 256, blocks = 3;

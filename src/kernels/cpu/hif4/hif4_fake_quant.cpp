@@ -20,14 +20,62 @@ namespace qexact::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Fake-quant outputs of a line block, natural vector v to out + v * N elements of dtype kDt.
+// A finite block's values c * step have at most 3 x 3 significant bits and fp32's exponent
+// range, so their bf16 is their top half, exactly: no rounding and no NaN case. Those halves
+// go out two natural vectors at a time, on AVX-512 one 64-byte streaming store per pair when
+// the output is 64-byte aligned (it is not read again: no line is fetched for it).
 template <DType kDt>
 struct FakeQuantOutput {
   static constexpr std::size_t kSize = kDt == DType::f32 ? 4 : 2;
+  using D16 = hn::Rebind<std::uint16_t, Hif4DF>;
   std::uint8_t* out;
+  hn::Vec<D16> even_half{};
   HWY_INLINE void Bits(std::size_t, Hif4MF, Hif4MF) {}
-  HWY_INLINE void Codes(std::size_t v, Hif4VF code, Hif4VI sign, Hif4VF step) {
-    StoreNarrowed(Hif4DF(), kDt, Hif4Value(code, sign, step), out + v * kHif4Lanes * kSize);
+  HWY_INLINE void Codes(std::size_t v, Hif4VF magic, Hif4VI sign, Hif4VF step) {
+    const Hif4VF value = Hif4Value(Hif4CodeOfMagic(magic), sign, step);
+    if constexpr (kDt != DType::bf16) {
+      StoreNarrowed(Hif4DF(), kDt, value, out + v * kHif4Lanes * kSize);
+    } else {
+      const hn::RebindToUnsigned<Hif4DF> du;
+      const auto half = hn::TruncateTo(D16(), hn::ShiftRight<16>(hn::BitCast(du, value)));
+      std::uint8_t* at = out + v * kHif4Lanes * kSize;
+#if HWY_TARGET <= HWY_AVX3
+      if (v % 2 == 0) {
+        even_half = half;
+        return;
+      }
+      const hn::Full512<std::uint16_t> d512;
+      const auto pair = hn::Combine(d512, half, even_half);
+      auto* pair_at = reinterpret_cast<std::uint16_t*>(at - kHif4Lanes * kSize);
+      if ((reinterpret_cast<std::uintptr_t>(pair_at) & 63) == 0) {
+        hn::Stream(pair, d512, pair_at);
+      } else {
+        hn::StoreU(pair, d512, pair_at);
+      }
+#else
+      hn::StoreU(half, D16(), reinterpret_cast<std::uint16_t*>(at));
+#endif
+    }
   }
+#if HWY_TARGET != HWY_SCALAR
+  // The bf16 path's chunk q: the even elements' results in the low halves of the lanes.
+  HWY_INLINE void Pairs(std::size_t q, const Hif4Halves& even, const Hif4Halves& odd) {
+    const Hif4DI di;
+    const Hif4DU du;
+    auto signed_value = [&](const Hif4Halves& h) {
+      const Hif4VI magnitude = hn::BitCast(di, hn::Mul(Hif4CodeOfMagic(h.magic), h.step));
+      return hn::OrAnd(magnitude, h.sign, hn::Set(di, static_cast<std::int32_t>(0x80000000u)));
+    };
+    const Hif4VI halves = Hif4BitSelect(hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)), signed_value(odd),
+                                            hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, signed_value(even)))));
+    auto* at = reinterpret_cast<std::uint32_t*>(out + q * 2 * kHif4Lanes * kSize);
+    if ((reinterpret_cast<std::uintptr_t>(at) & (sizeof(std::uint32_t) * kHif4Lanes - 1)) == 0) {
+      hn::Stream(hn::BitCast(du, halves), du, at);
+    } else {
+      hn::StoreU(hn::BitCast(du, halves), du, at);
+    }
+  }
+#endif
   HWY_INLINE void NaNs() {
     const Hif4VF nan = hn::BitCast(Hif4DF(), hn::Set(Hif4DI(), kHif4NaNBits));
     for (std::size_t v = 0; v < 64 / kHif4Lanes; ++v) StoreNarrowed(Hif4DF(), kDt, nan, out + v * kHif4Lanes * kSize);
@@ -37,14 +85,25 @@ struct FakeQuantOutput {
 template <DType kDt>
 HWY_INLINE void FakeQuantLinesAs(const Hif4Plan& p, std::uint8_t* out, std::int64_t first, std::int64_t last) {
   constexpr auto kBlockBytes = static_cast<std::int64_t>(kHif4Block * FakeQuantOutput<kDt>::kSize);
-  Hif4ForLineBatches(p, first, last, [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const float* x) {
+  // x: the block's fp32 values, or its bf16 elements in place.
+  auto emit = [&](std::int64_t block, std::size_t i, const Hif4LineBatch& b, const auto* x) {
     FakeQuantOutput<kDt> o{out + block * kBlockBytes};
     if (b.non_finite[i]) {
       o.NaNs();
     } else {
       Hif4QuantizeLine<true>(x, b, i, o);
     }
-  });
+  };
+#if HWY_TARGET != HWY_SCALAR
+  if (kDt == DType::bf16 && p.axis_stride == 1) {
+    Hif4ForBf16LineBatches(p, first, last, emit);
+  } else {
+    Hif4ForLineBatches(p, first, last, emit);
+  }
+#else
+  Hif4ForLineBatches(p, first, last, emit);
+#endif
+  hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
 void Hif4FakeQuantLines(const Hif4Plan& p, std::uint8_t* out, std::int64_t first, std::int64_t last) {
@@ -91,11 +150,11 @@ HWY_INLINE void FakeQuantColumnBlocks(DType dt, const std::uint8_t* src, std::in
     for (int j = 2 * g; j < 2 * g + 2; ++j) {
       const Hif4VF m4 = hn::BitCast(df, hn::Load(di, max4 + static_cast<std::size_t>(j) * N));
       const Hif4MF d4 = Hif4L3Bit(m4, scale.rec, down8);
-      const Hif4VF down = Hif4Halve(d4, down8);
+      const Hif4VF r = Hif4CodeMultiplier(hn::Mul(scale.rec, hn::Set(df, 4.0f)), Hif4Halve(d4, down8));
       const Hif4VF step = Hif4Step(scale.value, d8, d4);
       for (int k = 4 * j; k < 4 * j + 4; ++k) {
         const Hif4VI bits = row_bits(k);
-        const Hif4VF code = Hif4Code(hn::BitCast(df, Hif4FiniteMagnitude(bits)), scale.rec, down);
+        const Hif4VF code = Hif4CodeOfMagic(Hif4CodeMagic(hn::BitCast(df, Hif4FiniteMagnitude(bits)), r));
         const Hif4VF v = hn::IfThenElse(non_finite, nan, Hif4Value(code, Hif4Sign(bits), step));
         if (lanes == N) {
           StoreNarrowed(df, dt, v, dst + k * dst_row);
