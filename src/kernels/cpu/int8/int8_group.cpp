@@ -23,7 +23,7 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   Span spans[kBatch];
   std::uint32_t amax[kBatch];
   for (std::int64_t batch = first; batch < last; batch += kBatch) {
-    if (p.nonfinite->load(std::memory_order_relaxed)) return;
+    if (p.nonfinite->load(std::memory_order_relaxed)) break;
     const std::int64_t size = std::min(kBatch, last - batch);
     std::uint32_t any = 0;
     for (std::int64_t j = 0; j < size; ++j) {
@@ -37,13 +37,14 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     }
     if (any >= kNonFiniteBits) {
       p.nonfinite->store(true, std::memory_order_relaxed);
-      return;
+      break;
     }
     Int8Quotient q[kBatch];
     for (std::int64_t j = 0; j < size; ++j) q[j] = int8_scale_domain(p, std::bit_cast<float>(amax[j]), batch + j);
     for (std::int64_t j = 0; j < size; ++j)
       QuantizeSpan<kRounding, kDivide>(p, q[j], p.dtype, spans[j], p.payload + (batch + j) * p.group);
   }
+  hwy::FlushStream();  // the streamed payload is visible to other threads once this returns
 }
 
 void QuantizeInt8GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
