@@ -120,7 +120,7 @@ class Encoder {
 
   Encoder(float operand, float lowest)
       : operand_(hn::Set(DF(), operand)),
-        recip_(hn::Set(DF(), 1.0f / operand)),
+        recip_(hn::Set(DF(), kDivide ? 1.0f / operand : operand)),  // no division where unused
         lowest_(hn::Set(DF(), lowest)),
         top_(hn::Set(DF(), 127.0f)),
         magic_(hn::Set(DF(), 12582912.0f)),
