@@ -113,6 +113,34 @@ HWY_INLINE bool VectorBatch(const Int8Plan& p, std::int64_t batch, std::int64_t 
   for (std::int64_t j = 0; j < size; ++j) g.q[j] = {divisor[j] == 0.0f, operand[j]};
   return true;
 }
+
+// Steps 4-5 of a batch the batch path formed: its `size` groups' payloads are consecutive, so
+// the batch's vectors are encoded in order, four to a CodeWriter store, each by its group's
+// encoder (rebuilt when the group changes; a zero-payload group's codes are 0).
+template <IntRounding kRounding, bool kDivide>
+HWY_INLINE void EncodeBatch(const Int8Plan& p, const GroupBatch& g, std::int64_t size, std::uint8_t* out) {
+  const DF df;
+  const std::int64_t per_group = p.group / kLanes;
+  const std::int64_t bytes = static_cast<std::int64_t>(p.elem_bytes);
+  Encoder<kRounding, kDivide> encode(1.0f, p.lowest);
+  std::int64_t encoder_group = -1;
+  const auto codes = [&](std::int64_t t) {  // vector t of the batch
+    const std::int64_t j = t / per_group;
+    if (g.q[j].zero_payload) return hn::Zero(DI());
+    if (j != encoder_group) {
+      encode = Encoder<kRounding, kDivide>(g.q[j].operand, p.lowest);
+      encoder_group = j;
+    }
+    return encode(LoadWidened(df, p.dtype, g.spans[j].first + (t % per_group) * kLanes * bytes));
+  };
+  const std::int64_t vectors = size * per_group;
+  std::int64_t t = 0;
+  for (; t + 4 <= vectors; t += 4) {
+    const auto c0 = codes(t), c1 = codes(t + 1), c2 = codes(t + 2), c3 = codes(t + 3);
+    CodeWriter::Store4(c0, c1, c2, c3, out + t * kLanes);
+  }
+  for (; t < vectors; ++t) CodeWriter::Store(codes(t), out + t * kLanes);
+}
 #endif
 
 template <IntRounding kRounding, bool kDivide>
@@ -140,19 +168,20 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     if (vector_batch) {
 #if HWY_TARGET != HWY_SCALAR
       if (!VectorBatch<kRounding, kDivide>(p, batch, size, b)) break;
+      EncodeBatch<kRounding, kDivide>(p, b, size, reinterpret_cast<std::uint8_t*>(p.payload + batch * p.group));
 #endif
-    } else {
-      std::uint32_t any = 0;
-      for (std::int64_t j = 0; j < size; ++j) {
-        amax[j] = AbsMaxBits(p.dtype, b.spans[j]);
-        any = std::max(any, amax[j]);
-      }
-      if (any >= kNonFiniteBits) {
-        p.nonfinite->store(true, std::memory_order_relaxed);
-        break;
-      }
-      for (std::int64_t j = 0; j < size; ++j) b.q[j] = int8_scale_domain(p, std::bit_cast<float>(amax[j]), batch + j);
+      continue;
     }
+    std::uint32_t any = 0;
+    for (std::int64_t j = 0; j < size; ++j) {
+      amax[j] = AbsMaxBits(p.dtype, b.spans[j]);
+      any = std::max(any, amax[j]);
+    }
+    if (any >= kNonFiniteBits) {
+      p.nonfinite->store(true, std::memory_order_relaxed);
+      break;
+    }
+    for (std::int64_t j = 0; j < size; ++j) b.q[j] = int8_scale_domain(p, std::bit_cast<float>(amax[j]), batch + j);
     for (std::int64_t j = 0; j < size; ++j)
       QuantizeSpan<kRounding, kDivide>(p, b.q[j], p.dtype, b.spans[j], p.payload + (batch + j) * p.group);
   }

@@ -97,7 +97,7 @@ HWY_INLINE std::uint32_t LoadF32AbsMaxBits(DType dt, const Span& s, float* out) 
 // bounds unchanged, so round-then-clamp and clamp-then-round agree on every v. The clamped,
 // rounded value r then becomes its byte exactly: r + 1.5 * 2^23 lies in [2^23, 2^24), where
 // the fp32 spacing is 1 and the low byte of the bits is r in two's complement. The codes come
-// back in int32 lanes (the low byte of each), for the CodeWriter.
+// back as that byte (0..255) in int32 lanes, as the CodeWriter takes them.
 //
 // A division (the contract's x / scale) costs ~16x a multiply in the vector units: it is first
 // tried as x * (1 / scale), which differs from the correctly rounded quotient by less than
@@ -135,7 +135,7 @@ class Encoder {
       if (use_recip_) {
         const auto v = Clamp(hn::Mul(x, recip_));
         biased = Biased(v);
-        if (hn::AllFalse(df, NearStep(v, biased))) return hn::BitCast(DI(), biased);
+        if (hn::AllFalse(df, NearStep(v, biased))) return LowByte(biased);
       }
       biased = Biased(Clamp(hn::Div(x, operand_)));
     } else {
@@ -143,11 +143,15 @@ class Encoder {
       if (maybe_nan_) v = hn::IfThenZeroElse(hn::IsNaN(v), v);
       biased = Biased(Clamp(v));
     }
-    return hn::BitCast(DI(), biased);
+    return LowByte(biased);
   }
 
  private:
   static constexpr float kStepGuard = 1.0f / 4096;  // 2^-12 > 128 * 2^-22
+
+  static HWY_INLINE hn::Vec<DI> LowByte(hn::Vec<DF> biased) {
+    return hn::And(hn::BitCast(DI(), biased), hn::Set(DI(), 0xFF));
+  }
 
   HWY_INLINE hn::Vec<DF> Clamp(hn::Vec<DF> v) const { return hn::Min(hn::Max(v, lowest_), top_); }
 
