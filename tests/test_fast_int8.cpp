@@ -6,6 +6,7 @@
 // every SIMD target and 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <cstring>
@@ -291,6 +292,43 @@ TEST_P(FastInt8, LargeAwkwardGroupInputs) {
        {make_contract("q8_0.ggml"), make_contract("q8_0.ggml", {"group=32", "scale_store=f32", "quotient=divide"})})
     for (const Input& in : inputs)
       for (int threads : {1, 2, 3, 7}) expect_same(label(c) + " " + in.name, c, in.view(), threads);
+}
+
+// The group kernel's vector-of-groups path (contiguous groups of whole vectors: 16, 32 and 64 on
+// every target with 16 lanes or fewer) under every scale rule: both scale modes, scale_min
+// below and inside the data's range (so that it wins for some groups), each quotient (reciprocal
+// with scale_mode=before, the only mode it admits), f16 and
+// f32 scales, both ranges; groups of every magnitude mixed within one vector of groups (zero,
+// tiny enough for the multiplier to overflow, f16-overflowing scales, ordinary), rows of 3 to
+// 12 groups so that batches cross rows, thread splits that leave partial vectors of groups,
+// and a strided view of the same data that takes the one-group path.
+TEST_P(FastInt8, GroupBatchesUnderEveryScaleRule) {
+  conformance::Rng r(2026);
+  const Shape shape{211, 192};
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
+  for (std::size_t i = 0; i < v.size(); i += 16) {
+    const std::int64_t kind = r.below(6);
+    const double scale = kind == 0 ? 0.0 : kind == 1 ? 1e-41 : kind == 2 ? 1e-30 : kind == 3 ? 3e38 : 1.0;
+    for (std::size_t j = i; j < i + 16; ++j) v[j] = static_cast<float>(std::max(-3.3e38, std::min(3.3e38, r.normal() * scale)));
+  }
+  const Tensor x = from_f32_vector(v, shape, DType::f32);
+  const Tensor xb = from_f32_vector(v, shape, DType::bf16);
+  const Input strided = permuted({211, 128}, {0, 1}, 2, DType::f32, 77);
+  for (const char* group : {"group=16", "group=32", "group=64"})
+    for (const char* mode : {"scale_mode=before", "scale_mode=after"})
+      for (const char* smin : {"scale_min=0", "scale_min=0.001"})
+        for (const char* quotient : {"quotient=divide", "quotient=reciprocal", "quotient=inv_scale"})
+          for (const char* store : {"scale_store=f16", "scale_store=f32"}) {
+            if (std::string(quotient) == "quotient=reciprocal" && std::string(mode) != "scale_mode=before") continue;
+            const Contract c = make_contract("q8_0.ggml", {group, mode, smin, quotient, store, "range=128"});
+            for (int threads : {1, 3, 7}) {
+              expect_same(label(c) + " mixed f32", c, x.view(), threads);
+              if (threads == 3) {
+                expect_same(label(c) + " mixed bf16", c, xb.view(), threads);
+                expect_same(label(c) + " " + strided.name, c, strided.view(), threads);
+              }
+            }
+          }
 }
 
 // Rows of 1000 values (4000 working bytes) under budgets below, at and above a row: the path

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -193,6 +194,38 @@ TEST_P(FastNvfp4, BatchPathAtEveryScaleAndElementBoundary) {
   for (const Contract& c : contracts())
     for (DType dt : {DType::f32, DType::bf16})
       expect_same(c, st.view(dt, {rows, 16 * 16}), label(c) + " " + dtype_name(dt) + " boundaries");
+}
+
+// Dequantize alone, from every E4M3 scale code (NaN codes, subnormals, 448) times every payload
+// byte (all 16 x 16 nibble pairs), under every tensor-scale rule and tensor scales that make
+// multipliers overflow (0 * inf: NaN) or vanish, written by the fast kernel into a fresh output
+// (aligned: streamed) and into a caller's buffer one float off alignment (plain stores).
+TEST_P(FastNvfp4, DequantizeEveryScaleCodeAndPayloadByte) {
+  constexpr std::int64_t kRows = 256, kCols = 16 * 16;  // one scale code per row, 16 blocks each
+  std::vector<std::uint8_t> payload(static_cast<std::size_t>(kRows * kCols / 2));
+  std::vector<std::uint8_t> scale(static_cast<std::size_t>(kRows * kCols / 16));
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i % 256);
+  for (std::size_t b = 0; b < scale.size(); ++b) scale[b] = static_cast<std::uint8_t>(b / 16);
+  const Shape xs{kRows, kCols};
+  const TensorView pv = make_view(DType::u8, {kRows, kCols / 2}, payload.data());
+  const TensorView sv = make_view(DType::u8, {kRows, kCols / 16}, scale.data());
+  for (const Contract& c : contracts()) {
+    for (float t : {1.0f, 0x1p-140f, 3e37f, 1e-3f}) {
+      if (c.tensor_scale == TensorScale::none && t != 1.0f) continue;
+      const TensorView tv = c.tensor_scale == TensorScale::none ? TensorView{} : make_view(DType::f32, {}, &t);
+      const std::string what = label(c) + " t " + hex_float(t);
+      const Tensor want = dequantize(c, pv, sv, tv, xs, RunOptions{Engine::reference, 1});
+      for (int threads : {1, 2, 3}) {
+        const Tensor got = dequantize(c, pv, sv, tv, xs, RunOptions{Engine::fast, threads});
+        EXPECT_EQ(differing_bytes(want, got), 0) << what << " threads " << threads;
+        std::vector<float> buffer(static_cast<std::size_t>(kRows * kCols + 1));
+        dequantize_into(c, pv, sv, tv, make_mutable_view(DType::f32, xs, buffer.data() + 1),
+                        RunOptions{Engine::fast, threads});
+        EXPECT_EQ(std::memcmp(buffer.data() + 1, want.raw(), static_cast<std::size_t>(kRows * kCols) * 4), 0)
+            << what << " unaligned threads " << threads;
+      }
+    }
+  }
 }
 
 // Strided views (transposed, every other row, every other column) and random f16 bit patterns

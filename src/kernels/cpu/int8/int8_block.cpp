@@ -22,7 +22,7 @@ void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   std::vector<std::uint32_t> amax(static_cast<std::size_t>(heads));
   std::vector<Int8Quotient> q(static_cast<std::size_t>(heads));
   for (std::int64_t u = first; u < last; ++u) {
-    if (p.nonfinite->load(std::memory_order_relaxed)) return;
+    if (p.nonfinite->load(std::memory_order_relaxed)) break;
     const std::int64_t blk = u % p.blocks;
     const std::int64_t b = u / p.blocks;
     const std::int64_t s_begin = blk * p.token_block;
@@ -40,6 +40,7 @@ void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
       const float a = std::bit_cast<float>(amax[static_cast<std::size_t>(n)]);
       if (amax[static_cast<std::size_t>(n)] >= kNonFiniteBits) {
         p.nonfinite->store(true, std::memory_order_relaxed);
+        hwy::FlushStream();
         return;
       }
       q[static_cast<std::size_t>(n)] = int8_scale_domain(p, a, (b * heads + n) * p.blocks + blk);
@@ -49,6 +50,7 @@ void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
         QuantizeSpan<kRounding, kDivide>(p, q[static_cast<std::size_t>(n)], p.dtype, run(s, n),
                                          p.payload + ((b * seq + s) * heads + n) * dim);
   }
+  hwy::FlushStream();  // the streamed payload is visible to other threads once this returns
 }
 
 void QuantizeInt8BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/common/byte_code_writer-inl.h"
 #include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/int8/int8_plan.hpp"
 #include "qexact/formats/bf16.hpp"
@@ -95,77 +96,107 @@ HWY_INLINE std::uint32_t LoadF32AbsMaxBits(DType dt, const Span& s, float* out) 
 // The saturation comes first here: every rounding rule is monotonic and leaves the integer
 // bounds unchanged, so round-then-clamp and clamp-then-round agree on every v. The clamped,
 // rounded value r then becomes its byte exactly: r + 1.5 * 2^23 lies in [2^23, 2^24), where
-// the fp32 spacing is 1 and the low byte of the bits is r in two's complement.
+// the fp32 spacing is 1 and the low byte of the bits is r in two's complement. The codes come
+// back as that byte (0..255) in int32 lanes, as the CodeWriter takes them.
 //
 // A division (the contract's x / scale) costs ~16x a multiply in the vector units: it is first
 // tried as x * (1 / scale), which differs from the correctly rounded quotient by less than
 // |v| * 2^-22 when the scale and its reciprocal are normal fp32 numbers. The result of rounding
 // and clamping only changes at the rounding rule's steps (half-integers, or integers for
-// trunc) inside the int8 range, so the product gives the same byte whenever no lane lies
-// within kStepGuard of a step (|v| < 130; beyond it both saturate); a vector with such a lane
-// is divided exactly instead (about one in a hundred).
+// trunc) inside the int8 range, so the product gives the same byte whenever no lane of the
+// clamped product lies within kStepGuard of a step (beyond the range both saturate, and the
+// clamped |v| <= 128 bounds the error); a vector with such a lane is divided exactly instead
+// (about one in a hundred). For rne the rounded value is at hand: the product is near a step
+// exactly when it lies nearly half an integer from its rounding.
+//
+// NaN: the kernels reject any non-finite input before its domain is encoded, so x is finite.
+// x / operand (operand != 0) is then never NaN; x * operand only where the operand is not
+// finite (0 * inf): only then is the NaN select paid.
 template <IntRounding kRounding, bool kDivide>
 class Encoder {
  public:
   using DF = hn::ScalableTag<float>;
-  using D8 = hn::Rebind<std::uint8_t, DF>;
+  using DI = hn::RebindToSigned<DF>;
 
   Encoder(float operand, float lowest)
       : operand_(hn::Set(DF(), operand)),
-        recip_(hn::Set(DF(), 1.0f / operand)),
+        recip_(hn::Set(DF(), kDivide ? 1.0f / operand : operand)),  // no division where unused
         lowest_(hn::Set(DF(), lowest)),
         top_(hn::Set(DF(), 127.0f)),
         magic_(hn::Set(DF(), 12582912.0f)),
-        use_recip_(kDivide && std::isnormal(operand) && std::isnormal(1.0f / operand)) {}
+        use_recip_(kDivide && std::isnormal(operand) && std::isnormal(1.0f / operand)),
+        maybe_nan_(!kDivide && !std::isfinite(operand)) {}
 
-  HWY_INLINE hn::Vec<D8> operator()(hn::Vec<DF> x) const {
+  // The int8 codes of x's lanes, in the low byte of int32 lanes.
+  HWY_INLINE hn::Vec<DI> operator()(hn::Vec<DF> x) const {
     const DF df;
-    hn::Vec<DF> v;
-    if constexpr (kDivide) {
-      v = hn::Mul(x, recip_);
-      if (!use_recip_ || !hn::AllFalse(df, NearStep(v))) v = hn::Div(x, operand_);
-    } else {
-      v = hn::Mul(x, operand_);
-    }
-    v = hn::IfThenZeroElse(hn::IsNaN(v), v);
-    v = hn::Min(hn::Max(v, lowest_), top_);
     hn::Vec<DF> biased;
+    if constexpr (kDivide) {
+      if (use_recip_) {
+        const auto v = Clamp(hn::Mul(x, recip_));
+        biased = Biased(v);
+        if (hn::AllFalse(df, NearStep(v, biased))) return LowByte(biased);
+      }
+      biased = Biased(Clamp(hn::Div(x, operand_)));
+    } else {
+      auto v = hn::Mul(x, operand_);
+      if (maybe_nan_) v = hn::IfThenZeroElse(hn::IsNaN(v), v);
+      biased = Biased(Clamp(v));
+    }
+    return LowByte(biased);
+  }
+
+ private:
+  static constexpr float kStepGuard = 1.0f / 4096;  // 2^-12 > 128 * 2^-22
+
+  static HWY_INLINE hn::Vec<DI> LowByte(hn::Vec<DF> biased) {
+    return hn::And(hn::BitCast(DI(), biased), hn::Set(DI(), 0xFF));
+  }
+
+  HWY_INLINE hn::Vec<DF> Clamp(hn::Vec<DF> v) const { return hn::Min(hn::Max(v, lowest_), top_); }
+
+  // The clamped v rounded by the rule, plus 1.5 * 2^23.
+  HWY_INLINE hn::Vec<DF> Biased(hn::Vec<DF> v) const {
+    const DF df;
     if constexpr (kRounding == IntRounding::rne) {
-      biased = hn::Add(v, magic_);  // the addition itself rounds to nearest even
+      return hn::Add(v, magic_);  // the addition itself rounds to nearest even
     } else if constexpr (kRounding == IntRounding::half_away) {
       // Exact: v - trunc(v) and trunc(v) +/- 1 are representable for |v| <= 128.
       const auto t = hn::Trunc(v);
       const auto away = hn::Add(t, hn::CopySign(hn::Set(df, 1.0f), v));
-      biased = hn::Add(hn::IfThenElse(hn::Ge(hn::Abs(hn::Sub(v, t)), hn::Set(df, 0.5f)), away, t), magic_);
+      return hn::Add(hn::IfThenElse(hn::Ge(hn::Abs(hn::Sub(v, t)), hn::Set(df, 0.5f)), away, t), magic_);
     } else if constexpr (kRounding == IntRounding::trunc) {
-      biased = hn::Add(hn::Trunc(v), magic_);
+      return hn::Add(hn::Trunc(v), magic_);
     } else {
       // The fp32 addition of +/-0.5 rounds, as the contract's Triton kernel does.
-      biased = hn::Add(hn::Trunc(hn::Add(v, hn::CopySign(hn::Set(df, 0.5f), v))), magic_);
+      return hn::Add(hn::Trunc(hn::Add(v, hn::CopySign(hn::Set(df, 0.5f), v))), magic_);
     }
-    return hn::TruncateTo(D8(), hn::BitCast(hn::RebindToUnsigned<DF>(), biased));
   }
 
- private:
-  static constexpr float kStepGuard = 1.0f / 4096;  // 2^-12 > 130 * 2^-22
-
-  // Lanes within kStepGuard of a step of the rounding rule, with |v| < 130 (NaN: none).
-  static HWY_INLINE hn::Mask<DF> NearStep(hn::Vec<DF> v) {
+  // Lanes of the clamped product v within kStepGuard of a step of the rounding rule.
+  HWY_INLINE hn::Mask<DF> NearStep(hn::Vec<DF> v, hn::Vec<DF> biased) const {
     const DF df;
-    const auto off = kRounding == IntRounding::trunc ? hn::Sub(v, hn::Round(v))
-                                                     : hn::Sub(hn::Sub(v, hn::Floor(v)), hn::Set(df, 0.5f));
-    return hn::And(hn::Lt(hn::Abs(off), hn::Set(df, kStepGuard)), hn::Lt(hn::Abs(v), hn::Set(df, 130.0f)));
+    if constexpr (kRounding == IntRounding::rne) {
+      const auto off = hn::Sub(v, hn::Sub(biased, magic_));  // v - RNE(v), exact, in [-0.5, 0.5]
+      return hn::Gt(hn::Abs(off), hn::Set(df, 0.5f - kStepGuard));
+    } else if constexpr (kRounding == IntRounding::trunc) {
+      return hn::Lt(hn::Abs(hn::Sub(v, hn::Round(v))), hn::Set(df, kStepGuard));
+    } else {
+      const auto off = hn::Sub(hn::Sub(v, hn::Floor(v)), hn::Set(df, 0.5f));
+      return hn::Lt(hn::Abs(off), hn::Set(df, kStepGuard));
+    }
   }
 
   hn::Vec<DF> operand_, recip_, lowest_, top_, magic_;
-  bool use_recip_;
+  bool use_recip_, maybe_nan_;
 };
 
-// Quantizes a span into its n payload bytes.
+// Quantizes a span into its n payload bytes: contiguous spans four vectors at a time through
+// the CodeWriter (one 64-byte streaming store where the payload is aligned: it is not read
+// again). The kernels call hwy::FlushStream() before they return.
 template <IntRounding kRounding, bool kDivide>
 HWY_INLINE void QuantizeSpan(const Encoder<kRounding, kDivide>& encode, DType dt, const Span& s, std::int8_t* out) {
   const hn::ScalableTag<float> df;
-  const hn::Rebind<std::uint8_t, decltype(df)> d8;
   const auto N = static_cast<std::int64_t>(hn::Lanes(df));
   auto* bytes = reinterpret_cast<std::uint8_t*>(out);
   const std::uint8_t* first = s.first;
@@ -174,15 +205,21 @@ HWY_INLINE void QuantizeSpan(const Encoder<kRounding, kDivide>& encode, DType dt
   if (s.stride == 1) {
     if (dt == DType::f32) {
       const auto* x = reinterpret_cast<const float*>(first);
-      for (; i + N <= n; i += N) {
-        PrefetchAhead(x + i);
-        hn::StoreU(encode(hn::LoadU(df, x + i)), d8, bytes + i);
+      for (; i + 4 * N <= n; i += 4 * N) {
+        PrefetchAheadBytes(x + i, 16 * N);
+        CodeWriter::Store4(encode(hn::LoadU(df, x + i)), encode(hn::LoadU(df, x + i + N)),
+                           encode(hn::LoadU(df, x + i + 2 * N)), encode(hn::LoadU(df, x + i + 3 * N)), bytes + i);
       }
+      for (; i + N <= n; i += N) CodeWriter::Store(encode(hn::LoadU(df, x + i)), bytes + i);
     } else {
-      for (; i + N <= n; i += N) {
-        PrefetchAhead(first + 2 * i);
-        hn::StoreU(encode(LoadWidened(df, dt, first + 2 * i)), d8, bytes + i);
+      for (; i + 4 * N <= n; i += 4 * N) {
+        const std::uint8_t* at = first + 2 * i;
+        PrefetchAheadBytes(at, 8 * N);
+        CodeWriter::Store4(encode(LoadWidened(df, dt, at)), encode(LoadWidened(df, dt, at + 2 * N)),
+                           encode(LoadWidened(df, dt, at + 4 * N)), encode(LoadWidened(df, dt, at + 6 * N)),
+                           bytes + i);
       }
+      for (; i + N <= n; i += N) CodeWriter::Store(encode(LoadWidened(df, dt, first + 2 * i)), bytes + i);
     }
     if (i == n) return;
   }
@@ -190,12 +227,14 @@ HWY_INLINE void QuantizeSpan(const Encoder<kRounding, kDivide>& encode, DType dt
   // same lane arithmetic as above.
   const std::int64_t step = s.stride * static_cast<std::int64_t>(dtype_size(dt));
   HWY_ALIGN float staged[hn::MaxLanes(df)];
-  HWY_ALIGN std::uint8_t codes[hn::MaxLanes(df)];
   while (i < n) {
     const std::int64_t k = std::min(N, n - i);
     for (std::int64_t j = 0; j < N; ++j) staged[j] = j < k ? ScalarF32(dt, first + (i + j) * step) : 0.0f;
-    hn::Store(encode(hn::Load(df, staged)), d8, codes);
-    std::memcpy(bytes + i, codes, static_cast<std::size_t>(k));
+    const auto codes = encode(hn::Load(df, staged));
+    if (k == N)
+      CodeWriter::Store(codes, bytes + i);
+    else
+      CodeWriter::StorePartial(codes, k, bytes + i);
     i += k;
   }
 }

@@ -1,6 +1,7 @@
 // Fast nvfp4 quantize and dequantize (contracts §9.2): checks and the passes here, the per-block
-// SIMD work in nvfp4_quantize.cpp. tensor_scale=amax reads the input twice: a parallel |x| max
-// (a max is exact in any order, so the thread count cannot change it), then the blocks.
+// SIMD work in nvfp4_quantize.cpp and nvfp4_dequantize.cpp. tensor_scale=amax reads the input
+// twice: a parallel |x| max (a max is exact in any order, so the thread count cannot change it),
+// then the blocks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -120,21 +121,18 @@ void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const T
   const Tensor sc = scale.is_contiguous() ? Tensor() : contiguous_copy(scale);
   const auto* pp = static_cast<const std::uint8_t*>(payload.is_contiguous() ? payload.data : pc.raw());
   const auto* sp = static_cast<const std::uint8_t*>(scale.is_contiguous() ? scale.data : sc.raw());
-  static constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  // The block multiplier of each E4M3 scale code, with the reference's operations in its order.
+  float multiplier[256];
+  for (int code = 0; code < 256; ++code) {
+    float m = kernels::nvfp4::e4m3_scale_value(static_cast<std::uint8_t>(code));
+    if (c.tensor_scale == TensorScale::amax) m = t * m;  // torchao's get_hp_scales: t * s rounded first
+    if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (448.0f * 6.0f));  // TE: (s * amax) / 2688
+    multiplier[code] = m;
+  }
+  const kernels::Nvfp4DequantPlan plan{pp, sp, multiplier, out};
   const std::int64_t blocks = shape_numel(x_shape) / kNvfp4Block;
-  kernels::parallel_for(blocks, 1024, threads, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t b = first; b < last; ++b) {
-      float m = kernels::nvfp4::e4m3_scale_value(sp[b]);
-      if (c.tensor_scale == TensorScale::amax) m = t * m;  // torchao's get_hp_scales: t * s rounded first
-      if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (448.0f * 6.0f));  // TE: (s * amax) / 2688
-      for (int i = 0; i < kNvfp4Block; ++i) {
-        const std::uint8_t byte = pp[b * (kNvfp4Block / 2) + i / 2];
-        const float v = kE2m1[i % 2 == 0 ? byte & 0x0F : byte >> 4] * m;
-        out[b * kNvfp4Block + i] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
-      }
-    }
-  });
+  kernels::parallel_for(blocks, 1024, threads,
+                        [&](std::int64_t first, std::int64_t last) { kernels::dequantize_nvfp4_blocks(plan, first, last); });
 }
 
 }  // namespace qexact::fast

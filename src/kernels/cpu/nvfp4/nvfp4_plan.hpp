@@ -17,9 +17,19 @@ struct Nvfp4Plan {
   std::uint8_t* scale = nullptr;
 };
 
+// Dequantize: block b's 16 elements are the E2M1 codes of payload bytes 8b..8b+7 (low nibble
+// first) times multiplier[scale[b]], into out[16b..16b+15].
+struct Nvfp4DequantPlan {
+  const std::uint8_t* payload = nullptr;
+  const std::uint8_t* scale = nullptr;
+  const float* multiplier = nullptr;  // 256 entries, one per E4M3 scale code
+  float* out = nullptr;
+};
+
 // Largest |x| of n contiguous elements as fp32 bits with the sign cleared: above 0x7F800000
 // when any is a NaN (integer order of non-negative fp32 bits is their value order, NaN last).
 std::uint32_t nvfp4_abs_max_bits(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last);
 void quantize_nvfp4_blocks(const Nvfp4Plan& p, std::int64_t first, std::int64_t last);
+void dequantize_nvfp4_blocks(const Nvfp4DequantPlan& p, std::int64_t first, std::int64_t last);
 
 }  // namespace qexact::kernels
