@@ -529,40 +529,39 @@ TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReas
 }
 
 // A chunk's SQNR sums, vectorised (and compiled per target), against the scalar order they
-// stand for: element i to partial i mod 8, the tail to partial 0, the partials added pairwise.
-// Bit for bit: that order is what makes the summary the same on every machine.
-TEST(CheckpointStats, ChunkSumsAreTheEightLaneScalarOrder) {
+// stand for: element i to partial i mod 32, the elements after the last multiple of 8 to
+// partial 0, the partials added pairwise (+16, +8, +4, +2, +1). Bit for bit: that order is what
+// makes the summary the same on every machine. Sizes with and without whole 32-element steps,
+// with 8-element blocks after them and with a tail.
+TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
   for (const char* preset : {"mxfp8.ascend", "int8.token.blaze"}) {
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::string(preset) + " " + dtype_name(dt));
-      const Contract c = make_preset(preset);
-      const Tensor x = random_tensor(dt, {3, 100}, 71);  // 300 elements: a tail of 4
-      const QuantResult r = quantize(c, x.view());
-      const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
-      const std::vector<float> xs = to_f32_vector(x.view());
-      double sig[8] = {}, noi[8] = {};
-      std::size_t i = 0;
-      for (; i + 8 <= xs.size(); i += 8)
-        for (std::size_t l = 0; l < 8; ++l) {
-          const double xi = xs[i + l], e = xi - static_cast<double>(d.data<float>()[i + l]);
-          sig[l] += xi * xi;
-          noi[l] += e * e;
+      for (const Shape& shape : {Shape{3, 100}, Shape{5, 61}, Shape{1, 30}, Shape{2, 64}}) {
+        SCOPED_TRACE(std::string(preset) + " " + dtype_name(dt) + " " + std::to_string(shape_numel(shape)));
+        const Contract c = make_preset(preset);
+        const Tensor x = random_tensor(dt, shape, 71);
+        const QuantResult r = quantize(c, x.view());
+        const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
+        const std::vector<float> xs = to_f32_vector(x.view());
+        double sig[32] = {}, noi[32] = {};
+        const std::size_t whole = xs.size() / 8 * 8;
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          const double xi = xs[i], e = xi - static_cast<double>(d.data<float>()[i]);
+          const std::size_t p = i < whole ? i % 32 : 0;
+          sig[p] += xi * xi;
+          noi[p] += e * e;
         }
-      for (; i < xs.size(); ++i) {
-        const double xi = xs[i], e = xi - static_cast<double>(d.data<float>()[i]);
-        sig[0] += xi * xi;
-        noi[0] += e * e;
+        for (std::size_t w = 16; w > 0; w /= 2)
+          for (std::size_t l = 0; l < w; ++l) {
+            sig[l] += sig[l + w];
+            noi[l] += noi[l + w];
+          }
+        checkpoint::detail::Scratch scratch;
+        const checkpoint::detail::Sums got =
+            checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), TensorView{}, scratch);
+        EXPECT_EQ(got.signal, sig[0]);
+        EXPECT_EQ(got.noise, noi[0]);
       }
-      for (std::size_t w = 4; w > 0; w /= 2)
-        for (std::size_t l = 0; l < w; ++l) {
-          sig[l] += sig[l + w];
-          noi[l] += noi[l + w];
-        }
-      checkpoint::detail::Scratch scratch;
-      const checkpoint::detail::Sums got =
-          checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), TensorView{}, scratch);
-      EXPECT_EQ(got.signal, sig[0]);
-      EXPECT_EQ(got.noise, noi[0]);
     }
   }
 }

@@ -44,13 +44,16 @@ TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scrat
   return make_view(DType::i8, shape, p.data());
 }
 
-// The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kLanes interleaved
-// partial sums (element i adds to partial i mod kLanes; the tail to partial 0; the partials
-// added pairwise): the order, hence the result, is fixed, and no addition waits on its
-// neighbour's. The partials are one vector of the compiler's vector extension, compiled for the
-// machine's widest registers where the compiler can pick them at run time (x86-64 GCC and
-// Clang: target clones; one zmm register, two ymm or four xmm): each lane's operations and
-// their order are the same on every target, and IEEE in each (no contraction), so the result is too.
+// The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kPartials = 32
+// interleaved partial sums (element i adds to partial i mod 32, except that the elements after
+// the last multiple of 8 add to partial 0; the partials then added pairwise: p[l] += p[l + 16],
+// then + 8, + 4, + 2, + 1): the order, hence the result, is fixed, and no addition waits on its
+// neighbour's — four independent 8-lane chains per sum, so the adds run at the machine's
+// throughput, not one add's latency. The partials are four vectors of the compiler's vector
+// extension, compiled for the machine's widest registers where the compiler can pick them at
+// run time (x86-64 GCC and Clang: target clones; one zmm register each, two ymm or four xmm):
+// each lane's operations and their order are the same on every target, and IEEE in each (no
+// contraction), so the result is too.
 constexpr std::size_t kLanes = 8;
 using V8d = double __attribute__((vector_size(8 * sizeof(double))));
 using V8f = float __attribute__((vector_size(8 * sizeof(float))));
@@ -96,28 +99,35 @@ void widen(const float* p, V8d& v) {
   v = __builtin_convertvector(f, V8d);
 }
 
+constexpr std::size_t kChains = 4, kPartials = kChains * kLanes;
+
+template <class Values>
+[[gnu::always_inline]] inline void add8(const Values& x, const float* d, std::size_t i, V8d& sig, V8d& noi) {
+  V8f xf;
+  x.load8(i, xf);
+  V8d xv = __builtin_convertvector(xf, V8d), dv;
+  widen(d + i, dv);
+  const V8d e = xv - dv;
+  sig += xv * xv;
+  noi += e * e;
+}
+
 template <class Values>
 [[gnu::always_inline]] inline Sums lane_sums(std::size_t n, const Values& x, const float* d) {
-  V8d sig = {}, noi = {};
+  V8d sig[kChains] = {}, noi[kChains] = {};
   std::size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    V8f xf;
-    x.load8(i, xf);
-    V8d xv = __builtin_convertvector(xf, V8d), dv;
-    widen(d + i, dv);
-    const V8d e = xv - dv;
-    sig += xv * xv;
-    noi += e * e;
-  }
-  double sl[kLanes], nl[kLanes];
-  std::memcpy(sl, &sig, sizeof sl);
-  std::memcpy(nl, &noi, sizeof nl);
+  for (; i + kPartials <= n; i += kPartials)
+    for (std::size_t c = 0; c < kChains; ++c) add8(x, d, i + c * kLanes, sig[c], noi[c]);
+  for (std::size_t c = 0; i + kLanes <= n; i += kLanes, ++c) add8(x, d, i, sig[c], noi[c]);
+  double sl[kPartials], nl[kPartials];
+  std::memcpy(sl, sig, sizeof sl);
+  std::memcpy(nl, noi, sizeof nl);
   for (; i < n; ++i) {
     const double xi = x(i), e = xi - static_cast<double>(d[i]);
     sl[0] += xi * xi;
     nl[0] += e * e;
   }
-  for (std::size_t w = kLanes / 2; w > 0; w /= 2)
+  for (std::size_t w = kPartials / 2; w > 0; w /= 2)
     for (std::size_t l = 0; l < w; ++l) {
       sl[l] += sl[l + w];
       nl[l] += nl[l + w];
