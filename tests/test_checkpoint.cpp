@@ -3,6 +3,7 @@
 // `qexact quantize` writes for that tensor alone as .npy; include/exclude select; skipped tensors
 // are copied through and listed; --strict and bad input exit 2 and leave no output.
 #include <gtest/gtest.h>
+#include <bit>
 
 #include <cmath>
 #include <limits>
@@ -564,6 +565,49 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
       }
     }
   }
+}
+
+// The sums with the dequantized values decoded inside the sums loop (MX byte codes, int8.token;
+// rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
+// every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
+// outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
+// their range; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
+TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
+  int decoded_presets = 0, clamping = 0;
+  for (const std::string& preset : preset_names()) {
+    const Contract c = make_preset(preset);
+    for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}}) {
+        std::vector<float> v = test::random_values(shape_numel(shape), 97);
+        for (std::size_t i = 0; i < v.size(); i += 37) v[i] *= 300.0f;
+        for (std::size_t i = 5; i < v.size(); i += 53) v[i] = 0.0f;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(shape.back()); ++i) v[i] = 1.5f;
+        if (dt != DType::f16) v[v.size() - 1] = -3.0e38f;
+        const Tensor x = from_f32_vector(v, shape, dt);
+        QuantResult r;
+        try {
+          r = quantize(c, x.view());
+        } catch (const std::exception&) {
+          continue;  // a contract that does not take this shape or these values
+        }
+        SCOPED_TRACE(preset + " " + dtype_name(dt) + " " + std::to_string(shape.back()));
+        const TensorView ts = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
+        checkpoint::detail::Scratch fused, dequantized;
+        dequantized.dequantize_always = true;
+        const auto a = checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), ts, fused);
+        const auto b = checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), ts, dequantized);
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(a.signal), std::bit_cast<std::uint64_t>(b.signal));
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(a.noise), std::bit_cast<std::uint64_t>(b.noise));
+        EXPECT_EQ(a.clamped, b.clamped);
+        const bool takes = (c.family == Family::mx && elem_traits(c.element).bits == 8 &&
+                            c.layout != ScaleLayout::swizzled) ||
+                           c.family == Family::int8_token;
+        if (takes && shape.back() % 32 == 0 && c.block % 8 == 0) ++decoded_presets, clamping += a.clamped > 0;
+      }
+    }
+  }
+  EXPECT_GT(decoded_presets, 20);
+  EXPECT_GT(clamping, 5);
 }
 
 }  // namespace

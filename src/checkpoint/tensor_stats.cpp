@@ -59,6 +59,7 @@ using V8d = double __attribute__((vector_size(8 * sizeof(double))));
 using V8f = float __attribute__((vector_size(8 * sizeof(float))));
 using V8u32 = std::uint32_t __attribute__((vector_size(8 * sizeof(std::uint32_t))));
 using V8u16 = std::uint16_t __attribute__((vector_size(8 * sizeof(std::uint16_t))));
+using V8i8 = std::int8_t __attribute__((vector_size(8)));
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define QEXACT_STATS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -92,41 +93,20 @@ struct F16Values {
   }
 };
 
-// Eight f32 values from p, as double (an out-parameter, as load8's).
-void widen(const float* p, V8d& v) {
-  V8f f;
-  std::memcpy(&f, p, sizeof f);
-  v = __builtin_convertvector(f, V8d);
-}
-
 constexpr std::size_t kChains = 4, kPartials = kChains * kLanes;
 
+// Element [i, i + 8)'s terms into one chain; `dv` the eight dequantized values.
 template <class Values>
-[[gnu::always_inline]] inline void add8(const Values& x, const float* d, std::size_t i, V8d& sig, V8d& noi) {
+[[gnu::always_inline]] inline void add8(const Values& x, std::size_t i, const V8f& dv, V8d& sig, V8d& noi) {
   V8f xf;
   x.load8(i, xf);
-  V8d xv = __builtin_convertvector(xf, V8d), dv;
-  widen(d + i, dv);
-  const V8d e = xv - dv;
+  const V8d xv = __builtin_convertvector(xf, V8d), e = xv - __builtin_convertvector(dv, V8d);
   sig += xv * xv;
   noi += e * e;
 }
 
-template <class Values>
-[[gnu::always_inline]] inline Sums lane_sums(std::size_t n, const Values& x, const float* d) {
-  V8d sig[kChains] = {}, noi[kChains] = {};
-  std::size_t i = 0;
-  for (; i + kPartials <= n; i += kPartials)
-    for (std::size_t c = 0; c < kChains; ++c) add8(x, d, i + c * kLanes, sig[c], noi[c]);
-  for (std::size_t c = 0; i + kLanes <= n; i += kLanes, ++c) add8(x, d, i, sig[c], noi[c]);
-  double sl[kPartials], nl[kPartials];
-  std::memcpy(sl, sig, sizeof sl);
-  std::memcpy(nl, noi, sizeof nl);
-  for (; i < n; ++i) {
-    const double xi = x(i), e = xi - static_cast<double>(d[i]);
-    sl[0] += xi * xi;
-    nl[0] += e * e;
-  }
+// The 32 partials, each sum's four chains and the tail's additions already in: added pairwise.
+[[gnu::always_inline]] inline Sums reduce(double (&sl)[kPartials], double (&nl)[kPartials]) {
   for (std::size_t w = kPartials / 2; w > 0; w /= 2)
     for (std::size_t l = 0; l < w; ++l) {
       sl[l] += sl[l + w];
@@ -137,6 +117,80 @@ template <class Values>
   s.noise = nl[0];
   return s;
 }
+
+template <class Values>
+[[gnu::always_inline]] inline Sums lane_sums(std::size_t n, const Values& x, const float* d) {
+  V8d sig[kChains] = {}, noi[kChains] = {};
+  const auto add = [&](std::size_t i, std::size_t c) {
+    V8f dv;
+    std::memcpy(&dv, d + i, sizeof dv);
+    add8(x, i, dv, sig[c], noi[c]);
+  };
+  std::size_t i = 0;
+  for (; i + kPartials <= n; i += kPartials)
+    for (std::size_t c = 0; c < kChains; ++c) add(i + c * kLanes, c);
+  for (std::size_t c = 0; i + kLanes <= n; i += kLanes, ++c) add(i, c);
+  double sl[kPartials], nl[kPartials];
+  std::memcpy(sl, sig, sizeof sl);
+  std::memcpy(nl, noi, sizeof nl);
+  for (; i < n; ++i) {
+    const double xi = x(i), e = xi - static_cast<double>(d[i]);
+    sl[0] += xi * xi;
+    nl[0] += e * e;
+  }
+  return reduce(sl, nl);
+}
+
+// The same sums where the dequantized values are decoded on the fly instead of read from an f32
+// copy: `rows` rows of k elements, k a multiple of 32 (so every row starts at partial 0 and has
+// neither 8-element blocks after its last 32 nor a tail: the order is lane_sums' over the rows
+// laid end to end). decode8(row, j, dv) gives the values of elements [j, j + 8) of the row,
+// bit for bit what the family's dequantize gives.
+template <class Values, class Decode>
+[[gnu::always_inline]] inline Sums decoded_sums(std::size_t rows, std::size_t k, const Values& x, const Decode& decode8) {
+  V8d sig[kChains] = {}, noi[kChains] = {};
+  for (std::size_t row = 0; row < rows; ++row)
+    for (std::size_t j = 0; j < k; j += kPartials)
+      for (std::size_t c = 0; c < kChains; ++c) {
+        V8f dv;
+        decode8(row, j + c * kLanes, dv);
+        add8(x, row * k + j + c * kLanes, dv, sig[c], noi[c]);
+      }
+  double sl[kPartials], nl[kPartials];
+  std::memcpy(sl, sig, sizeof sl);
+  std::memcpy(nl, noi, sizeof nl);
+  return reduce(sl, nl);
+}
+
+// Byte element codes (MX, 8- and 6-bit elements) in rows of k: the code's f32 value from a
+// 256-entry table times the group's E8M0 scale, one f32 multiply, NaN as the canonical quiet
+// NaN — the MX dequantize's operations. `block` a multiple of 8.
+struct MxDecode {
+  const float* table;  // [256]
+  const std::uint8_t* codes;
+  const float* scales;  // [rows * stride], decoded
+  std::size_t k, block, stride;
+  [[gnu::always_inline]] void operator()(std::size_t row, std::size_t j, V8f& dv) const {
+    const std::uint8_t* c = codes + row * k + j;
+    float v[kLanes];
+    for (std::size_t l = 0; l < kLanes; ++l) v[l] = table[c[l]];
+    std::memcpy(&dv, v, sizeof dv);
+    const float s = scales[row * stride + j / block];
+    dv = dv * s;
+  }
+};
+
+// int8.token: float(q) times the row's scale, one f32 multiply, as int8's dequantize.
+struct Int8RowDecode {
+  const std::int8_t* codes;
+  const float* scales;  // [rows]
+  std::size_t k;
+  [[gnu::always_inline]] void operator()(std::size_t row, std::size_t j, V8f& dv) const {
+    V8i8 q;
+    std::memcpy(&q, codes + row * k + j, sizeof q);
+    dv = __builtin_convertvector(q, V8f) * scales[row];
+  }
+};
 
 // An element is clamped when it lies beyond its group's largest magnitude (max * scale) by more
 // than rounding to that value accounts for (half the last step, max - next smaller): an amax a
@@ -176,6 +230,24 @@ QEXACT_STATS_CLONES Sums lane_sums_bf16(std::size_t n, const std::uint16_t* x, c
 }
 QEXACT_STATS_CLONES Sums lane_sums_f16(std::size_t n, const std::uint16_t* x, const float* d) {
   return lane_sums(n, F16Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums mx_sums_f32(std::size_t rows, const float* x, const MxDecode& d) {
+  return decoded_sums(rows, d.k, F32Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums mx_sums_bf16(std::size_t rows, const std::uint16_t* x, const MxDecode& d) {
+  return decoded_sums(rows, d.k, Bf16Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums mx_sums_f16(std::size_t rows, const std::uint16_t* x, const MxDecode& d) {
+  return decoded_sums(rows, d.k, F16Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums int8_sums_f32(std::size_t rows, const float* x, const Int8RowDecode& d) {
+  return decoded_sums(rows, d.k, F32Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums int8_sums_bf16(std::size_t rows, const std::uint16_t* x, const Int8RowDecode& d) {
+  return decoded_sums(rows, d.k, Bf16Values{x}, d);
+}
+QEXACT_STATS_CLONES Sums int8_sums_f16(std::size_t rows, const std::uint16_t* x, const Int8RowDecode& d) {
+  return decoded_sums(rows, d.k, F16Values{x}, d);
 }
 QEXACT_STATS_CLONES std::int64_t clamped_f32(std::size_t n, const float* x, const float* d, const float* h,
                                              const float* b, const float* lo) {
@@ -226,10 +298,79 @@ std::int64_t value_clamped(const TensorView& x, const float* d, const float* h, 
   throw std::logic_error("measure takes f32, bf16 or f16 values");
 }
 
+// The sums of `x` (contiguous f32, bf16 or f16; rows of d.k) against values decoded by `d`.
+template <class Decode>
+Sums decoded_value_sums(const TensorView& x, const Decode& d, Sums (*f32)(std::size_t, const float*, const Decode&),
+                        Sums (*bf16)(std::size_t, const std::uint16_t*, const Decode&),
+                        Sums (*f16)(std::size_t, const std::uint16_t*, const Decode&)) {
+  const auto rows = static_cast<std::size_t>(x.numel()) / d.k;
+  switch (x.dtype) {
+    case DType::f32: return f32(rows, static_cast<const float*>(x.data), d);
+    case DType::bf16: return bf16(rows, static_cast<const std::uint16_t*>(x.data), d);
+    case DType::f16: return f16(rows, static_cast<const std::uint16_t*>(x.data), d);
+    default: break;
+  }
+  throw std::logic_error("measure takes f32, bf16 or f16 values");
+}
+
+// int8.token with rows of a multiple of 32 values and its scales in rows (f32 or f16): the
+// dequantized values decoded inside the sums (Int8RowDecode) and the clamp test on each row's
+// largest and most negative values, 127 * s, 126 * s and -range * s (f32 multiplies, as the
+// dequantize of payloads of those codes gives them): no f32 copy of the chunk.
+bool int8_decodes(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
+  const std::int64_t k = x.shape.back();
+  return c.family == Family::int8_token && k % static_cast<std::int64_t>(kPartials) == 0 && payload.dtype == DType::i8 &&
+         (scale.dtype == DType::f32 || scale.dtype == DType::f16) && scale.numel() == x.numel() / k &&
+         payload.numel() == x.numel();
+}
+
+Sums int8_decoded_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
+                       Scratch& scratch) {
+  const auto k = static_cast<std::size_t>(x.shape.back());
+  const auto rows = static_cast<std::size_t>(x.numel()) / k;
+  float* sc = scratch.values(scratch.hi, rows);
+  for (std::size_t r = 0; r < rows; ++r)
+    if (scale.dtype == DType::f16) sc[r] = f16_to_f32(static_cast<const std::uint16_t*>(scale.data)[r]);
+    else sc[r] = static_cast<const float*>(scale.data)[r];
+  const auto* q = static_cast<const std::int8_t*>(payload.data);
+  const Int8RowDecode dec{q, sc, k};
+  Sums s = decoded_value_sums<Int8RowDecode>(x, dec, int8_sums_f32, int8_sums_bf16, int8_sums_f16);
+  const bool symmetric = c.range == 127;
+  s.clamped = with_values(x, [&](const auto& load) {
+    std::int64_t count = 0;
+    constexpr std::size_t kBlock = 64;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float sr = sc[r], hf = 127.0f * sr, bf = 126.0f * sr,
+                  lf = symmetric ? -hf : static_cast<float>(-c.range) * sr;
+      const std::int8_t* qr = q + r * k;
+      for (std::size_t j0 = 0; j0 < k; j0 += kBlock) {
+        const std::size_t j1 = std::min(k, j0 + kBlock);
+        int any = 0;
+        for (std::size_t j = j0; j < j1; ++j) {
+          const float d = static_cast<float>(qr[j]) * sr;
+          any |= (d == hf) | (d == lf);
+        }
+        if (any == 0) continue;
+        for (std::size_t j = j0; j < j1; ++j) {
+          const float df = static_cast<float>(qr[j]) * sr;
+          const double xi = load(r * k + j), di = df, hi = hf, li = lf;
+          if (di != hi && di != li) continue;
+          const double half_step = (hi - static_cast<double>(bf)) / 2;
+          count += (hi > 0 && di == hi && xi > hi + half_step) || (li < 0 && di == li && xi < li - half_step);
+        }
+      }
+    }
+    return count;
+  });
+  return s;
+}
+
 // int8: the largest and most negative values per element come from dequantizing payloads of
 // 127, 126 and -range with the real scales. `x` contiguous.
 Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
                      const TensorView&, Scratch& scratch) {
+  if (!scratch.dequantize_always && int8_decodes(c, x, payload, scale))
+    return int8_decoded_sums(c, x, payload, scale, scratch);
   const RunOptions one{Engine::fast, 1};
   const auto n = static_cast<std::size_t>(x.numel());
   const auto dequantized = [&](const TensorView& p, std::vector<float>& into) {
@@ -267,31 +408,78 @@ ElemFormat code_format(const Contract& c) { return c.family == Family::nvfp4 ? E
 // exact in double for MX's power-of-two scales wherever the group's values are f32 normals, to
 // within the f32 rounding of q * s for fp8.scaled's and nvfp4's scales. Only the payload itself
 // is dequantized. `x` contiguous; `tensor_scale` empty unless the contract has one.
+// The row stride of an MX scale layout that keeps each row's groups together and in order
+// (row-major, pairs, padded to 4), or 0 for the swizzled one.
+std::size_t mx_scale_stride(ScaleLayout layout, std::size_t groups) {
+  switch (layout) {
+    case ScaleLayout::rowmajor: return groups;
+    case ScaleLayout::pairs: return (groups + 1) / 2 * 2;
+    case ScaleLayout::padded: return (groups + 3) / 4 * 4;
+    case ScaleLayout::swizzled: return 0;
+  }
+  return 0;
+}
+
+// The MX dequantize's value of E8M0 scale byte b (255 is NaN, 0 is 2^-127).
+float e8m0_value(std::uint8_t b) {
+  if (b == 255) return std::bit_cast<float>(0x7FC00000u);
+  return std::bit_cast<float>(b == 0 ? 0x00400000u : static_cast<std::uint32_t>(b) << 23);
+}
+
 Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
                      const TensorView& tensor_scale, Scratch& scratch) {
   const auto n = static_cast<std::size_t>(x.numel());
-  float* d = scratch.values(scratch.d, n);
-  dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, d), RunOptions{Engine::fast, 1});
   const ElemFormat f = code_format(c);
   const ElemTraits& t = elem_traits(f);
+  const auto k = static_cast<std::size_t>(x.shape.back());
+  const std::size_t rows = n / k;
+  // MX with byte codes, rows of a multiple of 32 values, blocks of a multiple of 8 and a layout
+  // that keeps a row's scales together: the dequantized values are decoded inside the sums
+  // (MxDecode), never stored; otherwise the chunk is dequantized to f32 first.
+  const auto block = static_cast<std::size_t>(c.block);
+  const std::size_t groups = (k + block - 1) / block;
+  const std::size_t stride = c.family == Family::mx ? mx_scale_stride(c.layout, groups) : 0;
+  const bool decodes = !scratch.dequantize_always && c.family == Family::mx && t.bits == 8 && k % kPartials == 0 &&
+                       block % kLanes == 0 && stride != 0 && payload.numel() == x.numel() &&
+                       scale.dtype == DType::u8 && static_cast<std::size_t>(scale.numel()) >= rows * stride;
+  float* d = nullptr;
+  float table[256];
+  const float* scales = nullptr;
+  Sums s;
+  if (decodes) {
+    for (unsigned code = 0; code < 256; ++code) {
+      const float v = elem_decode(f, static_cast<std::uint8_t>(code));
+      table[code] = v != v ? std::bit_cast<float>(0x7FC00000u) : v;
+    }
+    float* sc = scratch.values(scratch.hi, rows * stride);
+    const auto* sb = static_cast<const std::uint8_t*>(scale.data);
+    for (std::size_t i = 0; i < rows * stride; ++i) sc[i] = e8m0_value(sb[i]);
+    scales = sc;
+    const MxDecode dec{table, static_cast<const std::uint8_t*>(payload.data), sc, k, block, stride};
+    s = decoded_value_sums<MxDecode>(x, dec, mx_sums_f32, mx_sums_bf16, mx_sums_f16);
+  } else {
+    d = scratch.values(scratch.d, n);
+    dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, d), RunOptions{Engine::fast, 1});
+    s = value_sums(x, d);
+  }
   const double max = t.max, step = max - static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(t.max_code - 1)));
   const auto magnitude_mask = static_cast<unsigned>((1u << (t.bits - 1)) - 1);
   const auto* codes = static_cast<const std::uint8_t*>(payload.data);
   const bool packed = f == ElemFormat::e2m1;
-  const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
-  Sums s = value_sums(x, d);
   s.clamped = with_values(x, [&](const auto& load) {
     std::int64_t clamped = 0;
     // Clamping needs a look only where the code is the format's largest magnitude: a scan of
     // the codes, eight byte codes a word at a time, the values read only there.
-    const auto check = [&](std::size_t i) {
-      const double xi = load(i), di = d[i];
+    const auto check = [&](std::size_t row, std::size_t j) {
+      const std::size_t i = row * k + j;
+      const double xi = load(i);
+      const double di = d ? d[i] : static_cast<double>(table[codes[i]] * scales[row * stride + j / block]);
       const double hi = std::fabs(di), half_step = hi * step / (2 * max);
       if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++clamped;
     };
     const std::uint64_t mask8 = kOnes * magnitude_mask, max8 = kOnes * t.max_code;
-    for (std::size_t row = 0, i = 0; i < n; ++row, i += k) {
+    for (std::size_t row = 0; row < rows; ++row) {
       const std::uint8_t* rc = codes + row * row_bytes;
       std::size_t j = 0;
       if (!packed)
@@ -299,11 +487,11 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
           std::uint64_t w;
           std::memcpy(&w, rc + j, 8);
           for (std::uint64_t m = max_magnitude_bytes(w, mask8, max8); m != 0; m &= m - 1)
-            check(i + j + static_cast<std::size_t>(std::countr_zero(m)) / 8);
+            check(row, j + static_cast<std::size_t>(std::countr_zero(m)) / 8);
         }
       for (; j < k; ++j) {
         const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
-        if ((code & magnitude_mask) == t.max_code) check(i + j);
+        if ((code & magnitude_mask) == t.max_code) check(row, j);
       }
     }
     return clamped;
