@@ -571,14 +571,20 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
 // rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
 // every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
 // outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
-// their range; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
+// their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
 TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
-  int decoded_presets = 0, clamping = 0;
+  int decoded_presets = 0, clamping = 0, nonfinite = 0;
   for (const std::string& preset : preset_names()) {
     const Contract c = make_preset(preset);
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
-      for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}}) {
+      for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}})
+      for (const bool specials : {false, true}) {
         std::vector<float> v = test::random_values(shape_numel(shape), 97);
+        if (specials) {
+          v[300] = std::numeric_limits<float>::quiet_NaN();
+          v[301] = -std::numeric_limits<float>::infinity();
+          v[333] = std::numeric_limits<float>::infinity();
+        }
         for (std::size_t i = 0; i < v.size(); i += 37) v[i] *= 300.0f;
         for (std::size_t i = 5; i < v.size(); i += 53) v[i] = 0.0f;
         for (std::size_t i = 0; i < static_cast<std::size_t>(shape.back()); ++i) v[i] = 1.5f;
@@ -590,7 +596,7 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
         } catch (const std::exception&) {
           continue;  // a contract that does not take this shape or these values
         }
-        SCOPED_TRACE(preset + " " + dtype_name(dt) + " " + std::to_string(shape.back()));
+        SCOPED_TRACE(preset + " " + dtype_name(dt) + " " + std::to_string(shape.back()) + (specials ? " nan/inf" : ""));
         const TensorView ts = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
         checkpoint::detail::Scratch fused, dequantized;
         dequantized.dequantize_always = true;
@@ -602,12 +608,14 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
         const bool takes = (c.family == Family::mx && elem_traits(c.element).bits == 8 &&
                             c.layout != ScaleLayout::swizzled) ||
                            c.family == Family::int8_token;
-        if (takes && shape.back() % 32 == 0 && c.block % 8 == 0) ++decoded_presets, clamping += a.clamped > 0;
+        if (takes && shape.back() % 32 == 0 && c.block % 8 == 0)
+          ++decoded_presets, clamping += a.clamped > 0, nonfinite += specials && !std::isfinite(a.noise);
       }
     }
   }
   EXPECT_GT(decoded_presets, 20);
   EXPECT_GT(clamping, 5);
+  EXPECT_GT(nonfinite, 5);
 }
 
 }  // namespace
