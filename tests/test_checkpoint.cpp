@@ -580,15 +580,15 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
       for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}})
       for (const bool specials : {false, true}) {
         std::vector<float> v = test::random_values(shape_numel(shape), 97);
-        if (specials) {
-          v[300] = std::numeric_limits<float>::quiet_NaN();
-          v[301] = -std::numeric_limits<float>::infinity();
-          v[333] = std::numeric_limits<float>::infinity();
-        }
         for (std::size_t i = 0; i < v.size(); i += 37) v[i] *= 300.0f;
         for (std::size_t i = 5; i < v.size(); i += 53) v[i] = 0.0f;
         for (std::size_t i = 0; i < static_cast<std::size_t>(shape.back()); ++i) v[i] = 1.5f;
         if (dt != DType::f16) v[v.size() - 1] = -3.0e38f;
+        if (specials) {  // past the first row, inside the tensor
+          v[v.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+          v[v.size() / 2 + 1] = -std::numeric_limits<float>::infinity();
+          v[v.size() / 3] = std::numeric_limits<float>::infinity();
+        }
         const Tensor x = from_f32_vector(v, shape, dt);
         QuantResult r;
         try {
