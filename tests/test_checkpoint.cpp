@@ -3,6 +3,7 @@
 // `qexact quantize` writes for that tensor alone as .npy; include/exclude select; skipped tensors
 // are copied through and listed; --strict and bad input exit 2 and leave no output.
 #include <gtest/gtest.h>
+#include <bit>
 
 #include <cmath>
 #include <limits>
@@ -529,42 +530,92 @@ TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReas
 }
 
 // A chunk's SQNR sums, vectorised (and compiled per target), against the scalar order they
-// stand for: element i to partial i mod 8, the tail to partial 0, the partials added pairwise.
-// Bit for bit: that order is what makes the summary the same on every machine.
-TEST(CheckpointStats, ChunkSumsAreTheEightLaneScalarOrder) {
+// stand for: element i to partial i mod 32, the elements after the last multiple of 8 to
+// partial 0, the partials added pairwise (+16, +8, +4, +2, +1). Bit for bit: that order is what
+// makes the summary the same on every machine. Sizes with and without whole 32-element steps,
+// with 8-element blocks after them and with a tail.
+TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
   for (const char* preset : {"mxfp8.ascend", "int8.token.blaze"}) {
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::string(preset) + " " + dtype_name(dt));
-      const Contract c = make_preset(preset);
-      const Tensor x = random_tensor(dt, {3, 100}, 71);  // 300 elements: a tail of 4
-      const QuantResult r = quantize(c, x.view());
-      const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
-      const std::vector<float> xs = to_f32_vector(x.view());
-      double sig[8] = {}, noi[8] = {};
-      std::size_t i = 0;
-      for (; i + 8 <= xs.size(); i += 8)
-        for (std::size_t l = 0; l < 8; ++l) {
-          const double xi = xs[i + l], e = xi - static_cast<double>(d.data<float>()[i + l]);
-          sig[l] += xi * xi;
-          noi[l] += e * e;
+      for (const Shape& shape : {Shape{3, 100}, Shape{5, 61}, Shape{1, 30}, Shape{2, 64}}) {
+        SCOPED_TRACE(std::string(preset) + " " + dtype_name(dt) + " " + std::to_string(shape_numel(shape)));
+        const Contract c = make_preset(preset);
+        const Tensor x = random_tensor(dt, shape, 71);
+        const QuantResult r = quantize(c, x.view());
+        const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
+        const std::vector<float> xs = to_f32_vector(x.view());
+        double sig[32] = {}, noi[32] = {};
+        const std::size_t whole = xs.size() / 8 * 8;
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          const double xi = xs[i], e = xi - static_cast<double>(d.data<float>()[i]);
+          const std::size_t p = i < whole ? i % 32 : 0;
+          sig[p] += xi * xi;
+          noi[p] += e * e;
         }
-      for (; i < xs.size(); ++i) {
-        const double xi = xs[i], e = xi - static_cast<double>(d.data<float>()[i]);
-        sig[0] += xi * xi;
-        noi[0] += e * e;
+        for (std::size_t w = 16; w > 0; w /= 2)
+          for (std::size_t l = 0; l < w; ++l) {
+            sig[l] += sig[l + w];
+            noi[l] += noi[l + w];
+          }
+        checkpoint::detail::Scratch scratch;
+        const checkpoint::detail::Sums got =
+            checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), TensorView{}, scratch);
+        EXPECT_EQ(got.signal, sig[0]);
+        EXPECT_EQ(got.noise, noi[0]);
       }
-      for (std::size_t w = 4; w > 0; w /= 2)
-        for (std::size_t l = 0; l < w; ++l) {
-          sig[l] += sig[l + w];
-          noi[l] += noi[l + w];
-        }
-      checkpoint::detail::Scratch scratch;
-      const checkpoint::detail::Sums got =
-          checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), TensorView{}, scratch);
-      EXPECT_EQ(got.signal, sig[0]);
-      EXPECT_EQ(got.noise, noi[0]);
     }
   }
+}
+
+// The sums with the dequantized values decoded inside the sums loop (MX byte codes, int8.token;
+// rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
+// every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
+// outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
+// their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
+TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
+  int decoded_presets = 0, clamping = 0, nonfinite = 0;
+  for (const std::string& preset : preset_names()) {
+    const Contract c = make_preset(preset);
+    for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}})
+      for (const bool specials : {false, true}) {
+        std::vector<float> v = test::random_values(shape_numel(shape), 97);
+        for (std::size_t i = 0; i < v.size(); i += 37) v[i] *= 300.0f;
+        for (std::size_t i = 5; i < v.size(); i += 53) v[i] = 0.0f;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(shape.back()); ++i) v[i] = 1.5f;
+        if (dt != DType::f16) v[v.size() - 1] = -3.0e38f;
+        if (specials) {  // past the first row, inside the tensor
+          v[v.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+          v[v.size() / 2 + 1] = -std::numeric_limits<float>::infinity();
+          v[v.size() / 3] = std::numeric_limits<float>::infinity();
+        }
+        const Tensor x = from_f32_vector(v, shape, dt);
+        QuantResult r;
+        try {
+          r = quantize(c, x.view());
+        } catch (const std::exception&) {
+          continue;  // a contract that does not take this shape or these values
+        }
+        SCOPED_TRACE(preset + " " + dtype_name(dt) + " " + std::to_string(shape.back()) + (specials ? " nan/inf" : ""));
+        const TensorView ts = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
+        checkpoint::detail::Scratch fused, dequantized;
+        dequantized.dequantize_always = true;
+        const auto a = checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), ts, fused);
+        const auto b = checkpoint::detail::chunk_sums(c, x.view(), r.payload.view(), r.scale.view(), ts, dequantized);
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(a.signal), std::bit_cast<std::uint64_t>(b.signal));
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(a.noise), std::bit_cast<std::uint64_t>(b.noise));
+        EXPECT_EQ(a.clamped, b.clamped);
+        const bool takes = (c.family == Family::mx && elem_traits(c.element).bits == 8 &&
+                            c.layout != ScaleLayout::swizzled) ||
+                           c.family == Family::int8_token;
+        if (takes && shape.back() % 32 == 0 && c.block % 8 == 0)
+          ++decoded_presets, clamping += a.clamped > 0, nonfinite += specials && !std::isfinite(a.noise);
+      }
+    }
+  }
+  EXPECT_GT(decoded_presets, 20);
+  EXPECT_GT(clamping, 5);
+  EXPECT_GT(nonfinite, 5);
 }
 
 }  // namespace
