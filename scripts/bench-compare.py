@@ -25,7 +25,7 @@ def run(binary, bench_args):
         m = json.loads(line)
         if m["engine"] != "fast":
             continue
-        label = m["preset"] + (" " + " ".join(f"{k}={v}" for k, v in m["params"].items()) if m.get("params") else "")
+        label = m["preset"] + (" " + m["params"] if m.get("params") else "")  # a variant: "key=value"
         rows[(label, m["op"], m["input_dtype"], m["regime"], m["threads"])] = (m["ratio"], m["ns_per_element"])
     return rows
 
@@ -57,12 +57,15 @@ def main():
         for b in (a.before, a.after):
             results[b].append(run(b, bench_args))
             print(f"# run {i + 1}/{a.runs} of {b} done", file=sys.stderr)
-    keys = [k for k in results[a.after][0] if all(k in r for r in results[a.before] + results[a.after])]
+    # Every row the after binary measured in every run; a kernel the before binary does not list
+    # shows "-" there.
+    keys = [k for k in results[a.after][0] if all(k in r for r in results[a.after])]
     print(f"# load average before the table: {os.getloadavg()[0]:.2f}; bench {' '.join(bench_args)}; {a.runs} runs each")
     print("| kernel | op | in | regime | threads | ratio before | ratio after | ns/elem before | ns/elem after |")
     print("|---|---|---|---|---|---|---|---|---|")
     for k in keys:
-        rb, nb = summary([r[k] for r in results[a.before]])
+        before = [r[k] for r in results[a.before] if k in r]
+        rb, nb = summary(before) if len(before) == a.runs else ("-", "-")
         ra, na = summary([r[k] for r in results[a.after]])
         print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {rb} | {ra} | {nb} | {na} |")
 
