@@ -55,6 +55,23 @@ class CodeWriter {
     Store(c3, out + 3 * kN);
   }
 
+  // Two vectors of 16-bit code pairs held in 32-bit lanes (0..65535 each; lane i: the codes of
+  // elements 2i and 2i + 1, first in the low byte): 4 Lanes bytes at out, in element order.
+  HWY_INLINE static void StorePairs2(VI lo, VI hi, std::uint8_t* out) {
+#if HWY_TARGET <= HWY_AVX3
+    if ((reinterpret_cast<std::uintptr_t>(out) & 63) == 0) {
+      // One saturating pack (exact: the pairs are 16-bit) leaves, in each 128-bit lane L, lo's
+      // pairs 4L..4L+3 then hi's; one qword permutation puts them in order.
+      const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out), _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo.raw, hi.raw)));
+      return;
+    }
+#endif
+    const hn::Rebind<std::uint16_t, DU> d16;
+    hn::StoreU(hn::TruncateTo(d16, hn::BitCast(DU(), lo)), d16, reinterpret_cast<std::uint16_t*>(out));
+    hn::StoreU(hn::TruncateTo(d16, hn::BitCast(DU(), hi)), d16, reinterpret_cast<std::uint16_t*>(out + 2 * kN));
+  }
+
   // The first count bytes of a partial vector's codes.
   HWY_INLINE static void StorePartial(VI code, std::int64_t count, std::uint8_t* out) {
     HWY_ALIGN std::uint8_t tmp[kN];

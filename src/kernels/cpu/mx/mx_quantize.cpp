@@ -426,39 +426,16 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
     const VU w = hn::OrAnd(hn::Or(ce, hn::ShiftLeft<kB>(co)), hn::ShiftRight<16 - kB>(x), hn::Set(du, 1u << (kB - 1)));
     return hn::OrAnd(w, hn::ShiftRight<32 - 2 * kB>(x), hn::Set(du, 1u << (2 * kB - 1)));
   };
+  const auto codes = [&](int at) { return hn::BitCast(di, pairs(at, hn::Set(df, multipliers[at / kPerGroup]))); };
   if constexpr (Grid::kBits == 4) {
     // A group's 32 codes are 16 payload bytes: kPerGroup vectors of kN bytes, four per store.
     std::uint8_t* dst = out + g0 * 16;
-    const auto byte_codes = [&](int at) { return hn::BitCast(di, pairs(at, hn::Set(df, multipliers[at / kPerGroup]))); };
     for (int at = 0; at < kN * kPerGroup; at += 4)
-      CodeWriter::Store4(byte_codes(at), byte_codes(at + 1), byte_codes(at + 2), byte_codes(at + 3), dst + at * kN);
-    return true;
-  }
-  const hn::Rebind<std::uint16_t, DU> d16;
-  std::uint8_t* dst = out + g0 * 32;
-#if HWY_TARGET <= HWY_AVX3
-  // Two groups' 64 code bytes in one streaming store where the payload line is aligned (it is
-  // not read again: no line is fetched for it).
-  if ((reinterpret_cast<std::uintptr_t>(dst) & 63) == 0) {
-    static_assert(kPerGroup == 1, "AVX-512: one vector per group");
-    // One saturating pack (exact: the pairs are 16-bit) leaves, in each 128-bit lane L, group j's
-    // pairs 4L..4L+3 then group j+1's; one qword permutation puts them in order.
-    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-    for (int j = 0; j < kN; j += 2) {
-      const VU lo = pairs(j, hn::Set(df, multipliers[j]));
-      const VU hi = pairs(j + 1, hn::Set(df, multipliers[j + 1]));
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + j * 32),
-                          _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo.raw, hi.raw)));
-    }
-    return true;
-  }
-#endif
-  for (int j = 0; j < kN; ++j) {
-    const VF mul = hn::Set(df, multipliers[j]);
-    for (int v = 0; v < kPerGroup; ++v) {
-      const int at = j * kPerGroup + v;
-      hn::StoreU(hn::TruncateTo(d16, pairs(at, mul)), d16, reinterpret_cast<std::uint16_t*>(dst + at * 2 * kN));
-    }
+      CodeWriter::Store4(codes(at), codes(at + 1), codes(at + 2), codes(at + 3), dst + at * kN);
+  } else {
+    // A group's 32 codes are 32 payload bytes: kPerGroup vectors of 2 kN bytes, two per store.
+    std::uint8_t* dst = out + g0 * 32;
+    for (int at = 0; at < kN * kPerGroup; at += 2) CodeWriter::StorePairs2(codes(at), codes(at + 1), dst + at * 2 * kN);
   }
   return true;
 #endif
@@ -484,8 +461,8 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
   // Groups of 32 from a contiguous row, scale bytes of a row contiguous: kN at a time.
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
-  constexpr bool kFp4Batches = Grid::kBits == 4 && kDtype == DType::bf16;
-  const bool batched = (direct || (kFp4Batches && p.col_stride == 1)) && p.block == 32 && !p.log2_fp32 &&
+  static_assert(Grid::kBits != 4 || kDtype == DType::bf16, "4-bit batches are bf16 ones");
+  const bool batched = (direct || (Grid::kBits == 4 && p.col_stride == 1)) && p.block == 32 && !p.log2_fp32 &&
                        p.layout != ScaleLayout::swizzled && kBatch > 1;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
@@ -523,8 +500,6 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
       bool done_batch;
       if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
         done_batch = QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
-      else if constexpr (Grid::kBits == 4)
-        done_batch = false;  // not reached: 4-bit batches are bf16 ones
       else
         done_batch = QuantizeGroupBatch<kDtype, kRneSaturate, Grid>(p, row_ptr, g, out, scale);
       if (!done_batch)
@@ -549,7 +524,8 @@ void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
   if (!rne_saturate) return QuantizeGroupsOf<kDtype, false, NoGrid>(p, first, last);
   if (E4M3Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E4M3Grid>(p, first, last);
   if (E5M2Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E5M2Grid>(p, first, last);
-  if (kDtype == DType::bf16 && E2M1Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E2M1Grid>(p, first, last);
+  if constexpr (kDtype == DType::bf16)  // 4-bit batches are bf16 ones only
+    if (E2M1Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E2M1Grid>(p, first, last);
   QuantizeGroupsOf<kDtype, true, NoGrid>(p, first, last);
 }
 
