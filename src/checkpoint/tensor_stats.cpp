@@ -16,6 +16,7 @@
 #include <exception>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "qexact/formats/bf16.hpp"
@@ -301,28 +302,29 @@ auto with_values(const TensorView& x, F f) -> decltype(f(F32Values{nullptr})) {
   throw std::logic_error("measure takes f32, bf16 or f16 values");
 }
 
-// The signal and noise sums of `x` (contiguous f32, bf16 or f16) against `d`.
-Sums value_sums(const TensorView& x, const float* d) {
-  const auto n = static_cast<std::size_t>(x.numel());
+// Calls the form of a per-dtype function (f32, bf16, f16: each a target_clones function, hence
+// three names) that fits the dtype of `x` (contiguous), with `n` and x's data first.
+template <class R, class... A, class... Args>
+R by_input_dtype(const TensorView& x, std::size_t n, R (*f32)(std::size_t, const float*, A...),
+                 R (*bf16)(std::size_t, const std::uint16_t*, A...), R (*f16)(std::size_t, const std::uint16_t*, A...),
+                 Args&&... args) {
   switch (x.dtype) {
-    case DType::f32: return lane_sums_f32(n, static_cast<const float*>(x.data), d);
-    case DType::bf16: return lane_sums_bf16(n, static_cast<const std::uint16_t*>(x.data), d);
-    case DType::f16: return lane_sums_f16(n, static_cast<const std::uint16_t*>(x.data), d);
+    case DType::f32: return f32(n, static_cast<const float*>(x.data), std::forward<Args>(args)...);
+    case DType::bf16: return bf16(n, static_cast<const std::uint16_t*>(x.data), std::forward<Args>(args)...);
+    case DType::f16: return f16(n, static_cast<const std::uint16_t*>(x.data), std::forward<Args>(args)...);
     default: break;
   }
   throw std::logic_error("measure takes f32, bf16 or f16 values");
 }
 
+// The signal and noise sums of `x` (contiguous f32, bf16 or f16) against `d`.
+Sums value_sums(const TensorView& x, const float* d) {
+  return by_input_dtype(x, static_cast<std::size_t>(x.numel()), lane_sums_f32, lane_sums_bf16, lane_sums_f16, d);
+}
+
 // The clamped elements of `x` (contiguous f32, bf16 or f16), see clamped_of.
 std::int64_t value_clamped(const TensorView& x, const float* d, const float* h, const float* b, const float* lo) {
-  const auto n = static_cast<std::size_t>(x.numel());
-  switch (x.dtype) {
-    case DType::f32: return clamped_f32(n, static_cast<const float*>(x.data), d, h, b, lo);
-    case DType::bf16: return clamped_bf16(n, static_cast<const std::uint16_t*>(x.data), d, h, b, lo);
-    case DType::f16: return clamped_f16(n, static_cast<const std::uint16_t*>(x.data), d, h, b, lo);
-    default: break;
-  }
-  throw std::logic_error("measure takes f32, bf16 or f16 values");
+  return by_input_dtype(x, static_cast<std::size_t>(x.numel()), clamped_f32, clamped_bf16, clamped_f16, d, h, b, lo);
 }
 
 // The sums of `x` (contiguous f32, bf16 or f16; rows of d.k) against values decoded by `d`.
@@ -330,14 +332,7 @@ template <class Decode>
 Sums decoded_value_sums(const TensorView& x, const Decode& d, Sums (*f32)(std::size_t, const float*, const Decode&),
                         Sums (*bf16)(std::size_t, const std::uint16_t*, const Decode&),
                         Sums (*f16)(std::size_t, const std::uint16_t*, const Decode&)) {
-  const auto rows = static_cast<std::size_t>(x.numel()) / d.k;
-  switch (x.dtype) {
-    case DType::f32: return f32(rows, static_cast<const float*>(x.data), d);
-    case DType::bf16: return bf16(rows, static_cast<const std::uint16_t*>(x.data), d);
-    case DType::f16: return f16(rows, static_cast<const std::uint16_t*>(x.data), d);
-    default: break;
-  }
-  throw std::logic_error("measure takes f32, bf16 or f16 values");
+  return by_input_dtype(x, static_cast<std::size_t>(x.numel()) / d.k, f32, bf16, f16, d);
 }
 
 // int8.token with rows of a multiple of 32 values and its scales in rows (f32 or f16): the
