@@ -27,7 +27,7 @@ using test::RunResult;
 
 // ---- presets --------------------------------------------------------------------------------
 
-TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionVerificationAndParameters) {
+TEST_F(CliTest, PresetsListsEveryPresetUnderItsStackWithDescriptionVerificationAndParameters) {
   const RunResult r = run({"presets"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
@@ -42,10 +42,21 @@ TEST_F(CliTest, PresetsListsEveryPresetWithItsDescriptionVerificationAndParamete
         continue;
       found = true;
       EXPECT_EQ(lines[i + 1], "   " + params_line);
+      // The nearest heading above is the preset's stack.
+      std::size_t h = i;
+      while (h > 0 && lines[h].rfind("== ", 0) != 0) --h;
+      EXPECT_EQ(lines[h].rfind("== " + preset_stack(name) + ": ", 0), 0u) << lines[h];
     }
     EXPECT_TRUE(found) << r.out;
   }
-  EXPECT_EQ(lines.size(), 2 * preset_names().size());
+  const auto stacks = preset_stacks();
+  EXPECT_EQ(lines.size(), 2 * preset_names().size() + stacks.size());
+  // Every stack has presets, and no preset names a stack the table lacks.
+  for (const auto& [stack, title] : stacks) {
+    int n = 0;
+    for (const std::string& name : preset_names()) n += preset_stack(name) == stack;
+    EXPECT_GT(n, 0) << stack;
+  }
 }
 
 TEST_F(CliTest, PresetsAsMarkdownIsOneTableRowPerPreset) {
@@ -54,14 +65,14 @@ TEST_F(CliTest, PresetsAsMarkdownIsOneTableRowPerPreset) {
   const auto lines = lines_of(r.out);
   const std::vector<std::string> names = preset_names();
   ASSERT_EQ(lines.size(), 2 + names.size()) << r.out;
-  EXPECT_EQ(lines[0], "| preset | family | reproduces | verified against | parameters |");
+  EXPECT_EQ(lines[0], "| stack | preset | family | reproduces | verified against | parameters |");
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     std::string description;  // a '|' in a cell is escaped, or it would end the cell
     for (char ch : preset_description(name)) description += ch == '|' ? std::string("\\|") : std::string(1, ch);
     std::string params_cell;
     for (const auto& [key, value] : params(make_preset(name))) params_cell += (params_cell.empty() ? "" : " ") + key + "=" + value;
-    EXPECT_EQ(lines[2 + i], "| `" + name + "` | " + family_name(make_preset(name).family) + " | " +
+    EXPECT_EQ(lines[2 + i], "| " + preset_stack(name) + " | `" + name + "` | " + family_name(make_preset(name).family) + " | " +
                                 description + " | " + preset_verified(name) + " | `" + params_cell + "` |");
   }
 }

@@ -93,6 +93,20 @@ const std::vector<std::vector<std::string>>& variants() {
       {"fp8.vllm.token"},
       {"fp8.deepseek.1x128"},
       {"fp8.deepseek.128x128"},
+      // The stacks' arithmetic: the input's dtype, zero domains, zero signs, torch's reciprocal.
+      {"fp8.ct.tensor"},
+      {"fp8.ct.channel"},
+      {"fp8.ct.channel", "element=e5m2", "quotient=reciprocal"},
+      {"fp8.ct.block", "signed_zero=false"},
+      {"fp8.modelopt.tensor"},
+      {"fp8.modelopt.channel", "scale_pow2=up"},
+      {"fp8.modelopt.export.tensor"},
+      {"fp8.modelopt.export.channel", "signed_zero=underflow"},
+      {"fp8.modelopt.eager"},
+      {"fp8.modelopt.eager", "granularity=row", "amax_floor=0.5", "quotient_arith=input"},
+      {"fp8.ascend.token", "zero_group=eps", "quotient_arith=input"},
+      {"fp8.ascend.token", "zero_group=nan", "scale_arith=input"},
+      {"fp8.torchao.rowwise", "scale_arith=reciprocal_multiplier", "signed_zero=underflow"},
   };
   return v;
 }
@@ -124,8 +138,10 @@ TEST_P(FastFp8Scaled, EveryVariantAndGranularityOnAwkwardShapes) {
   const Storage st(v);
   for (const auto& var : variants())
     for (const char* g : {"", "tensor", "row", "group:128", "group:7", "tile:128x128", "tile:5x16", "tile:1x1"})
-      for (DType dt : {DType::f32, DType::bf16}) {
+      for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
         const Contract c = contract_of(var, g);
+        // f16 changes only what rounds to the input's dtype: the stacks' variants.
+        if (dt == DType::f16 && c.scale_arith != ScaleArith::input && c.quotient_arith != QuotientArith::input) continue;
         const std::string key = name_of(var, std::string(g) + " " + dtype_name(dt));
         for (int threads : {1, 2, 3, 7}) expect_same(key, c, st.view(dt, {R, C}), threads);
       }
@@ -178,8 +194,11 @@ TEST_P(FastFp8Scaled, NonFiniteInputsPropagatedOrRejected) {
 // grid (normal and subnormal) times the row's descale, for many descales (the reciprocal's
 // rounding error differs with each), both elements, every input dtype.
 TEST_P(FastFp8Scaled, DivisionNextToEveryRoundingMidpoint) {
+  // fp8.ct.channel rounds each quotient to the input's dtype first: the same midpoints, after a
+  // second rounding.
+  for (const char* preset : {"fp8.ascend.token", "fp8.ct.channel"})
   for (const char* element : {"e4m3", "e5m2"}) {
-    const Contract c = make_contract("fp8.ascend.token", {std::string("element=") + element});
+    const Contract c = make_contract(preset, {std::string("element=") + element});
     const bool e4m3 = std::string(element) == "e4m3";
     const float max = e4m3 ? 448.0f : 57344.0f;
     const int mbits = e4m3 ? 3 : 2, emin = e4m3 ? -6 : -14;
@@ -211,7 +230,7 @@ TEST_P(FastFp8Scaled, DivisionNextToEveryRoundingMidpoint) {
     const Storage st(v);
     for (DType dt : {DType::f32, DType::bf16, DType::f16})
       for (int threads : {1, 2})
-        expect_same(std::string("midpoints ") + element + " " + dtype_name(dt), c, st.view(dt, {R, C}), threads);
+        expect_same(std::string("midpoints ") + preset + " " + element + " " + dtype_name(dt), c, st.view(dt, {R, C}), threads);
   }
 }
 

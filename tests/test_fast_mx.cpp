@@ -19,6 +19,7 @@ namespace qexact {
 namespace {
 
 using test::differing_bytes;
+using test::Storage;
 
 const RunOptions kRef{Engine::reference, 1};
 
@@ -44,6 +45,16 @@ std::vector<Contract> mx_contracts() {
       {"element=e2m1", "block=16"},    {"element=e3m2", "rounding=half_away_fp32"},
       {"rounding=trunc"},              {"rounding=trunc", "overflow=nan"},
       {"element=e2m1", "rounding=trunc"}, {"element=e5m2", "rounding=trunc", "overflow=inf"},
+      // The stacks' rules (ModelOpt, compressed-tensors).
+      {"rounding=ties_zero"},          {"element=e2m1", "rounding=ties_zero", "signed_zero=negative"},
+      {"element=e5m2", "signed_zero=negative", "overflow=inf"}, {"element=e5m2", "rounding=ties_zero", "overflow=nan"}, {"element=e3m2", "rounding=ties_zero", "overflow=saturate"},
+      {"scale_rule=even", "round_mbits=1"}, {"scale_rule=even", "round_mbits=0", "element=e2m3"},
+      {"scale_rule=rceil", "log2_fp32=true"}, {"scale_rule=rceil", "log2_fp32=true", "ratio=reciprocal", "element=e2m1"},
+      {"nonfinite=byte0_nan"},         {"nonfinite=byte0_nan", "element=e2m1", "byte0=unscaled"},
+      {"nonfinite=negative_zero", "element=e3m2"},
+      {"nonfinite=ct", "scale_rule=even", "round_mbits=1", "quotient_arith=input", "signed_zero=underflow"},
+      {"nonfinite=ct", "element=e2m1", "quotient_arith=input"}, {"nonfinite=ct", "scale_rule=floor"},
+      {"quotient_arith=input", "signed_zero=underflow", "element=e5m2"},
   };
   for (const auto& v : variants) out.push_back(make_contract("mx.ocp", v));
   out.push_back(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}));
@@ -94,7 +105,7 @@ TEST_P(FastMx, AdversarialSuiteEveryPresetAndVariant) {
 // payload only every other row (streaming and ordinary stores).
 TEST_P(FastMx, AllBf16InputsAtSeveralScales) {
   for (const char* preset : {"mxfp8.ascend", "mx.ocp.e5m2", "mx.ocp.e2m1", "mx.microxcaling", "mxfp8.te",
-                             "mxfp8.torchao.floor"}) {
+                             "mxfp8.torchao.floor", "mxfp8.ct", "mxfp4.modelopt"}) {
     const Contract c = make_contract(preset);
     for (const std::int64_t k : {32 * 4, 32 * 33})
     for (float amax : {448.0f, 1.0f, 3.0e-30f, 6.0e20f}) {
@@ -108,6 +119,30 @@ TEST_P(FastMx, AllBf16InputsAtSeveralScales) {
       const TensorView x = make_view(DType::bf16, {static_cast<std::int64_t>(v.size()) / k, k}, v.data());
       expect_same(c, x, 2, std::string(preset) + " all bf16 near amax " + std::to_string(amax) + ", rows of " + std::to_string(k));
     }
+  }
+}
+
+// rceil with log2_fp32: the ratio amax / max at, and 1 to 64 fp32 ulps either side of, every
+// power of two from 2^-149 to 2^127 (where the fp32 log2 of a ratio a hair above 2^k rounds down
+// to k), one group each.
+TEST_P(FastMx, Fp32Log2CeilAtEveryPowerOfTwo) {
+  for (const char* preset : {"mxfp8.modelopt", "mxfp4.modelopt"}) {
+    const Contract c = make_contract(preset);
+    const float max = elem_traits(c.element).max;
+    std::vector<float> v;
+    for (int k = -149; k <= 126; ++k) {
+      const float p = std::ldexp(1.0f, k);
+      for (int u = -64; u <= 64; ++u) {
+        float d = p;
+        for (int j = 0; j < std::abs(u); ++j) d = std::nextafter(d, u < 0 ? 0.0f : 1e38f);
+        const float amax = d * max;  // exact or rounded: the group's own ratio is recomputed
+        if (!std::isfinite(amax) || amax == 0.0f) continue;
+        for (int i = 0; i < 32; ++i) v.push_back(i == 5 ? -amax : amax * static_cast<float>(i) / 40.0f);
+      }
+    }
+    const Storage st(v);
+    expect_same(c, st.view(DType::f32, {static_cast<std::int64_t>(v.size()) / 32, 32}), 2,
+                std::string(preset) + " ratios around every power of two");
   }
 }
 

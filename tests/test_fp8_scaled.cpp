@@ -395,3 +395,87 @@ TEST(Fp8Scaled, EmptyTensors) {
 }
 
 }  // namespace
+
+// --- the stacks' presets: bytes measured with compressed-tensors 0.20.1 and ModelOpt 0.47.0 ---
+
+namespace stacks {
+
+// x as the input dtype (bf16 values here are exact), through the reference.
+QuantResult quantize_as(const std::string& preset, DType dt, const std::vector<float>& x) {
+  std::vector<std::uint16_t> h;
+  for (float v : x) h.push_back(f32_to_bf16(v));
+  const Shape shape{1, static_cast<std::int64_t>(x.size())};
+  const Contract c = make_contract(preset);
+  if (dt == DType::bf16) return quantize(c, make_view(DType::bf16, shape, h.data()), RunOptions{Engine::reference, 1});
+  return quantize(c, make_view(DType::f32, shape, x.data()), RunOptions{Engine::reference, 1});
+}
+
+const std::vector<float> kProbe = {4.125f, -1.140625f, -0.0f, -1e-6f, 1.0f, 0.0f, 0.0f, 0.0f};
+
+TEST(Fp8ScaledStacks, ScaleAndQuotientInTheInputDtype) {
+  // bf16: scale bf16(4.125 / 448) = 0x3C17, and -1.140625 / it = -123.76 rounds to bf16 -124, an
+  // E4M3 tie that goes to -128 (0xF0); fp32 gives 0xEF.
+  const QuantResult f = quantize_as("fp8.ct.tensor", DType::f32, kProbe);
+  EXPECT_EQ(scale_bits(f), std::vector<std::uint32_t>{0x3C16DB6Eu});
+  EXPECT_EQ(codes(f), (std::vector<int>{0x7E, 0xEF, 0x00, 0x80, 0x6E, 0, 0, 0}));
+  const QuantResult b = quantize_as("fp8.ct.tensor", DType::bf16, kProbe);
+  EXPECT_EQ(scale_bits(b), std::vector<std::uint32_t>{0x3C170000u});
+  EXPECT_EQ(codes(b), (std::vector<int>{0x7E, 0xF0, 0x00, 0x80, 0x6E, 0, 0, 0}));
+  // ModelOpt: the same arithmetic, no zero point: -0.0 keeps its sign.
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::bf16, kProbe)),
+            (std::vector<int>{0x7E, 0xF0, 0x80, 0x80, 0x6E, 0, 0, 0}));
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::f32, kProbe)),
+            (std::vector<int>{0x7E, 0xEF, 0x80, 0x80, 0x6E, 0, 0, 0}));
+}
+
+TEST(Fp8ScaledStacks, ZeroDomains) {
+  const std::vector<float> zeros(8, 0.0f);
+  // compressed-tensors: a zero scale becomes torch.finfo(dtype).eps.
+  EXPECT_EQ(scale_bits(quantize_as("fp8.ct.tensor", DType::f32, zeros)), std::vector<std::uint32_t>{0x34000000u});
+  EXPECT_EQ(scale_bits(quantize_as("fp8.ct.tensor", DType::bf16, zeros)), std::vector<std::uint32_t>{0x3C000000u});
+  EXPECT_EQ(codes(quantize_as("fp8.ct.tensor", DType::bf16, zeros)), std::vector<int>(8, 0));
+  // ModelOpt: scale 0, 0 / 0 is x86's negative default NaN (fp32); bf16 rounding makes it the
+  // canonical positive NaN.
+  EXPECT_EQ(scale_bits(quantize_as("fp8.modelopt.tensor", DType::f32, zeros)), std::vector<std::uint32_t>{0u});
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::f32, zeros)), std::vector<int>(8, 0xFF));
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::bf16, zeros)), std::vector<int>(8, 0x7F));
+  // A tiny amax: bf16(2^-130 / 448) underflows to 0. compressed-tensors takes eps (2^-7), ModelOpt
+  // divides by zero (+-inf saturates, 0 / 0 is NaN).
+  const float t = std::ldexp(1.0f, -130);
+  const std::vector<float> tiny = {t, -t / 2, 0.0f, 0.0f};
+  const QuantResult ct = quantize_as("fp8.ct.tensor", DType::bf16, tiny);
+  EXPECT_EQ(scale_bits(ct), std::vector<std::uint32_t>{0x3C000000u});
+  EXPECT_EQ(codes(ct), (std::vector<int>{0x00, 0x80, 0x00, 0x00}));  // -2^-131 / 2^-7 rounds to -0: kept
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::bf16, tiny)), (std::vector<int>{0x7E, 0xFE, 0x7F, 0x7F}));
+  // In fp32 the scale is a subnormal and the block quantizes normally.
+  EXPECT_EQ(scale_bits(quantize_as("fp8.ct.tensor", DType::f32, tiny)), std::vector<std::uint32_t>{0x00000492u});
+}
+
+TEST(Fp8ScaledStacks, InfinityInADomain) {
+  // amax inf: scale inf, inf / inf the default NaN, finite / inf +-0; compressed-tensors' zero
+  // point makes the -0 quotient +0.
+  const std::vector<float> x = {kInf, 1.0f, -2.0f, 0.0f};
+  EXPECT_EQ(codes(quantize_as("fp8.ct.tensor", DType::f32, x)), (std::vector<int>{0xFF, 0x00, 0x00, 0x00}));
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::f32, x)), (std::vector<int>{0xFF, 0x00, 0x80, 0x00}));
+  EXPECT_EQ(codes(quantize_as("fp8.modelopt.tensor", DType::bf16, x)), (std::vector<int>{0x7F, 0x00, 0x80, 0x00}));
+}
+
+TEST(Fp8ScaledStacks, TorchScalarByTensorIsAReciprocalProduct) {
+  // fp8_eager: 448.0 / amax is 448 * fp32(1 / amax): 0x43155556 for amax 3 (the division gives
+  // 0x43155555); scale.npy holds its fp32 inverse. An amax <= 2^-24 is taken as 1.
+  const QuantResult r = quantize_as("fp8.modelopt.eager", DType::f32, {3.0f, 1.0f, -0.5f, 0.0f});
+  EXPECT_EQ(scale_bits(r), std::vector<std::uint32_t>{bits(1.0f / std::bit_cast<float>(0x43155556u))});
+  const QuantResult small = quantize_as("fp8.modelopt.eager", DType::f32, {0x1p-24f, -0x1p-25f});
+  EXPECT_EQ(scale_bits(small), std::vector<std::uint32_t>{bits(1.0f / 448.0f)});
+  const QuantResult above = quantize_as("fp8.modelopt.eager", DType::f32, {0x1.000002p-24f});
+  EXPECT_EQ(scale_bits(above), std::vector<std::uint32_t>{bits(1.0f / (448.0f * (1.0f / 0x1.000002p-24f)))});
+}
+
+TEST(Fp8ScaledStacks, ParametersThatNeedEachOtherAreChecked) {
+  EXPECT_THROW(make_contract("fp8.ascend.token", {"scale_arith=reciprocal_multiplier"}), Error);
+  EXPECT_THROW(make_contract("fp8.ascend.token", {"zero_group=amax_one"}), Error);
+  EXPECT_THROW(make_contract("fp8.ascend.token", {"signed_zero=negative"}), Error);
+  EXPECT_NO_THROW(make_contract("fp8.ascend.token", {"signed_zero=underflow", "quotient_arith=input"}));
+}
+
+}  // namespace stacks

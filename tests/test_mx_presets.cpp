@@ -235,14 +235,16 @@ TEST(MxMicroxcaling, NegativeUnderflowKeepsItsSignMinusZeroInputDoesNot) {
 // docs/decisions.md states, per preset, whether "negative underflow -> -0" and "-0.0 input -> -0"
 // hold; this pins that table for every MX preset (a new preset must be added here).
 TEST(MxPresets, SignedZeroOfEveryPreset) {
-  struct Want { bool underflow_negative, minus_zero_negative; };
+  struct Want { bool underflow_negative, minus_zero_negative, plus_zero_negative = false; };
   const std::map<std::string, Want> table = {
       {"mxfp8.ascend", {true, true}},        {"mxfp8.torchao.floor", {true, true}},
       {"mxfp8.torchao.rceil", {true, true}}, {"mxfp8.torchao.rceil.compiled", {true, true}},
       {"mxfp8.te", {true, true}},            {"mx.ocp", {true, true}},
       {"mx.ocp.e4m3", {true, true}},         {"mx.ocp.e5m2", {true, true}},
       {"mx.ocp.e2m3", {true, true}},         {"mx.ocp.e3m2", {true, true}},
-      {"mx.ocp.e2m1", {true, true}},         {"mx.microxcaling", {true, false}}};
+      {"mx.ocp.e2m1", {true, true}},         {"mx.microxcaling", {true, false}},
+      {"mxfp8.modelopt", {true, true}},      {"mxfp4.modelopt", {true, true, true}},  // every zero 0x8
+      {"mxfp8.ct", {true, false}},           {"mxfp4.ct", {true, false}}};  // the zero point's +0
   for (const std::string& name : preset_names()) {
     const Contract c = make_contract(name);
     if (c.family != Family::mx) continue;
@@ -250,11 +252,12 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
     ASSERT_TRUE(table.count(name));
     const ElemTraits& t = elem_traits(c.element);
     // Elements 2 (-2^-60, far below every format's smallest subnormal at amax 1) and 4 (-0.0).
-    const QuantResult r = quantize_f32(c, group_of(32, 0.25f, {{0, 1.0f}, {2, -0x1p-60f}, {4, -0.0f}}));
+    const QuantResult r = quantize_f32(c, group_of(32, 0.25f, {{0, 1.0f}, {2, -0x1p-60f}, {4, -0.0f}, {6, 0.0f}}));
     auto elem = [&](int i) { return t.bits == 4 ? code(r, i / 2) & 0x0F : code(r, i); };
     const int neg_zero = 1 << (t.bits - 1);
     EXPECT_EQ(elem(2), table.at(name).underflow_negative ? neg_zero : 0);
     EXPECT_EQ(elem(4), table.at(name).minus_zero_negative ? neg_zero : 0);
+    EXPECT_EQ(elem(6), table.at(name).plus_zero_negative ? neg_zero : 0);
   }
 }
 

@@ -59,6 +59,16 @@ enum class NonFiniteRule : std::uint8_t {
                            // element (NaN ones too) the amax's positive canonical NaN
   torchao_rceil_compiled,  // as torchao_rceil, but a NaN group is the NaN 0xFFFFFFFF everywhere
                            // (torch.compile'd to_mx RCEIL on CPU, torch 2.15)
+  byte0_nan,   // ModelOpt MXFP8: a NaN amax gives byte 0 (its `d > 0` test fails), an inf amax byte
+               // 254 (log2 inf clamps to 127); elements are quantized against those scales like any
+               // others (finite ones saturate or vanish, inf saturates), a NaN element is the NaN
+               // code of its own sign
+  negative_zero,  // ModelOpt MXFP4: a group holding NaN or inf has byte 0 and every element the
+                  // negative zero code (2^NaN, and x / 2^inf)
+  ct,          // compressed-tensors: a NaN amax gives byte 0 (its vectorised min/max make the NaN
+               // an all-ones pattern whose power-of-two rounding carries to +0), elements against
+               // 2^-127 as byte0_nan; an inf amax, or one whose power-of-two rounding overflows,
+               // gives byte 0x7F (127 + int(inf) wraps) and elements x / inf (zeros; inf -> NaN)
 };
 // Whether an element that rounds to zero keeps its sign.
 enum class SignedZero : std::uint8_t {
@@ -66,6 +76,8 @@ enum class SignedZero : std::uint8_t {
   drop,       // "false": every zero is +0
   underflow,  // a negative value that rounds to zero keeps its sign; a -0.0 input gives +0
               // (microxcaling: sign(x) * floor(|v| + 0.5), with torch.sign(-0.0) == +0)
+  negative,   // a quotient that is exactly zero, +0.0 included, gets the negative zero code; a
+              // nonzero one keeps its sign (ModelOpt's E2M1 packing: its sign bit is q <= 0)
 };
 enum class ScaleLayout : std::uint8_t {
   pairs,     // [rows, ceil(G/2), 2], padding byte 0 (Ascend)
@@ -126,6 +138,15 @@ enum class ScaleArith : std::uint8_t {
   fp64,        // the division in fp64 (amax and floor widened), rounded once to fp32 (torchao)
   fp32_satfinite,  // fp32 division; an infinite result (a tiny amax) becomes FLT_MAX
                    // (TransformerEngine compute_scale_from_amax's value_for_inf)
+  input,           // the fp32 division rounded (RNE) to the input's dtype: torch's arithmetic on a
+                   // bf16 / f16 amax (ModelOpt, compressed-tensors); fp32 for an f32 input
+  reciprocal_multiplier,  // max * fp32(1 / amax): torch's `scalar / tensor` (multiplier only)
+};
+// The precision the quotient x / s (or x * s) is rounded to before the element cast.
+enum class QuotientArith : std::uint8_t {
+  fp32,   // one fp32 operation, then the element's rounding
+  input,  // the fp32 operation rounded (RNE) to the input's dtype, then the element's rounding:
+          // torch computing on a bf16 / f16 tensor (a double rounding)
 };
 // fp8.scaled's parameter "quotient" (int8's is Quotient).
 enum class Fp8Quotient : std::uint8_t {
@@ -149,6 +170,10 @@ enum class ZeroGroup : std::uint8_t {
   zero,   // amax == 0: scale 0.0, payload 0 (the seed)
   floor,  // amax == 0 goes through max(amax, amax_floor) like any other amax
   one,    // max(amax, amax_floor) == 0: scale 1.0, payload x * 1 (TransformerEngine current scaling)
+  nan,    // amax == 0: the scale is 0 and stored, elements x / 0 (0 / 0: NaN codes; ModelOpt)
+  eps,    // a scale that comes out 0 (amax 0, or one that underflows) becomes the machine epsilon
+          // of the scale's arithmetic (fp32 2^-23, bf16 2^-7, f16 2^-10; compressed-tensors)
+  amax_one,  // an amax <= amax_floor is replaced by 1.0 (ModelOpt's fp8 fake quant)
 };
 enum class NonFiniteInput : std::uint8_t {
   reject,     // an error naming the first non-finite element (the seed presets)
@@ -218,6 +243,9 @@ struct ScaleSpec {
   float scale_min = 0.0f;          // int8
   ScaleKind scale_kind = ScaleKind::descale;  // fp8.scaled
   ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled
+  int round_mbits = -1;            // mx scale_rule=even: amax rounded to this many mantissa bits
+                                   // (-1: the element's; compressed-tensors' MXFP8 rounds at 1)
+  float qmax = 127.0f;             // int8: the scale's divisor, amax / qmax (compressed-tensors: 127.5)
   ScalePow2 scale_pow2 = ScalePow2::none;     // fp8.scaled
   double amax_floor = 0.0;         // fp8.scaled: max(amax, amax_floor) before the division; 0: none.
                                    // A double: torchao's 1e-12 is a Python float, compared in fp64
@@ -227,6 +255,7 @@ struct ScaleSpec {
   Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
   Quotient quotient = Quotient::divide;            // int8 "quotient"
   Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // fp8.scaled "quotient"
+  QuotientArith quotient_arith = QuotientArith::fp32;  // fp8.scaled
 
   // Storage.
   ScaleStore scale_store = ScaleStore::f32;  // int8: the scale's IEEE width (encoding fp32 | f16)
@@ -269,6 +298,10 @@ std::string preset_description(const std::string& name);
 // "seed" (the seeds' contracts and their check values), "source" (modelled from reading the
 // system's source only: no running peer here).
 std::string preset_verified(const std::string& name);
+// The stack a preset reproduces ("torchao", "modelopt", ...: src/contracts/presets/ has one file
+// per stack), and every stack as (key, what it is in words), in `qexact presets` order.
+std::string preset_stack(const std::string& name);
+std::vector<std::pair<std::string, std::string>> preset_stacks();
 Contract make_preset(const std::string& name);  // throws bad_argument on an unknown name
 
 // Parameters by name. `params` lists the family's parameters with their current values in a

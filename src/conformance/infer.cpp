@@ -289,7 +289,8 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
     else if (key == "scale_min") v = {"0", "1e-08", "1e-07", "1e-06", "1e-05"};
     else if (key == "granularity")
       v = {"tensor", "row", "group:32", "group:64", "group:128", "tile:32x32", "tile:128x128", "head_block:64"};
-    else if (key == "amax_floor") v = {"0", "1e-12", "0.001953125"};  // none, torchao's EPS, vLLM's 1/512
+    else if (key == "amax_floor") v = {"0", "1e-12", "0.001953125", "5.960464477539063e-08"};  // none, torchao's EPS, vLLM's 1/512, ModelOpt's 2^-24
+    else if (key == "round_mbits") v = {"-1", "1"};  // the element's, compressed-tensors' E2M1 precision
     else if (key == "range") v = {"127", "128"};
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};

@@ -443,20 +443,27 @@ float top_code(const Contract& c) { return lab_family(c.family).top_code(c); }
 float fp8_nominal_scale(const Contract& c, float amax) {
   if (amax == 0.0f && c.zero_group == ZeroGroup::zero) return 0.0f;
   const double max_elem = elem_traits(c.element).max;
-  const double a = std::max(static_cast<double>(amax), c.amax_floor);
+  double a = std::max(static_cast<double>(amax), c.amax_floor);
+  if (c.zero_group == ZeroGroup::amax_one) a = amax <= c.amax_floor ? 1.0 : amax;
   if (a == 0.0 && c.zero_group == ZeroGroup::one) return 1.0f;
   const float af = static_cast<float>(a);
   float s = 0.0f;
+  // scale_arith=input rounds this to the input's dtype: nominal scales ignore that rounding.
   if (c.scale_kind == ScaleKind::descale) {
     switch (c.scale_arith) {
       case ScaleArith::fp32:
-      case ScaleArith::fp32_satfinite: s = af / static_cast<float>(max_elem); break;
+      case ScaleArith::fp32_satfinite:
+      case ScaleArith::input:
+      case ScaleArith::reciprocal_multiplier: s = af / static_cast<float>(max_elem); break;
       case ScaleArith::reciprocal: s = af * (1.0f / static_cast<float>(max_elem)); break;
       case ScaleArith::fp64: s = static_cast<float>(a / max_elem); break;
     }
+  } else if (c.scale_arith == ScaleArith::reciprocal_multiplier) {
+    s = static_cast<float>(max_elem) * (1.0f / af);
   } else {
     s = c.scale_arith == ScaleArith::fp64 ? static_cast<float>(max_elem / a) : static_cast<float>(max_elem) / af;
   }
+  if (s == 0.0f && c.zero_group == ZeroGroup::eps) s = 0x1p-23f;
   if (c.scale_arith == ScaleArith::fp32_satfinite && std::isinf(s)) s = std::numeric_limits<float>::max();
   // down_log2f is taken as down: nominal scales only size the cases (a few-ulp difference below
   // 2^k does not move a target), and libm's log2f is not the same everywhere.

@@ -170,11 +170,13 @@ class ProbeBuilder {
                },
                DType::f32, discriminates("byte0", param_choices("byte0")));
 
-    add_groups("signed_zero", "normal groups (max 1) holding -0.0, -2^-30 and -1e-20", 4,
+    add_groups("signed_zero", "normal groups (max 1) holding -0.0, -2^-30, -1e-20, +0.0 and 2^-30", 4,
                [](Rng& r, std::int64_t size, std::int64_t) {
                  Content v = uniform_content(r, size, 0.5);
                  v[0] = 1.0f;
                  for (std::int64_t i = 1; i < size; i += 2) v[static_cast<std::size_t>(i)] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? -0x1p-30f : -1e-20f;
+                 // +0 and a positive underflow tell `negative` (every zero signed) from `true`.
+                 if (size > 4) v[2] = 0.0f, v[4] = 0x1p-30f;
                  return v;
                },
                f32, discriminates("signed_zero", param_choices("signed_zero")));

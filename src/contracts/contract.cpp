@@ -11,6 +11,7 @@
 #include <initializer_list>
 
 #include "contracts/family_table.hpp"
+#include "contracts/presets/preset_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "qexact/error.hpp"
 
@@ -37,10 +38,14 @@ constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::te_saturate, "te_saturate"},
                                                   {NonFiniteRule::torchao, "torchao"},
                                                   {NonFiniteRule::torchao_rceil, "torchao_rceil"},
-                                                  {NonFiniteRule::torchao_rceil_compiled, "torchao_rceil_compiled"}};
+                                                  {NonFiniteRule::torchao_rceil_compiled, "torchao_rceil_compiled"},
+                                                  {NonFiniteRule::byte0_nan, "byte0_nan"},
+                                                  {NonFiniteRule::negative_zero, "negative_zero"},
+                                                  {NonFiniteRule::ct, "ct"}};
 // "true" and "false" keep their boolean spellings (and parse_bool's 1/yes, 0/no below).
 constexpr EnumName<SignedZero> kSignedZero[] = {
-    {SignedZero::drop, "false"}, {SignedZero::keep, "true"}, {SignedZero::underflow, "underflow"}};
+    {SignedZero::drop, "false"}, {SignedZero::keep, "true"}, {SignedZero::underflow, "underflow"},
+    {SignedZero::negative, "negative"}};
 constexpr EnumName<ScaleLayout> kLayouts[] = {{ScaleLayout::pairs, "pairs"},
                                               {ScaleLayout::rowmajor, "rowmajor"},
                                               {ScaleLayout::padded, "padded"},
@@ -56,12 +61,15 @@ constexpr EnumName<Fp8Quotient> kFp8Quotients[] = {
 constexpr EnumName<ScaleKind> kScaleKinds[] = {{ScaleKind::descale, "descale"}, {ScaleKind::multiplier, "multiplier"}};
 constexpr EnumName<ScaleArith> kScaleArith[] = {
     {ScaleArith::fp32, "fp32"}, {ScaleArith::reciprocal, "reciprocal"}, {ScaleArith::fp64, "fp64"},
-    {ScaleArith::fp32_satfinite, "fp32_satfinite"}};
+    {ScaleArith::fp32_satfinite, "fp32_satfinite"}, {ScaleArith::input, "input"},
+    {ScaleArith::reciprocal_multiplier, "reciprocal_multiplier"}};
+constexpr EnumName<QuotientArith> kQuotientArith[] = {{QuotientArith::fp32, "fp32"}, {QuotientArith::input, "input"}};
 constexpr EnumName<ScalePow2> kScalePow2[] = {
     {ScalePow2::none, "none"}, {ScalePow2::down, "down"}, {ScalePow2::up, "up"}, {ScalePow2::down_log2f, "down_log2f"}};
 constexpr EnumName<StoredScale> kStored[] = {{StoredScale::computed, "computed"}, {StoredScale::inverse, "inverse"}};
 constexpr EnumName<ZeroGroup> kZeroGroups[] = {
-    {ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}, {ZeroGroup::one, "one"}};
+    {ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}, {ZeroGroup::one, "one"},
+    {ZeroGroup::nan, "nan"}, {ZeroGroup::eps, "eps"}, {ZeroGroup::amax_one, "amax_one"}};
 constexpr EnumName<NonFiniteInput> kNonFiniteInput[] = {{NonFiniteInput::reject, "reject"},
                                                         {NonFiniteInput::propagate, "propagate"}};
 constexpr EnumName<TensorScale> kTensorScales[] = {
@@ -194,13 +202,15 @@ const std::vector<ParamDef>& param_defs() {
       {"log2_fp32", {F::mx}, [](const Contract& c) { return std::string(c.log2_fp32 ? "true" : "false"); },
        [](Contract& c, const std::string& s) { c.log2_fp32 = parse_bool("log2_fp32", s); }},
       QX_ENUM_PARAM("ratio", ratio, kRatio, F::mx),
+      {"round_mbits", {F::mx}, [](const Contract& c) { return std::to_string(c.round_mbits); },
+       [](Contract& c, const std::string& s) { c.round_mbits = static_cast<int>(parse_int("round_mbits", s)); }},
       {"rounding", {F::mx}, [](const Contract& c) { return std::string(rounding_name(c.rounding)); },
        [](Contract& c, const std::string& s) { c.rounding = parse_rounding(s); }},
       {"overflow", {F::mx}, [](const Contract& c) { return std::string(overflow_name(c.overflow)); },
        [](Contract& c, const std::string& s) { c.overflow = parse_overflow(s); }},
       QX_ENUM_PARAM("nonfinite", nonfinite, kNonFinite, F::mx),
       QX_ENUM_PARAM("byte0", byte0, kByte0, F::mx),
-      {"signed_zero", {F::mx}, [](const Contract& c) { return std::string(name_of(kSignedZero, c.signed_zero)); },
+      {"signed_zero", {F::mx, F::fp8_scaled}, [](const Contract& c) { return std::string(name_of(kSignedZero, c.signed_zero)); },
        [](Contract& c, const std::string& s) {
          if (s == "1" || s == "yes" || s == "0" || s == "no")  // parse_bool's other spellings
            c.signed_zero = parse_bool("signed_zero", s) ? SignedZero::keep : SignedZero::drop;
@@ -236,6 +246,7 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.granularity = parse_scale_grain(s); }},
       QX_ENUM_PARAM("scale_kind", scale_kind, kScaleKinds, F::fp8_scaled),
       QX_ENUM_PARAM("scale_arith", scale_arith, kScaleArith, F::fp8_scaled),
+      QX_ENUM_PARAM("quotient_arith", quotient_arith, kQuotientArith, F::mx, F::fp8_scaled),
       QX_ENUM_PARAM("scale_pow2", scale_pow2, kScalePow2, F::fp8_scaled),
       QX_ENUM_PARAM("stored", stored, kStored, F::fp8_scaled),
       {"amax_floor", {F::fp8_scaled}, [](const Contract& c) { return fmt_double(c.amax_floor); },
@@ -253,324 +264,40 @@ bool applies(const ParamDef& d, Family f) {
   return false;
 }
 
-struct PresetDef {
-  const char* name;
-  const char* description;
-  const char* verified;  // "peer", "seed" or "source" (preset_verified)
-  std::function<void(Contract&)> setup;
-};
-
-Contract mx_base(ElemFormat e) {
-  Contract c;
-  c.family = Family::mx;
-  c.element = e;
-  return c;
-}
-
-void ocp(Contract& c) {
-  c.scale_rule = ScaleRule::floor;
-  c.rounding = Rounding::rne;
-  c.overflow = Overflow::saturate;
-  c.nonfinite = NonFiniteRule::nan;
-  c.byte0 = Byte0Rule::quantize;
-  c.layout = ScaleLayout::rowmajor;
-  c.tail = TailRule::partial;
-}
-
-// torchao to_mx RCEIL, eager or compiled: they differ in NaN groups only.
-void torchao_rceil(Contract& c) {
-  c = mx_base(ElemFormat::e4m3);
-  c.scale_rule = ScaleRule::rceil;
-  c.ratio = RatioOp::reciprocal;
-  c.byte0 = Byte0Rule::unscaled;  // byte 0 multiplies by 1.0
-  c.layout = ScaleLayout::rowmajor;
-  c.tail = TailRule::reject;
-}
-
-Contract fp8_base(ScaleGrain g) {
-  Contract c;
-  c.family = Family::fp8_scaled;
-  c.element = ElemFormat::e4m3;
-  c.granularity = g;
-  return c;
-}
-
-// The seed's Ascend FP8: descale = fp32(amax / 448) stored, x / stored descale, zero -> 0, finite only.
-void fp8_ascend(Contract& c) {
-  c.scale_kind = ScaleKind::descale;
-  c.scale_arith = ScaleArith::fp32;
-  c.fp8_quotient = Fp8Quotient::divide;
-  c.zero_group = ZeroGroup::zero;
-  c.nonfinite_input = NonFiniteInput::reject;
-}
-
-// torchao float8 dynamic scaling (float8_utils.amax_to_scale, to_fp8_saturated).
-void fp8_torchao(Contract& c) {
-  c.scale_kind = ScaleKind::multiplier;
-  c.scale_arith = ScaleArith::fp64;
-  c.amax_floor = 1e-12;  // EPS in float8_utils, a Python float
-  c.zero_group = ZeroGroup::floor;
-  c.fp8_quotient = Fp8Quotient::multiply;
-  c.nonfinite_input = NonFiniteInput::propagate;
-}
-
-// Source-read FP8 stacks that divide by a stored fp32 descale (vLLM, DeepSeek-V3): x / s with an
-// amax floor, finite inputs only (their NaN handling is not modelled).
-void fp8_descale_floor(Contract& c, double amax_floor) {
-  fp8_ascend(c);
-  c.amax_floor = amax_floor;
-  c.zero_group = ZeroGroup::floor;
-}
-
-const std::vector<PresetDef>& preset_defs() {
-  static const std::vector<PresetDef> defs = {
-      {"mxfp8.ascend", "Ascend MXFP8: bf16 in, E8M0 = clamp(expf(amax)-8, 0, 254), E4M3 RNE saturating, byte 0 flushes", "seed",
-       [](Contract& c) {
-         c = mx_base(ElemFormat::e4m3);
-         c.scale_rule = ScaleRule::floor;
-         c.nonfinite = NonFiniteRule::zero;
-         c.byte0 = Byte0Rule::flush;
-         c.prequant = Prequant::bf16;
-         c.layout = ScaleLayout::pairs;
-         c.tail = TailRule::partial;
-       }},
-      {"mxfp8.torchao.floor", "torchao 0.18.0 to_mx FLOOR, eager and torch.compile'd (CPU): byte from the exponent field of amax, x / max(2^(byte-127), 2^-126) RNE clamped to +/-448", "peer",
-       [](Contract& c) {
-         c = mx_base(ElemFormat::e4m3);
-         c.scale_rule = ScaleRule::floor;
-         c.nonfinite = NonFiniteRule::torchao;
-         c.byte0 = Byte0Rule::min_normal;  // the fp32 scale is clamped to 2^-126
-         c.layout = ScaleLayout::rowmajor;
-         c.tail = TailRule::reject;
-       }},
-      {"mxfp8.torchao.rceil", "torchao 0.18.0 to_mx RCEIL, eager (CPU): fp32 amax * (1/448) rounded up to a power of two, byte 0 multiplies by 1.0", "peer",
-       [](Contract& c) {
-         c = mx_base(ElemFormat::e4m3);
-         torchao_rceil(c);
-         c.nonfinite = NonFiniteRule::torchao_rceil;
-       }},
-      {"mxfp8.torchao.rceil.compiled",
-       "torchao 0.18.0 to_mx RCEIL under torch.compile (CPU, torch 2.15): as mxfp8.torchao.rceil, a NaN group is 0xFF throughout",
-       "peer",
-       [](Contract& c) {
-         torchao_rceil(c);
-         c.nonfinite = NonFiniteRule::torchao_rceil_compiled;
-       }},
-      {"mxfp8.te", "TransformerEngine MXFP8: cvt.rp.satfinite.ue8m0 of amax * (1/448), cvt.rn.satfinite E4M3", "source",
-       [](Contract& c) {
-         c = mx_base(ElemFormat::e4m3);
-         c.scale_rule = ScaleRule::rceil;
-         c.ratio = RatioOp::reciprocal;
-         c.nonfinite = NonFiniteRule::te;
-         c.byte0 = Byte0Rule::unscaled;
-         c.layout = ScaleLayout::padded;
-         c.tail = TailRule::reject;
-       }},
-      {"mx.ocp", "OCP MX v1.0 with E4M3 elements: floor scale, RNE saturating, NaN group on non-finite", "source",
-       [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
-      {"mx.ocp.e4m3", "OCP MX v1.0, MXFP8 E4M3", "source", [](Contract& c) { c = mx_base(ElemFormat::e4m3); ocp(c); }},
-      {"mx.ocp.e5m2", "OCP MX v1.0, MXFP8 E5M2", "source", [](Contract& c) { c = mx_base(ElemFormat::e5m2); ocp(c); }},
-      {"mx.ocp.e2m3", "OCP MX v1.0, MXFP6 E2M3 (one code per byte)", "source",
-       [](Contract& c) { c = mx_base(ElemFormat::e2m3); ocp(c); }},
-      {"mx.ocp.e3m2", "OCP MX v1.0, MXFP6 E3M2 (one code per byte)", "source",
-       [](Contract& c) { c = mx_base(ElemFormat::e3m2); ocp(c); }},
-      {"mx.ocp.e2m1", "OCP MX v1.0, MXFP4 E2M1 (two codes per byte, element 2k low nibble)", "source",
-       [](Contract& c) { c = mx_base(ElemFormat::e2m1); ocp(c); }},
-      {"mx.microxcaling", "microsoft/microxcaling _quantize_mx (PyTorch path): floor(log2f(amax)) in fp32, sign(x) * floor(|v| + 0.5) in fp32", "source",
-       [](Contract& c) {
-         c = mx_base(ElemFormat::e4m3);
-         ocp(c);
-         c.log2_fp32 = true;
-         c.rounding = Rounding::half_away_fp32;
-         c.signed_zero = SignedZero::underflow;  // sign(x) * floor(|v| + 0.5): torch.sign(-0.0) is +0
-       }},
-      {"int8.block.ascend", "int8 per (b, head, 64 tokens): scale = amax/127 stored fp32, RNE(x / stored scale)", "seed",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::int8_block;
-         c.token_block = 64;
-         c.scale_mode = ScaleMode::before;
-         c.quotient = Quotient::divide;
-         c.int_rounding = IntRounding::rne;
-         c.range = 127;
-       }},
-      {"int8.block.sage.cuda", "SageAttention CUDA QuantInt8Kernel: max(amax, 1e-7)/127, x * (127/amax'), RNE, [-128, 127]", "source",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::int8_block;
-         c.token_block = 64;
-         c.scale_mode = ScaleMode::before;
-         c.scale_min = 1e-7f;
-         c.quotient = Quotient::reciprocal;
-         c.int_rounding = IntRounding::rne;
-         c.range = 128;
-       }},
-      {"int8.block.sage.triton", "SageAttention Triton quant_per_block: amax/127, x/scale + 0.5*sign truncated", "source",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::int8_block;
-         c.token_block = 64;
-         c.scale_mode = ScaleMode::before;
-         c.quotient = Quotient::divide;
-         c.int_rounding = IntRounding::half_away_fp32;
-         c.range = 128;
-       }},
-      {"int8.token.blaze", "per-token int8 over the complete row: ClampAfterDiv, caller's scale_min, RNE", "seed",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::int8_token;
-         c.scale_mode = ScaleMode::after;
-         c.scale_min = 0.0f;
-         c.quotient = Quotient::divide;
-         c.int_rounding = IntRounding::rne;
-         c.range = 127;
-       }},
-      {"int8.token.vllm", "vLLM dynamic per-token int8: absmax/127, x * (127/absmax), RNE, [-128, 127]", "source",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::int8_token;
-         c.scale_mode = ScaleMode::before;
-         c.quotient = Quotient::reciprocal;
-         c.int_rounding = IntRounding::rne;
-         c.range = 128;
-       }},
-      {"q8_0.ggml", "ggml Q8_0 reference (quantize_row_q8_0_ref, = gguf-py 0.19.0 gguf.quants): blocks of 32, d = amax/127 stored fp16, roundf(x * (1/d))", "peer",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::int8_group;
-         c.group = 32;
-         c.scale_mode = ScaleMode::before;
-         c.quotient = Quotient::inv_scale;
-         c.int_rounding = IntRounding::half_away;
-         c.range = 127;
-         c.scale_store = ScaleStore::f16;
-       }},
-      {"fp8.ascend.block", "Ascend FP8 (seed): per (b, head, 64 tokens) of (B, S, N, D), descale = fp32(amax / 448) stored, E4M3 RNE(x / stored descale)", "seed",
-       [](Contract& c) {
-         c = fp8_base({Granularity::head_block, 64, 1});
-         fp8_ascend(c);
-       }},
-      {"fp8.ascend.token", "Ascend FP8 (seed), one scale per row: descale = fp32(amax / 448) stored, E4M3 RNE(x / stored descale)", "seed",
-       [](Contract& c) {
-         c = fp8_base({Granularity::row, 1, 1});
-         fp8_ascend(c);
-       }},
-      {"fp8.torchao.tensorwise", "torchao 0.18.0 float8 tensorwise dynamic scaling (CPU, measured): multiplier = fp32(max / max(amax, 1e-12)) in fp64, "
-       "saturated cast of x * multiplier, NaN/inf as torch propagates them; round_scales_to_power_of_2 is scale_pow2=down_log2f",
-       "peer",
-       [](Contract& c) {
-         c = fp8_base({Granularity::tensor, 1, 1});
-         fp8_torchao(c);
-       }},
-      {"fp8.torchao.rowwise", "torchao 0.18.0 float8 rowwise (axiswise, dim -1) dynamic scaling (CPU, measured): one multiplier per row, as "
-       "tensorwise",
-       "peer",
-       [](Contract& c) {
-         c = fp8_base({Granularity::row, 1, 1});
-         fp8_torchao(c);
-       }},
-      {"fp8.te.current",
-       "TransformerEngine Float8CurrentScaling (source-read, [unverified]): multiplier = fp32(448 / amax) (FLT_MAX if that "
-       "overflows, 1 for amax 0), cvt of x * multiplier RNE saturating, scale.npy = scale_inv = fp32(1 / multiplier)",
-       "source",
-       [](Contract& c) {
-         c = fp8_base({Granularity::tensor, 1, 1});
-         c.scale_kind = ScaleKind::multiplier;
-         c.scale_arith = ScaleArith::fp32_satfinite;  // compute_scale_from_amax's value_for_inf
-         c.fp8_quotient = Fp8Quotient::multiply;
-         c.stored = StoredScale::inverse;              // the tensor keeps scale_inv
-         c.zero_group = ZeroGroup::one;  // amax == 0 (amax_epsilon 0 by default): scale 1
-       }},
-      {"fp8.vllm.token",
-       "vLLM dynamic_per_token_scaled_fp8_quant (source-read, [unverified]): descale = max(amax / 448, 1 / (448 * 512)) "
-       "per row, x / descale clamped to +/-448, E4M3 RNE",
-       "source",
-       [](Contract& c) {
-         c = fp8_base({Granularity::row, 1, 1});
-         // max(fp32(amax / 448), fp32(1 / (448 * 512))) == fp32(max(amax, 1 / 512) / 448): the fp32
-         // division is monotone and 1 / 512 is exact.
-         fp8_descale_floor(c, 1.0 / 512.0);
-       }},
-      {"fp8.deepseek.1x128",
-       "DeepSeek-V3 inference/kernel.py act_quant (source-read, [unverified]): per 1x128 group, descale = "
-       "max(amax, 1e-4) / 448, x / descale cast to E4M3 (Triton's fp32 division may round differently)",
-       "source",
-       [](Contract& c) {
-         c = fp8_base({Granularity::group, 1, 128});
-         fp8_descale_floor(c, 1e-4);
-       }},
-      {"fp8.deepseek.128x128",
-       "DeepSeek-V3 128x128 weight blocks (kernel.py weight_quant, source-read, [unverified]): as fp8.deepseek.1x128 "
-       "per 128x128 tile of the [R, C] view",
-       "source",
-       [](Contract& c) {
-         c = fp8_base({Granularity::tile, 128, 128});
-         fp8_descale_floor(c, 1e-4);
-       }},
-      {"nvfp4.torchao", "torchao 0.18.0 nvfp4_quantize: E2M1 in blocks of 16, E4M3 block scale e4m3(clamp(amax / 6, 2^-6, 448)), x * (1 / scale) clamped to +/-6", "peer",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::nvfp4;
-         c.tensor_scale = TensorScale::none;
-         c.nonfinite_input = NonFiniteInput::propagate;
-       }},
-      {"nvfp4.te", "TransformerEngine NVFP4 1x16 (source-read): S_enc = 2688 / tensor amax, block scale e4m3(amax * (S_enc * fp32(1/6))) saturated, x * (1 / (s * (1 / S_enc))); tensor_scale.npy holds the amax", "source",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::nvfp4;
-         c.tensor_scale = TensorScale::te;
-         c.nonfinite_input = NonFiniteInput::reject;
-       }},
-      {"hif4", "HiFloat4: 64-element blocks, E6M2 + two micro-exponent levels, S1P2 elements (fake-quant, pack)", "seed",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::hif4;
-       }},
-      {"pool.mean", "pooled block mean over the sequence axis of (B, S, F...): exact, each cell / its true length", "seed",
-       [](Contract& c) {
-         c = Contract{};
-         c.family = Family::pool;
-         c.pool = 64;
-         c.divisor = PoolDivisor::true_length;
-         c.pool_out = DType::f32;
-       }},
-  };
-  return defs;
-}
-
-const PresetDef* find_preset(const std::string& name) {
-  for (const auto& d : preset_defs())
-    if (name == d.name) return &d;
-  return nullptr;
-}
-
 }  // namespace
 
 const char* family_name(Family f) { return family_traits(f).name; }
 
+namespace {
+const presets::FoundPreset& preset_named(const std::string& name) {
+  const presets::FoundPreset* p = presets::find_preset(name);
+  if (!p) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
+  return *p;
+}
+}  // namespace
+
 std::vector<std::string> preset_names() {
   std::vector<std::string> out;
-  for (const auto& d : preset_defs()) out.emplace_back(d.name);
+  for (const auto& p : presets::all_presets()) out.emplace_back(p.def.name);
   return out;
 }
 
-std::string preset_description(const std::string& name) {
-  const PresetDef* d = find_preset(name);
-  if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
-  return d->description;
-}
+std::string preset_description(const std::string& name) { return preset_named(name).def.description; }
 
-std::string preset_verified(const std::string& name) {
-  const PresetDef* d = find_preset(name);
-  if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
-  return d->verified;
+std::string preset_verified(const std::string& name) { return preset_named(name).def.verified; }
+
+std::string preset_stack(const std::string& name) { return preset_named(name).stack->key; }
+
+std::vector<std::pair<std::string, std::string>> preset_stacks() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& s : presets::stack_table()) out.emplace_back(s.key, s.title);
+  return out;
 }
 
 Contract make_preset(const std::string& name) {
-  const PresetDef* d = find_preset(name);
-  if (!d) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
+  const presets::FoundPreset& p = preset_named(name);
   Contract c;
-  d->setup(c);
+  p.def.setup(c);
   c.preset = name;
   return c;
 }
@@ -616,7 +343,8 @@ std::vector<std::string> param_choices(const std::string& key) {
   if (key == "element") return {"e4m3", "e5m2", "e2m3", "e3m2", "e2m1"};
   if (key == "rounding") {
     std::vector<std::string> out;
-    for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc})
+    for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc,
+                       Rounding::ties_zero})
       out.emplace_back(rounding_name(r));
     return out;
   }
@@ -642,6 +370,7 @@ std::vector<std::string> param_choices(const std::string& key) {
   if (key == "out") return names(kPoolOut);
   if (key == "scale_kind") return names(kScaleKinds);
   if (key == "scale_arith") return names(kScaleArith);
+  if (key == "quotient_arith") return names(kQuotientArith);
   if (key == "scale_pow2") return names(kScalePow2);
   if (key == "stored") return names(kStored);
   if (key == "zero_group") return names(kZeroGroups);
@@ -652,6 +381,7 @@ std::vector<std::string> param_choices(const std::string& key) {
 
 std::vector<std::string> param_choices(Family f, const std::string& key) {
   if (f == Family::fp8_scaled && key == "element") return {"e4m3", "e5m2"};
+  if (f == Family::fp8_scaled && key == "signed_zero") return {"false", "true", "underflow"};
   if (key == "quotient") {
     std::vector<std::string> out;
     if (f == Family::fp8_scaled)
@@ -671,9 +401,14 @@ void validate(const Contract& c) {
       if (c.block != 16 && c.block != 32) bad("block must be 16 or 32, got " + std::to_string(c.block));
       if (c.overflow == Overflow::nan && !t.has_nan) bad(std::string("overflow=nan: ") + t.name + " has no NaN");
       if (c.overflow == Overflow::inf && !t.has_inf) bad(std::string("overflow=inf: ") + t.name + " has no inf");
-      if (c.log2_fp32 && c.scale_rule != ScaleRule::floor) bad("log2_fp32 applies to scale_rule=floor only");
+      if (c.log2_fp32 && c.scale_rule != ScaleRule::floor && c.scale_rule != ScaleRule::rceil)
+        bad("log2_fp32 applies to scale_rule=floor and rceil only");
       if (c.ratio == RatioOp::reciprocal && c.scale_rule != ScaleRule::rceil)
         bad("ratio=reciprocal applies to scale_rule=rceil only");
+      if (c.round_mbits != -1 && (c.round_mbits < 0 || c.round_mbits > 22))
+        bad("round_mbits must be -1 (the element's mantissa bits) or 0 to 22, got " + std::to_string(c.round_mbits));
+      if (c.round_mbits != -1 && c.scale_rule != ScaleRule::even)
+        bad("round_mbits applies to scale_rule=even only (the bits amax is rounded to)");
       if ((c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled) && c.tail == TailRule::partial)
         bad("the padded and swizzled layouts need tail=reject (whole groups)");
       break;
@@ -709,6 +444,14 @@ void validate(const Contract& c) {
         bad("zero_group=floor takes an all-zero group through the amax floor: it needs amax_floor > 0");
       if (c.scale_arith == ScaleArith::fp32_satfinite && c.scale_kind != ScaleKind::multiplier)
         bad("scale_arith=fp32_satfinite bounds an overflowing max / amax: it needs scale_kind=multiplier");
+      if (c.scale_arith == ScaleArith::reciprocal_multiplier && c.scale_kind != ScaleKind::multiplier)
+        bad("scale_arith=reciprocal_multiplier computes max * fp32(1 / amax): it needs scale_kind=multiplier");
+      if (c.zero_group == ZeroGroup::amax_one && c.amax_floor == 0.0)
+        bad("zero_group=amax_one replaces an amax <= amax_floor by 1: it needs amax_floor > 0");
+      if (c.zero_group == ZeroGroup::amax_one && c.scale_arith == ScaleArith::fp64)
+        bad("zero_group=amax_one is modelled for fp32 scale arithmetic only");
+      if (c.signed_zero == SignedZero::negative)
+        bad("fp8.scaled takes signed_zero=true, false or underflow, got negative");
       break;
     case Family::nvfp4:
       if (c.tensor_scale == TensorScale::te && c.nonfinite_input == NonFiniteInput::propagate)

@@ -66,6 +66,23 @@ std::uint8_t e8m0_rceil(float amax, float max_elem, bool reciprocal) {
   return clamp_byte(127 + ceil_log2_exact(d));
 }
 
+std::uint8_t e8m0_rceil_log2_fp32(float amax, float max_elem, bool reciprocal) {
+  const float d = reciprocal ? amax * (1.0f / max_elem) : amax / max_elem;
+  if (!(d > 0.0f)) return 0;
+  const int e = floor_log2_exact(d);
+  if (std::ldexp(1.0f, e) == d) return clamp_byte(127 + e);
+  // log2(d) in (e, e+1) rounds in fp32 to e iff log2(d) < e + h, h half the fp32 spacing just
+  // above e (toward zero for e < 0: the spacing below |e|), i.e. iff d < 2^e * 2^h. Just above
+  // e = 0 fp32 resolves every log2: always e + 1.
+  int up = 1;
+  if (e != 0) {
+    const double h = half_fp32_spacing_below(-e);
+    const double threshold = std::ldexp(exp_tiny(h * 0.69314718055994530942), e);
+    if (static_cast<double>(d) < threshold) up = 0;
+  }
+  return clamp_byte(127 + e + up);
+}
+
 std::uint8_t e8m0_ceil(float amax, int emax_elem) {
   if (!(amax > 0.0f)) return 0;
   return clamp_byte(127 + ceil_log2_exact(amax) - emax_elem);

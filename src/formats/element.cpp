@@ -44,15 +44,18 @@ const char* rounding_name(Rounding r) {
     case Rounding::half_away_fp32: return "half_away_fp32";
     case Rounding::even_fp32: return "even_fp32";
     case Rounding::trunc: return "trunc";
+    case Rounding::ties_zero: return "ties_zero";
   }
   return "?";
 }
 
 Rounding parse_rounding(const std::string& n) {
-  for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc})
+  for (Rounding r : {Rounding::rne, Rounding::half_away, Rounding::half_away_fp32, Rounding::even_fp32, Rounding::trunc,
+                     Rounding::ties_zero})
     if (n == rounding_name(r)) return r;
   if (n == "even") return Rounding::rne;
-  fail(ErrorKind::bad_argument, "unknown rounding '" + n + "' (rne, half_away, half_away_fp32, even_fp32, trunc)");
+  fail(ErrorKind::bad_argument,
+       "unknown rounding '" + n + "' (rne, half_away, half_away_fp32, even_fp32, trunc, ties_zero)");
 }
 
 const char* overflow_name(Overflow o) {
@@ -131,12 +134,13 @@ std::uint8_t elem_encode(ElemFormat f, float v, Rounding r, Overflow o) {
   bool up;
   switch (r) {
     case Rounding::rne:
-    case Rounding::half_away: {
+    case Rounding::half_away:
+    case Rounding::ties_zero: {
       // Midpoint comparison in double: lo_v, hi_v and a are fp32, their sum and half are exact.
       const double mid = (static_cast<double>(lo_v) + static_cast<double>(hi_v)) / 2.0;
       const double ad = a;
       if (ad != mid) up = ad > mid;
-      else up = (r == Rounding::half_away) || ((lo + 1) % 2 == 0);
+      else up = r == Rounding::half_away || (r == Rounding::rne && (lo + 1) % 2 == 0);
       break;
     }
     case Rounding::half_away_fp32:

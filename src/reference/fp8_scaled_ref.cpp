@@ -20,7 +20,9 @@
 
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
+#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
 #include "reference/fp8_scaled_ref.hpp"
 
 namespace qexact::ref {
@@ -106,35 +108,51 @@ float to_pow2(ScalePow2 rule, float s) {
   return s;
 }
 
+// A value rounded to the input's dtype, as torch rounds each operation on a bf16 / f16 tensor:
+// RNE; a NaN becomes bf16's canonical positive NaN (c10::BFloat16), or keeps its sign in f16.
+float in_dtype(DType dt, float v) {
+  if (dt == DType::bf16) return std::isnan(v) ? from_bits(kPositiveQuietNaN) : round_bf16(v);
+  if (dt == DType::f16) return round_f16(v);
+  return v;
+}
+
+// torch.finfo(dtype).eps of the scale's arithmetic.
+float eps_of(DType dt) { return dt == DType::bf16 ? 0x1p-7f : dt == DType::f16 ? 0x1p-10f : 0x1p-23f; }
+
 struct DomainScale {
   bool zero = false;  // zero_group=zero and amax == 0: scale 0, payload 0
   float scale = 0.0f; // the scale the quotient uses (descale or multiplier)
 };
 
-// Steps 2 to 4: amax floor, scale, power of two.
-DomainScale scale_of(const Contract& c, float amax) {
+// Steps 2 to 4: amax floor, scale, power of two, a zero scale's replacement.
+DomainScale scale_of(const Contract& c, float amax, DType dt) {
   if (c.zero_group == ZeroGroup::zero && amax == 0.0f) return {true, 0.0f};
+  if (std::isnan(amax)) return {false, amax};  // max / NaN and NaN / max are that NaN (torch.clamp lets it through)
   const float max = elem_traits(c.element).max;
   const bool multiplier = c.scale_kind == ScaleKind::multiplier;
   float s;
-  if (std::isnan(amax)) {
-    s = amax;  // max / NaN and NaN / max are that NaN (torch.clamp lets it through the floor)
-  } else if (c.scale_arith == ScaleArith::fp64) {
+  if (c.scale_arith == ScaleArith::fp64) {
     const double a = std::max(static_cast<double>(amax), c.amax_floor);
     if (c.zero_group == ZeroGroup::one && a == 0.0) s = 1.0f;
     else s = static_cast<float>(multiplier ? static_cast<double>(max) / a : a / static_cast<double>(max));
   } else {
-    const float a = std::max(amax, static_cast<float>(c.amax_floor));
+    // amax_one: an amax at or below the floor is taken to be 1 (the floor is a threshold only).
+    const float a = c.zero_group != ZeroGroup::amax_one ? std::max(amax, static_cast<float>(c.amax_floor))
+                    : amax <= static_cast<float>(c.amax_floor) ? 1.0f
+                                                               : amax;
     if (c.zero_group == ZeroGroup::one && a == 0.0f) {
       s = 1.0f;
     } else if (multiplier) {
-      s = max / a;
+      s = c.scale_arith == ScaleArith::reciprocal_multiplier ? max * (1.0f / a) : max / a;
       if (c.scale_arith == ScaleArith::fp32_satfinite && std::isinf(s)) s = FLT_MAX;
     } else {
       s = c.scale_arith == ScaleArith::reciprocal ? a * (1.0f / max) : a / max;
     }
+    if (c.scale_arith == ScaleArith::input) s = in_dtype(dt, s);
   }
-  return {false, to_pow2(c.scale_pow2, s)};
+  s = to_pow2(c.scale_pow2, s);
+  if (c.zero_group == ZeroGroup::eps && s == 0.0f) s = eps_of(c.scale_arith == ScaleArith::input ? dt : DType::f32);
+  return {false, s};
 }
 
 // Step 5: what scale.npy holds.
@@ -144,7 +162,7 @@ float stored_form(const ScaleSpec& c, float s) {
 }
 
 // Steps 6 to 8 for one element.
-std::uint8_t element_code(const Contract& c, float s, float x) {
+std::uint8_t element_code(const Contract& c, float s, float x, DType dt) {
   float q = 0.0f;
   switch (c.fp8_quotient) {
     case Fp8Quotient::divide: q = x86_result(x, s, x / s); break;
@@ -155,9 +173,16 @@ std::uint8_t element_code(const Contract& c, float s, float x) {
     }
     case Fp8Quotient::multiply: q = x86_result(x, s, x * s); break;
   }
+  if (c.quotient_arith == QuotientArith::input) q = in_dtype(dt, q);
   const float max = elem_traits(c.element).max;
   if (!std::isnan(q)) q = std::min(std::max(q, -max), max);  // torch.clamp lets NaN through
-  return elem_encode(c.element, q, Rounding::rne, Overflow::saturate);
+  const std::uint8_t code = elem_encode(c.element, q, Rounding::rne, Overflow::saturate);
+  // signed_zero=false: a zero code is +0 whatever the sign it came with; underflow: a quotient
+  // that is exactly zero is +0 (compressed-tensors adds its zero point, q + 0.0), one that rounds
+  // to zero in the element keeps its sign.
+  if (c.signed_zero == SignedZero::drop && code == 0x80) return 0;
+  if (c.signed_zero == SignedZero::underflow && q == 0.0f) return 0;
+  return code;
 }
 
 bool stores_descale(const ScaleSpec& c) {
@@ -198,7 +223,7 @@ QuantResult quantize_impl(const Contract& c, const TensorView& x, const TensorVi
     given_values = to_f32_vector(*given);
   }
   for (std::size_t d = 0; d < domains; ++d) {
-    const DomainScale own = scale_of(c, domain_amax(members[d], c, x.dtype, numel));
+    const DomainScale own = scale_of(c, domain_amax(members[d], c, x.dtype, numel), x.dtype);
     const float own_stored = own.zero ? 0.0f : stored_form(c, own.scale);
     scales[d] = own;
     r.scale.data<float>()[d] = own_stored;
@@ -215,7 +240,7 @@ QuantResult quantize_impl(const Contract& c, const TensorView& x, const TensorVi
   std::uint8_t* payload = r.payload.data<std::uint8_t>();
   for (std::int64_t i = 0; i < numel; ++i) {
     const DomainScale& s = scales[static_cast<std::size_t>(grain_scale_index(c.granularity, x.shape, i))];
-    payload[i] = s.zero ? 0 : element_code(c, s.scale, v[static_cast<std::size_t>(i)]);
+    payload[i] = s.zero ? 0 : element_code(c, s.scale, v[static_cast<std::size_t>(i)], x.dtype);
   }
   return r;
 }

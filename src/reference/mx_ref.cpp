@@ -8,6 +8,7 @@
 #include "contracts/ceil_div.hpp"
 #include "formats/torchao_nan.hpp"
 #include "qexact/formats/bf16.hpp"
+#include "qexact/formats/fp16.hpp"
 #include "qexact/formats/e8m0.hpp"
 #include "reference/mx_ref.hpp"
 
@@ -41,9 +42,11 @@ std::uint8_t scale_byte(const Contract& c, float amax) {
   switch (c.scale_rule) {
     case ScaleRule::floor:
       return c.log2_fp32 ? e8m0_floor_log2_fp32(amax, t.emax) : e8m0_floor(amax, t.emax);
-    case ScaleRule::rceil: return e8m0_rceil(amax, t.max, c.ratio == RatioOp::reciprocal);
+    case ScaleRule::rceil:
+      return c.log2_fp32 ? e8m0_rceil_log2_fp32(amax, t.max, c.ratio == RatioOp::reciprocal)
+                         : e8m0_rceil(amax, t.max, c.ratio == RatioOp::reciprocal);
     case ScaleRule::ceil: return e8m0_ceil(amax, t.emax);
-    case ScaleRule::even: return e8m0_even(amax, t.emax, t.mbits);
+    case ScaleRule::even: return e8m0_even(amax, t.emax, c.round_mbits < 0 ? t.mbits : c.round_mbits);
   }
   return 0;
 }
@@ -71,6 +74,8 @@ std::uint8_t encode(const ElementSpec& c, float v) {
   const bool unsigned_zero =
       c.signed_zero == SignedZero::drop || (c.signed_zero == SignedZero::underflow && v == 0.0f);
   if (unsigned_zero && q == sign_bit) q = 0;
+  // `negative`: a zero value (+0.0 too) is the negative zero code; a nonzero one keeps its sign.
+  if (c.signed_zero == SignedZero::negative && v == 0.0f) q = sign_bit;
   return q;
 }
 
@@ -98,6 +103,14 @@ std::uint8_t torchao_nan_group_code(const ElementSpec& c, float x) {
   }
 }
 
+// Whether the even rule's rounded amax reaches 2^128 (compressed-tensors' round_to_power_2 of an
+// amax >= 2^127 * (2 - 2^-(m+1)) is +inf).
+bool pow2_overflows(const Contract& c, float amax) {
+  if (c.scale_rule != ScaleRule::even || !std::isfinite(amax)) return false;
+  const int m = c.round_mbits < 0 ? elem_traits(c.element).mbits : c.round_mbits;
+  return static_cast<double>(amax) >= std::ldexp(2.0 - std::ldexp(1.0, -(m + 1)), 127);
+}
+
 // The NaN code for element x: signed like x, or the canonical positive NaN.
 std::uint8_t nan_code(const ElementSpec& c, float x, bool keep_sign) {
   const ElemTraits& t = elem_traits(c.element);
@@ -107,7 +120,18 @@ std::uint8_t nan_code(const ElementSpec& c, float x, bool keep_sign) {
 
 // `given`: the scale byte to quantize with instead of the one the contract computes (the
 // non-finite rules that decide the payload from the input alone still apply).
-GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n, const std::uint8_t* given) {
+// The scaled value x / scale as the element's rounding sees it: under quotient_arith=input
+// rounded (RNE) to the input's dtype first, as torch divides a bf16 / f16 tensor (a bf16 NaN is
+// the canonical positive one). Dividing by a power of two, that changes only values below the
+// dtype's normals: zeros' signs and NaNs' signs.
+float scaled_value(const Contract& c, DType dt, float v) {
+  if (c.quotient_arith != QuotientArith::input) return v;
+  if (dt == DType::bf16) return std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : round_bf16(v);
+  if (dt == DType::f16) return round_f16(v);
+  return v;
+}
+
+GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_t n, const std::uint8_t* given) {
   GroupOut out;
   out.codes.assign(static_cast<std::size_t>(n), 0);
   const GroupScan s = scan(x, n);
@@ -139,7 +163,40 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n, const
         }
         amax = std::numeric_limits<float>::infinity();
         break;
+      case NonFiniteRule::negative_zero: {
+        out.scale_byte = given ? *given : 0;
+        const auto negative_zero = static_cast<std::uint8_t>(1u << (elem_traits(c.element).bits - 1));
+        std::fill(out.codes.begin(), out.codes.end(), negative_zero);
+        return out;
+      }
+      case NonFiniteRule::byte0_nan:
+      case NonFiniteRule::ct:
+        if (s.has_nan) {
+          // Byte 0: the elements divided by 2^-127 (finite ones saturate or stay small); a NaN
+          // element keeps its NaN and its sign.
+          out.scale_byte = given ? *given : 0;
+          const float scale = mx_divisor(c, out.scale_byte);
+          for (std::int64_t i = 0; i < n; ++i)
+            out.codes[i] = std::isnan(x[i]) ? nan_code(c, scaled_value(c, dt, x[i]), true)
+                                            : encode(c, scaled_value(c, dt, x[i] / scale));
+          return out;
+        }
+        amax = std::numeric_limits<float>::infinity();
+        break;
     }
+  }
+  // compressed-tensors: an inf amax, or one whose power-of-two rounding overflows to 2^128, is
+  // the scale +inf stored as byte 0x7F: finite elements / inf are zeros, inf / inf the x86
+  // default NaN (negative).
+  if (c.nonfinite == NonFiniteRule::ct && (std::isinf(amax) || pow2_overflows(c, amax))) {
+    out.scale_byte = given ? *given : 0x7F;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float q = x[i] / std::numeric_limits<float>::infinity();
+      // inf / inf: x86's default NaN, negative.
+      const float v = scaled_value(c, dt, std::isnan(q) ? -std::numeric_limits<float>::quiet_NaN() : q);
+      out.codes[i] = std::isnan(v) ? nan_code(c, v, true) : encode(c, v);
+    }
+    return out;
   }
 
   // An infinite amax saturates the scale: cvt.rp.satfinite (TE, torchao RCEIL) gives the largest
@@ -154,7 +211,7 @@ GroupOut quantize_group(const Contract& c, const float* x, std::int64_t n, const
   for (std::int64_t i = 0; i < n; ++i) {
     // Only the te rules (and torchao's inf groups, whose inf / 2^k saturates) reach here with
     // non-finite elements: the device's NaN is canonical.
-    const float v = x[i] / scale;
+    const float v = scaled_value(c, dt, x[i] / scale);
     out.codes[i] = std::isnan(v) ? nan_code(c, v, false) : encode(c, v);
   }
   return out;
@@ -216,7 +273,7 @@ QuantResult quantize_mx_impl(const Contract& c, const TensorView& x, const Tenso
       const std::int64_t n = std::min<std::int64_t>(c.block, k - begin);
       const std::int64_t at = mx_scale_offset(c, t, g, groups);
       const GroupOut go =
-          quantize_group(c, v.data() + t * k + begin, n, given ? given_bytes.data<std::uint8_t>() + at : nullptr);
+          quantize_group(c, x.dtype, v.data() + t * k + begin, n, given ? given_bytes.data<std::uint8_t>() + at : nullptr);
       scale[at] = go.scale_byte;
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t col = begin + i;

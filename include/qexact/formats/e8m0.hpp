@@ -24,6 +24,9 @@ std::uint8_t e8m0_floor_log2_fp32(float amax, int emax_elem);
 // rceil: the fp32 ratio d (amax / max_elem, or amax * fp32(1 / max_elem) when `reciprocal`)
 // rounded up to a power of two, 127 + ceil(log2 d) clamped to [0, 254]; d = 0 gives 0.
 std::uint8_t e8m0_rceil(float amax, float max_elem, bool reciprocal);
+// rceil with log2 evaluated in fp32 (ModelOpt's ceil(torch.log2(d))): a d a hair above 2^k whose
+// correctly rounded fp32 log2 is the integer k gets exponent k.
+std::uint8_t e8m0_rceil_log2_fp32(float amax, float max_elem, bool reciprocal);
 // ceil (torchao CEIL): the floor rule applied to amax rounded up to a power of two.
 std::uint8_t e8m0_ceil(float amax, int emax_elem);
 // even (torchao EVEN): the floor rule applied to amax rounded half-up to `mbits_elem` mantissa

@@ -8,7 +8,9 @@
 // Rounding rules: rne (ties to even), half_away (ties away from zero, exact), half_away_fp32
 // and even_fp32 (microxcaling's floor(fp32(u + 0.5)) on the grid unit u, which also rounds up
 // values a hair below a midpoint, and its "even" variant), trunc (toward zero: the largest
-// grid value <= |x|, as a device without rounding logic truncates).
+// grid value <= |x|, as a device without rounding logic truncates), ties_zero (nearest, ties
+// toward zero: a midpoint takes the smaller magnitude, as ModelOpt's and ggml's E2M1 tables
+// compare |x| > midpoint strictly).
 // Overflow: saturate (anything above max, inf included, gives +/-max), nan (values that round
 // past max give NaN -- under trunc, values >= max + the top binade's step; a format without
 // NaN cannot be asked this), inf (E5M2 only: gives +/-inf).
@@ -24,7 +26,7 @@ namespace qexact {
 
 enum class ElemFormat : std::uint8_t { e4m3, e5m2, e2m3, e3m2, e2m1 };
 
-enum class Rounding : std::uint8_t { rne, half_away, half_away_fp32, even_fp32, trunc };
+enum class Rounding : std::uint8_t { rne, half_away, half_away_fp32, even_fp32, trunc, ties_zero };
 
 enum class Overflow : std::uint8_t { saturate, nan, inf };
 

@@ -8,7 +8,9 @@
 
 #include "contracts/ceil_div.hpp"
 #include "contracts/scale_grain.hpp"
+#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
 
 namespace qexact::kernels {
 namespace {
@@ -62,6 +64,8 @@ Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, const Shape& scale
   p.amax_floor = c.amax_floor;
   p.zero_group = c.zero_group;
   p.propagate = c.nonfinite_input == NonFiniteInput::propagate;
+  p.quotient_round = c.quotient_arith == QuotientArith::input ? x.dtype : DType::f32;
+  p.signed_zero = c.signed_zero;
   p.kind = c.granularity.kind;
   p.dtype = x.dtype;
   p.elem_size = static_cast<std::int64_t>(dtype_size(x.dtype));
@@ -105,9 +109,13 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
   const bool nan = (amax_bits & 0x7FFFFFFFu) > kExpField;
   float s = amax;  // a NaN amax divides through unchanged
   if (!nan) {
-    // max(amax, floor) in the arithmetic's precision; zero_group=one when that is still 0.
+    // max(amax, floor) in the arithmetic's precision; zero_group=one when that is still 0;
+    // zero_group=amax_one: an amax up to the floor counts as 1, and the floor bounds nothing.
+    const float floor_f = static_cast<float>(p.amax_floor);
     const double floored_d = std::max(static_cast<double>(amax), p.amax_floor);
-    const float floored_f = std::max(amax, static_cast<float>(p.amax_floor));
+    const float floored_f = p.zero_group != ZeroGroup::amax_one ? std::max(amax, floor_f)
+                            : amax_bits <= as_bits(floor_f)     ? 1.0f
+                                                                : amax;
     const bool unit = p.zero_group == ZeroGroup::one &&
                       (p.arith == ScaleArith::fp64 ? floored_d == 0.0 : floored_f == 0.0f);
     if (unit) {
@@ -116,15 +124,22 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
       const double m = p.max;
       s = static_cast<float>(p.multiplier ? m / floored_d : floored_d / m);
     } else if (p.multiplier) {
-      s = p.max / floored_f;
+      s = p.arith == ScaleArith::reciprocal_multiplier ? p.max * (1.0f / floored_f) : p.max / floored_f;
       if (p.arith == ScaleArith::fp32_satfinite && as_bits(s) == kExpField) s = FLT_MAX;
     } else if (p.arith == ScaleArith::reciprocal) {
       s = floored_f * (1.0f / p.max);
     } else {
       s = floored_f / p.max;
     }
+    // scale_arith=input: torch's bf16 / f16 division is the fp32 one rounded once more.
+    if (p.arith == ScaleArith::input && p.dtype == DType::bf16) s = bf16_to_f32(f32_to_bf16(s));
+    if (p.arith == ScaleArith::input && p.dtype == DType::f16) s = f16_to_f32(f32_to_f16(s));
   }
   s = pow2_of(p.pow2, s);
+  if (p.zero_group == ZeroGroup::eps && s == 0.0f) {
+    const DType arith = p.arith == ScaleArith::input ? p.dtype : DType::f32;  // torch.finfo(that).eps
+    s = arith == DType::bf16 ? 0x1p-7f : arith == DType::f16 ? 0x1p-10f : 0x1p-23f;
+  }
   r.stored = p.stored_inverse ? inverse_of(s) : s;
   r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
   const std::uint32_t op = as_bits(r.operand) & 0x7FFFFFFFu;
@@ -133,8 +148,14 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
 }
 
 float fp8_special_quotient(const Fp8Plan& p, float x, float operand) {
-  const float q = p.quotient == Fp8Quotient::divide ? x / operand : x * operand;
-  if (q == q) return q;
+  float q = p.quotient == Fp8Quotient::divide ? x / operand : x * operand;
+  if (q == q) {
+    if (p.quotient_round == DType::bf16) q = bf16_to_f32(f32_to_bf16(q));
+    if (p.quotient_round == DType::f16) q = f16_to_f32(f32_to_f16(q));
+    return q;
+  }
+  // torch's bf16 rounding makes every NaN the canonical positive one (c10::BFloat16).
+  if (p.quotient_round == DType::bf16) return as_float(0x7FC00000u);
   // x86 SSE: the first NaN operand, quieted; else the negative default NaN (inf * 0, 0 / 0, ...).
   const std::uint32_t xb = as_bits(x), ob = as_bits(operand);
   if ((xb & 0x7FFFFFFFu) > kExpField) return as_float(xb | 0x00400000u);

@@ -27,6 +27,12 @@ struct Fp8Plan {
   double amax_floor = 0.0;
   ZeroGroup zero_group = ZeroGroup::zero;
   bool propagate = false;         // nonfinite_input=propagate
+  // The dtype quotients are rounded to before the element cast (quotient_arith=input): f32
+  // (no rounding), bf16 or f16.
+  DType quotient_round = DType::f32;
+  // signed_zero: true keeps a zero's sign; false makes every zero code +0; underflow makes a
+  // quotient that is exactly zero +0.
+  SignedZero signed_zero = SignedZero::keep;
   std::uint32_t nan_amax = 0;     // the bits torch's abs-max gives a domain holding a NaN
 
   // Input (contiguous), viewed as rows x cols; head_block as (B, S, H, D).

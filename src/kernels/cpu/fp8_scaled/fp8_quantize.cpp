@@ -149,6 +149,68 @@ class PlainEncoder {
   VF operand_, recip_;
 };
 
+// Quotients rounded to a 16-bit float's precision on their fp32 bits (RNE), as torch rounds
+// each operation on a bf16 / f16 tensor; the values stay fp32. Plain domains only: no NaN.
+HWY_INLINE VF RoundToBf16(VF q) {
+  const DI di;
+  const VI b = hn::BitCast(di, q);
+  const VI lsb = hn::And(hn::ShiftRight<16>(b), hn::Set(di, 1));
+  return hn::BitCast(DF(), hn::And(hn::Add(hn::Add(b, hn::Set(di, 0x7FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u))));
+}
+
+// f16: 10 fraction bits from 2^-14 up (past 65504 the result is inf, as f16 overflows), and
+// multiples of 2^-24 below: adding 0.5 (whose fp32 ulp is 2^-24) rounds |q| there, RNE, exactly.
+HWY_INLINE VF RoundToF16(VF q) {
+  const DF df;
+  const DI di;
+  const VI b = hn::BitCast(di, q);
+  const VI sign = hn::And(b, hn::Set(di, static_cast<std::int32_t>(0x80000000u)));
+  const VI mag = hn::And(b, hn::Set(di, 0x7FFFFFFF));
+  const VI lsb = hn::And(hn::ShiftRight<13>(mag), hn::Set(di, 1));
+  VI normal = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x0FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFFE000u)));
+  normal = hn::IfThenElse(hn::Gt(normal, hn::Set(di, 0x477FE000)), hn::Set(di, 0x7F800000), normal);  // > 65504
+  const VF small = hn::Sub(hn::Add(hn::BitCast(df, mag), hn::Set(df, 0.5f)), hn::Set(df, 0.5f));
+  const VI r = hn::IfThenElse(hn::Lt(mag, hn::Set(di, 0x38800000)), hn::BitCast(di, small), normal);  // below 2^-14
+  return hn::BitCast(df, hn::Or(r, sign));
+}
+
+// The codes of quotients q with the contract's zero sign: signed_zero=false clears the sign of
+// every zero code, underflow that of a quotient that is exactly zero.
+HWY_INLINE VI ZeroSign(SignedZero rule, VF q, VI code) {
+  const DI di;
+  if (rule == SignedZero::drop) return hn::IfThenElse(hn::Eq(code, hn::Set(di, 0x80)), hn::Zero(di), code);
+  if (rule == SignedZero::underflow) return hn::IfThenElse(hn::RebindMask(di, hn::Eq(q, hn::Zero(DF()))), hn::Zero(di), code);
+  return code;
+}
+
+// The plain quotient of contracts that round it to the input's dtype first (quotient_arith=input)
+// or treat zero signs apart (signed_zero other than true): one exact IEEE operation per lane, the
+// rounding, then the codes.
+template <int kMbits>
+class RoundedEncoder {
+ public:
+  RoundedEncoder(const Fp8Plan& p, float operand)
+      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))),
+        operand_(hn::Set(DF(), operand)),
+        divide_(p.quotient == Fp8Quotient::divide),
+        round_(p.quotient_round),
+        signed_zero_(p.signed_zero) {}
+
+  HWY_INLINE VI operator()(VF x) const {
+    VF q = divide_ ? hn::Div(x, operand_) : hn::Mul(x, operand_);
+    if (round_ == DType::bf16) q = RoundToBf16(q);
+    else if (round_ == DType::f16) q = RoundToF16(q);
+    return ZeroSign(signed_zero_, q, Codes<kMbits, false>(q, max_bits_));
+  }
+
+ private:
+  VI max_bits_;
+  VF operand_;
+  bool divide_;
+  DType round_;
+  SignedZero signed_zero_;
+};
+
 // Codes of n elements of dtype kDtype from `src` into `out`, four vectors per step.
 template <DType kDtype, class Encoder>
 // `ahead`: how far ahead of the vectors read the input is prefetched, in bytes.
@@ -177,7 +239,9 @@ template <int kMbits, DType kDtype>
 HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand, std::int64_t ahead) {
   const std::uint8_t* src = p.data + offset * p.elem_size;
   std::uint8_t* out = p.payload + offset;
-  if (p.quotient != Fp8Quotient::divide) {
+  if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep) {
+    EncodeRun<kDtype>(RoundedEncoder<kMbits>(p, operand), src, n, out, ahead);
+  } else if (p.quotient != Fp8Quotient::divide) {
     EncodeRun<kDtype>(PlainEncoder<kMbits, 0>(p, operand), src, n, out, ahead);
   } else if (std::isnormal(operand) && std::isnormal(1.0f / operand)) {
     EncodeRun<kDtype>(PlainEncoder<kMbits, 2>(p, operand), src, n, out, ahead);
@@ -207,7 +271,7 @@ template <int kMbits>
 HWY_INLINE void EncodeValuesOf(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out) {
   const VI max_bits = hn::Set(DI(), static_cast<std::int32_t>(p.max_bits));
   ForEachVector(DType::f32, 4, reinterpret_cast<const std::uint8_t*>(q), n, [&](std::int64_t i, std::int64_t count, VF v) {
-    const VI code = Codes<kMbits, true>(v, max_bits);
+    const VI code = ZeroSign(p.signed_zero, v, Codes<kMbits, true>(v, max_bits));
     if (count == CodeWriter::kN) CodeWriter::Store(code, out + i);
     else CodeWriter::StorePartial(code, count, out + i);
   });
@@ -244,9 +308,11 @@ void QuantizeRun(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::
 }
 
 // Whether the scales of a contract can come out of vectors (BatchScales): fp32 arithmetic
-// (not fp64, whose rounding would need doubles) and no log2-based power of two.
+// (not fp64, whose rounding would need doubles, nor the input dtype's or torch's reciprocal
+// multiplier), no log2-based power of two, and no amax replaced by 1.
 bool VectorScales(const Fp8Plan& p) {
-  return p.arith != ScaleArith::fp64 && p.pow2 != ScalePow2::down_log2f;
+  return (p.arith == ScaleArith::fp32 || p.arith == ScaleArith::reciprocal || p.arith == ScaleArith::fp32_satfinite) &&
+         p.pow2 != ScalePow2::down_log2f && p.zero_group != ZeroGroup::amax_one;
 }
 
 // The scales of kN domains with finite amaxes, lane j for domain j, as fp8_scale_of derives

@@ -30,10 +30,34 @@ std::array<std::uint32_t, 256> build_log2_up_from() {
   return t;
 }
 
+// For each fp32 biased exponent e in 1..254, the smallest bits of [2^(e-127), 2^(e-126)) whose
+// log2, rounded to fp32, is above the integer e - 127 (ceil(torch.log2(d)) is then e - 126);
+// at 0 the same for the subnormal band [2^-127, 2^-126). Found by bisection on the bits with the
+// double-precision log2: the rounded log2 grows with d.
+std::array<std::uint32_t, 256> build_log2_above_from() {
+  std::array<std::uint32_t, 256> t{};
+  const auto rounded_log2 = [](std::uint32_t bits) {
+    return static_cast<float>(std::log2(static_cast<double>(std::bit_cast<float>(bits))));
+  };
+  for (int e = 0; e < 255; ++e) {
+    const std::uint32_t base = e == 0 ? 0x00400000u : static_cast<std::uint32_t>(e) << 23;
+    const float k = static_cast<float>(e == 0 ? -127 : e - 127);
+    std::uint32_t lo = base, hi = e == 0 ? 0x00800000u : base + 0x00800000u;  // rounded_log2(lo) == k
+    while (hi - lo > 1) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (rounded_log2(mid) > k) hi = mid;
+      else lo = mid;
+    }
+    t[static_cast<std::size_t>(e)] = hi;
+  }
+  return t;
+}
+
 }  // namespace
 
 MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale) {
   static const std::array<std::uint32_t, 256> log2_up_from = build_log2_up_from();
+  static const std::array<std::uint32_t, 256> log2_above_from = build_log2_above_from();
   const ElemTraits& t = elem_traits(c.element);
   MxPlan p;
   p.element = c.element;
@@ -48,9 +72,18 @@ MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payloa
   p.rule = c.scale_rule;
   p.log2_fp32 = c.log2_fp32;
   p.ratio_reciprocal = c.ratio == RatioOp::reciprocal;
+  p.round_mbits = c.round_mbits < 0 ? t.mbits : c.round_mbits;
   p.max_value = t.max;
   p.inv_max_value = 1.0f / t.max;
   p.log2_up_from = log2_up_from.data();
+  p.log2_above_from = log2_above_from.data();
+  p.nan_keeps_sign = c.nonfinite == NonFiniteRule::byte0_nan || c.nonfinite == NonFiniteRule::ct;
+  if (c.quotient_arith == QuotientArith::input) {
+    // bf16: RNE at bit 16 of the fp32 bits sends 0x8000 (2^-134, a tie) and below to 0; f16: 2^-25
+    // (a tie with 0) and below.
+    p.rounds_to_zero_below = x.dtype == DType::bf16 ? 0x00008000u : x.dtype == DType::f16 ? 0x33000000u : 0u;
+    p.canonical_nan = x.dtype == DType::bf16;
+  }
   p.rounding = c.rounding;
   p.overflow = c.overflow;
   p.nonfinite = c.nonfinite;

@@ -17,14 +17,25 @@ struct MxPlan {
   ScaleRule rule = ScaleRule::floor;
   bool log2_fp32 = false;
   bool ratio_reciprocal = false;
+  int round_mbits = 3;  // scale_rule=even: the mantissa bits amax is rounded to
   float max_value = 448.0f, inv_max_value = 1.0f / 448.0f;
   const std::uint32_t* log2_up_from = nullptr;  // [256]: fp32 log2 reaches e+1 from these bits
+  // [256]: rceil with log2_fp32: d of exponent field e (and the subnormal band [2^-127, 2^-126)
+  // at 0) whose fp32 log2 leaves the integer e - 127 from these bits on.
+  const std::uint32_t* log2_above_from = nullptr;
   // Element rounding and degenerate groups.
   Rounding rounding = Rounding::rne;
   Overflow overflow = Overflow::saturate;
   NonFiniteRule nonfinite = NonFiniteRule::zero;
   Byte0Rule byte0 = Byte0Rule::flush;
   SignedZero signed_zero = SignedZero::keep;
+  bool nan_keeps_sign = false;  // a NaN element's code keeps its sign (byte0_nan, ct)
+  // quotient_arith=input: the scaled values' dtype. Scaling by a power of two, its rounding can
+  // change only values below that dtype's normals, all of which are a zero code: what it decides
+  // is the zero's sign (the largest magnitude bits that round to zero there) and, in bf16, a
+  // NaN's sign (canonical positive).
+  std::uint32_t rounds_to_zero_below = 0;  // |v| bits <= this round to zero (0: f32, no rounding)
+  bool canonical_nan = false;
   bool prequant_bf16 = false;
   int block = 32;
   ScaleLayout layout = ScaleLayout::rowmajor;

@@ -58,6 +58,8 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
     add = hn::Add(add, hn::And(hn::ShiftRightSame(abs, drop), hn::Set(di, 1)));
   } else if (p.rounding == Rounding::trunc) {
     add = hn::Zero(di);  // dropping the low bits is rounding toward zero
+  } else if (p.rounding == Rounding::ties_zero) {
+    // Half an ulp less one: a midpoint stays below the carry, so it drops to the smaller magnitude.
   } else {
     add = hn::Set(di, 1 << (drop - 1));  // ties away (exact on this grid in fp32 too)
   }
@@ -87,6 +89,11 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
     case Rounding::trunc:
       q = hn::Floor(x);  // x >= 0
       break;
+    case Rounding::ties_zero:
+      // ceil(x - 0.5): x - 0.5 is exact for x >= 0.5 (Sterbenz below 1, a multiple of 2^-23's
+      // grid above), and any x < 0.5 gives a value in [-0.5, 0) whose ceiling is 0.
+      q = hn::Ceil(hn::Sub(x, hn::Set(df, 0.5f)));
+      break;
     case Rounding::even_fp32: {
       const VF up = hn::Floor(hn::Add(x, hn::Set(df, 0.5f)));
       const VF below = hn::Sub(x, hn::Set(df, 0.5f));
@@ -111,10 +118,14 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
 
   // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
   VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
-  sign = hn::IfThenZeroElse(is_nan, sign);
+  // A NaN element's sign survives where the contract says so and the format has a NaN code.
+  if (!p.nan_keeps_sign || !p.has_nan || p.canonical_nan) sign = hn::IfThenZeroElse(is_nan, sign);
   if (!kRneSaturate && p.signed_zero == SignedZero::drop) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
   if (!kRneSaturate && p.signed_zero == SignedZero::underflow)  // a zero value (a -0.0 input) only
-    sign = hn::IfThenZeroElse(hn::And(hn::Eq(code, hn::Zero(di)), hn::Eq(abs, hn::Zero(di))), sign);
+    sign = hn::IfThenZeroElse(
+        hn::And(hn::Eq(code, hn::Zero(di)), hn::Lt(abs, hn::Set(di, static_cast<std::int32_t>(p.rounds_to_zero_below + 1)))), sign);
+  if (!kRneSaturate && p.signed_zero == SignedZero::negative)  // a zero value, +0.0 too: q <= 0
+    sign = hn::IfThenElse(hn::Eq(abs, hn::Zero(di)), hn::Set(di, 1 << (p.elem_bits - 1)), sign);
   return hn::Or(code, sign);
 }
 
@@ -295,7 +306,9 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
       break;
     }
     case ScaleRule::even: {
-      const VI rounded = hn::And(hn::Add(amax, hn::Set(di, 1 << (22 - p.mbits))), hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
+      const VI rounded = hn::And(hn::Add(amax, hn::Set(di, 1 << (22 - p.round_mbits))), hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
+      // compressed-tensors' rounding to 2^128 is a special group (group_scale's byte 0x7F).
+      if (p.nonfinite == NonFiniteRule::ct && !hn::AllFalse(di, hn::Eq(rounded, hn::Set(di, kExpMask)))) return false;
       byte = clamp(hn::Sub(hn::ShiftRight<23>(rounded), hn::Set(di, p.emax)));
       break;
     }

@@ -33,12 +33,17 @@ inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
     case ScaleRule::ceil:
       return clamp_byte(e + ((amax & 0x7FFFFF) != 0 ? 1 : 0) - p.emax);
     case ScaleRule::even:
-      return clamp_byte(static_cast<int>(((amax + (1u << (22 - p.mbits))) & 0xFF800000u) >> 23) - p.emax);
+      return clamp_byte(static_cast<int>(((amax + (1u << (22 - p.round_mbits))) & 0xFF800000u) >> 23) - p.emax);
     case ScaleRule::rceil: {
       const float a = bits_to_float(amax);
       const std::uint32_t d = float_bits(p.ratio_reciprocal ? a * p.inv_max_value : a / p.max_value);
       const int de = static_cast<int>(d >> 23);
       const std::uint32_t mant = d & 0x7FFFFF;
+      if (p.log2_fp32) {
+        // ceil of the fp32 log2: a d a hair above 2^k keeps k; below 2^-127 the byte is 0.
+        if (de == 0) return d > 0x00400000u && d >= p.log2_above_from[0] ? 1 : 0;
+        return std::min(de + (mant != 0 && d >= p.log2_above_from[de] ? 1 : 0), 254);
+      }
       const bool up = de == 0 ? mant > 0x400000 : mant != 0;
       return std::min(de + (up ? 1 : 0), 254);
     }
@@ -52,10 +57,36 @@ inline float reciprocal_of_byte(int byte) {
 }
 
 // amax: max of |x| bits over the group (NaN above inf); finite_or_inf: the same without NaN.
+// Whether the even rule's rounding of a finite amax carries into the exponent field 255 (2^128).
+inline bool even_overflows(const MxPlan& p, std::uint32_t amax) {
+  return p.rule == ScaleRule::even && ((amax + (1u << (22 - p.round_mbits))) & 0xFF800000u) >= 0x7F800000u;
+}
+
 inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t finite_or_inf) {
   GroupScale g;
+  if (p.nonfinite == NonFiniteRule::ct && amax <= 0x7F800000u && (amax == 0x7F800000u || even_overflows(p, amax))) {
+    g.byte = 0x7F;  // the scale +inf: x * 0 (finite -> zero, inf -> the default NaN)
+    g.multiplier = 0.0f;
+    return g;
+  }
   if (amax >= 0x7F800000u) {
     switch (p.nonfinite) {
+      case NonFiniteRule::negative_zero:
+        g.byte = 0;
+        g.fill = true;
+        g.fill_code = static_cast<std::uint8_t>(1u << (p.elem_bits - 1));
+        return g;
+      case NonFiniteRule::byte0_nan:
+      case NonFiniteRule::ct:
+        // NaN: byte 0, elements against 2^-127 (the byte-0 rule's multiplier below); inf
+        // (byte0_nan; ct's is above): byte 254.
+        if (amax > 0x7F800000u) {
+          amax = 0;
+          break;
+        }
+        g.byte = 254;
+        g.multiplier = reciprocal_of_byte(254);
+        return g;
       case NonFiniteRule::zero:
         g.byte = 255;
         g.fill = true;

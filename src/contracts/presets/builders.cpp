@@ -1,0 +1,48 @@
+#include "contracts/presets/builders.hpp"
+
+namespace qexact::presets {
+
+Contract family_base(Family f) {
+  Contract c;
+  c.family = f;
+  return c;
+}
+
+Contract mx_base(ElemFormat e) {
+  Contract c = family_base(Family::mx);
+  c.element = e;
+  return c;
+}
+
+void ocp_mx(Contract& c) {
+  c.scale_rule = ScaleRule::floor;
+  c.rounding = Rounding::rne;
+  c.overflow = Overflow::saturate;
+  c.nonfinite = NonFiniteRule::nan;
+  c.byte0 = Byte0Rule::quantize;
+  c.layout = ScaleLayout::rowmajor;
+  c.tail = TailRule::partial;
+}
+
+Contract fp8_base(ScaleGrain g) {
+  Contract c = family_base(Family::fp8_scaled);
+  c.element = ElemFormat::e4m3;
+  c.granularity = g;
+  return c;
+}
+
+void fp8_descale(Contract& c) {
+  c.scale_kind = ScaleKind::descale;
+  c.scale_arith = ScaleArith::fp32;
+  c.fp8_quotient = Fp8Quotient::divide;
+  c.zero_group = ZeroGroup::zero;
+  c.nonfinite_input = NonFiniteInput::reject;
+}
+
+void fp8_descale_floor(Contract& c, double amax_floor) {
+  fp8_descale(c);
+  c.amax_floor = amax_floor;
+  c.zero_group = ZeroGroup::floor;
+}
+
+}  // namespace qexact::presets
