@@ -7,7 +7,8 @@ import importlib.metadata
 
 import pytest
 
-PINNED = {"torch": "2.15.0", "torchao": "0.18.0", "gguf": "0.19.0", "ml_dtypes": "0.6.0"}
+PINNED = {"torch": "2.15.0", "torchao": "0.18.0", "gguf": "0.19.0", "ml_dtypes": "0.6.0",
+          "compressed-tensors": "0.20.1", "nvidia-modelopt": "0.47.0"}
 
 
 @pytest.mark.parametrize("package", list(PINNED))
