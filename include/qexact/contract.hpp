@@ -245,7 +245,6 @@ struct ScaleSpec {
   ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled
   int round_mbits = -1;            // mx scale_rule=even: amax rounded to this many mantissa bits
                                    // (-1: the element's; compressed-tensors' MXFP8 rounds at 1)
-  float qmax = 127.0f;             // int8: the scale's divisor, amax / qmax (compressed-tensors: 127.5)
   ScalePow2 scale_pow2 = ScalePow2::none;     // fp8.scaled
   double amax_floor = 0.0;         // fp8.scaled: max(amax, amax_floor) before the division; 0: none.
                                    // A double: torchao's 1e-12 is a Python float, compared in fp64

@@ -6,6 +6,8 @@ middle and last positions of some rows; f32 and bf16."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import torch
@@ -168,3 +170,51 @@ def check_mx(stack: str, preset: str, cases, peer, e2m1_nan_sign_free: bool) -> 
             total += payload.size + scale.size
             apart += a
     print(f"{stack} {preset}: {len(cases)} cases, {diff} differing of {total} bytes, {apart} NaN-sign positions apart")
+
+
+def infer_on_peer(tmp: Path, preset: str, peer, scale_of=None) -> dict:
+    """`qexact cases --preset P` run through the peer (payload.npy and scale.npy beside each input
+    it takes, as a device would write them), then `qexact infer --json` on that lab."""
+    import json
+    import subprocess
+
+    import qexact
+    from conftest import cli
+
+    lab = tmp / "lab"
+    subprocess.run([cli(), "cases", "--preset", preset, "--out", str(lab)], check=True, capture_output=True)
+    manifest = json.loads((lab / "manifest.json").read_text())
+    ran = 0
+    for case in manifest["cases"]:
+        d = lab / case["name"]
+        x = np.load(d / "input.npy")
+        if x.dtype == np.uint16:
+            x = x.view(BF16)
+        if x.size == 0 or case.get("expect_error"):
+            continue
+        try:
+            payload, scale = peer(x.reshape(-1, x.shape[-1]))
+        except Exception:  # a shape the library refuses: no device output for this case
+            continue
+        shapes = {name: dims for name, _, dims in qexact.outputs(preset, x.shape)}
+        np.save(d / "payload.npy", payload.reshape(shapes["payload"]))
+        np.save(d / "scale.npy", (scale_of(scale) if scale_of else scale).reshape(shapes["scale"]))
+        ran += 1
+    assert ran >= 10, f"the peer took {ran} cases"
+    out = subprocess.run([cli(), "infer", str(lab), "--json"], capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    result = json.loads(out.stdout)
+    result["lab"] = lab
+    return result
+
+
+def nan_cases(lab: Path) -> set[str]:
+    """The lab's cases whose input holds a NaN or an inf."""
+    out = set()
+    for d in lab.iterdir():
+        if (d / "input.npy").exists():
+            x = np.load(d / "input.npy")
+            x = x.view(BF16) if x.dtype == np.uint16 else x
+            if not np.isfinite(np.asarray(x, dtype=np.float32)).all():
+                out.add(d.name)
+    return out

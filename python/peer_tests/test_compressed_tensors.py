@@ -192,3 +192,23 @@ def test_mx_adversarial_cases(tmp_path_factory, bits):
               ((x.size // 32) % 32 == 0 or not np.isnan(np.asarray(x, dtype=np.float32)).any())]
     check_mx("compressed-tensors", preset, usable, lambda x: peer_mx_weight(x, bits), e2m1_nan_sign_free=True)
     assert usable, [n for n, _ in cases]
+
+
+# ---- the lab names the library's recipe ---------------------------------------------------------
+
+from stack_material import infer_on_peer, nan_cases  # noqa: E402
+
+
+# The lab's cases are a few groups each, so all their NaN groups fall in ATen's scalar tail (byte
+# 0x7F, not nonfinite=ct's vector-body byte 0): there infer may settle on another `nonfinite`.
+@pytest.mark.parametrize("preset,peer,free", [("fp8.ct.channel", lambda x: peer_weight(x, "channel"), set()),
+                                              ("mxfp4.ct", lambda x: peer_mx_weight(x, 4), {"nonfinite"})])
+def test_infer_names_the_preset(tmp_path, preset, peer, free):
+    """`qexact infer` on the library's own bytes for the exported cases names this preset, with no
+    override but of a parameter only non-finite groups tell; what it cannot reproduce lies only in
+    cases holding NaN or inf (NaN signs and a NaN scale's bits, which torch's loops decide)."""
+    r = infer_on_peer(tmp_path, preset, peer)
+    assert r["preset"] == preset and set(r["overrides"]) <= free, r
+    assert set(r.get("residual", {}).get("cases", {})) <= nan_cases(r["lab"]), r["residual"]
+    print(f"infer on compressed-tensors' bytes: {'exact' if r['exact'] else 'closest'} {r['preset']}, "
+          f"residual in {sorted(r.get('residual', {}).get('cases', {}))}")

@@ -162,3 +162,21 @@ def test_mx_adversarial_cases(tmp_path_factory, bits):
     usable = [(n, x) for n, x in cases if x.size and (bits == 8 or x.shape[1] % 32 == 0)]
     assert len(usable) >= 10, [n for n, _ in cases]
     check_mx("modelopt", preset, usable, lambda x: peer_mx(x, bits), e2m1_nan_sign_free=False)
+
+
+# ---- the lab names the library's recipe ---------------------------------------------------------
+
+from stack_material import infer_on_peer, nan_cases  # noqa: E402
+
+
+@pytest.mark.parametrize("preset,peer", [("fp8.modelopt.channel", lambda x: peer_qtensor(x, "channel")),
+                                         ("mxfp4.modelopt", lambda x: peer_mx(x, 4)),
+                                         ("mxfp8.modelopt", lambda x: peer_mx(x, 8))])
+def test_infer_names_the_preset(tmp_path, preset, peer):
+    """`qexact infer` on ModelOpt's own bytes for the exported cases names this preset with no
+    override; what it cannot reproduce lies only in cases holding NaN or inf (NaN signs and bits)."""
+    r = infer_on_peer(tmp_path, preset, peer)
+    assert r["preset"] == preset and r["overrides"] == {}, r
+    assert set(r.get("residual", {}).get("cases", {})) <= nan_cases(r["lab"]), r["residual"]
+    print(f"infer on ModelOpt's bytes: {'exact' if r['exact'] else 'closest'} {r['preset']}, "
+          f"residual in {sorted(r.get('residual', {}).get('cases', {}))}")
