@@ -302,6 +302,30 @@ TEST(LabScaled, Fp8SignaturesAreNamedFromWrongDevices) {
   }
 }
 
+// The stacks' arithmetic on a bf16 input: a device that divides in fp32 where the contract rounds
+// the quotient (or the scale) to bf16, or keeps the sign of a zero quotient, is named by the
+// parameter a re-run confirms.
+TEST(LabScaled, InputDtypeArithmeticAndZeroSignsAreNamed) {
+  const Tensor f = fp8_input();
+  std::vector<float> v = to_f32_vector(f.view());
+  for (std::size_t i = 0; i < v.size(); i += 97) v[i] = -0.0f;  // zero quotients for the sign
+  const Tensor x = from_f32_vector(v, f.shape(), DType::bf16);
+  const WrongFp8 cases[] = {
+      {"fp8.ct.channel", {"quotient_arith=fp32"}, "quotient_arith", "quotient_arith=fp32"},
+      {"fp8.ct.channel", {"signed_zero=true"}, "signed_zero", "signed_zero=true"},
+      {"fp8.modelopt.tensor", {"scale_arith=fp32"}, "scale_rule", "scale_arith=fp32"},
+  };
+  for (const WrongFp8& w : cases) {
+    SCOPED_TRACE(std::string(w.preset) + " device " + w.named);
+    const CompareReport r = compare_device(make_preset(w.preset), x.view(), device_from(make_contract(w.preset, w.device_overrides), x));
+    ASSERT_FALSE(r.identical());
+    ASSERT_FALSE(r.diagnoses.empty());
+    EXPECT_EQ(r.diagnoses[0].signature, w.signature) << r.diagnoses[0].explanation;
+    EXPECT_TRUE(r.diagnoses[0].confirmed) << r.diagnoses[0].explanation;
+    EXPECT_NE(r.diagnoses[0].explanation.find(w.named), std::string::npos) << r.diagnoses[0].explanation;
+  }
+}
+
 // The converse directions: a contract with power-of-two scales against a device without, and
 // a device with another element format.
 TEST(LabScaled, Fp8Pow2OffAndElementAreNamed) {

@@ -25,7 +25,8 @@ constexpr std::pair<const char*, const char*> kSignatures[] = {
     {"granularity", "granularity"},     {"stored", "stored_scale"},       {"scale_kind", "stored_scale"},
     {"tensor_scale", "tensor_scale"},   {"scale_pow2", "scale_pow2"},     {"scale_arith", "scale_rule"},
     {"zero_group", "zero_group"},       {"amax_floor", "zero_group"},     {"quotient", "reciprocal_divisor"},
-    {"nonfinite_input", "nonfinite_rule"}, {"element", "element"}};
+    {"quotient_arith", "quotient_arith"}, {"round_mbits", "scale_rule"},  {"nonfinite_input", "nonfinite_rule"},
+    {"element", "element"},             {"signed_zero", "signed_zero"}};
 
 std::size_t telling_rank(const std::string& key) {
   for (std::size_t i = 0; i < std::size(kSignatures); ++i)
