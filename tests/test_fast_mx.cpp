@@ -55,6 +55,7 @@ std::vector<Contract> mx_contracts() {
       {"nonfinite=ct", "scale_rule=even", "round_mbits=1", "quotient_arith=input", "signed_zero=underflow"},
       {"nonfinite=ct", "element=e2m1", "quotient_arith=input"}, {"nonfinite=ct", "scale_rule=floor"},
       {"quotient_arith=input", "signed_zero=underflow", "element=e5m2"},
+      {"quotient_arith=input", "signed_zero=negative", "element=e2m1", "rounding=ties_zero"},
   };
   for (const auto& v : variants) out.push_back(make_contract("mx.ocp", v));
   out.push_back(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}));

@@ -125,7 +125,8 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
     sign = hn::IfThenZeroElse(
         hn::And(hn::Eq(code, hn::Zero(di)), hn::Lt(abs, hn::Set(di, static_cast<std::int32_t>(p.rounds_to_zero_below + 1)))), sign);
   if (!kRneSaturate && p.signed_zero == SignedZero::negative)  // a zero value, +0.0 too: q <= 0
-    sign = hn::IfThenElse(hn::Eq(abs, hn::Zero(di)), hn::Set(di, 1 << (p.elem_bits - 1)), sign);
+    sign = hn::IfThenElse(hn::Lt(abs, hn::Set(di, static_cast<std::int32_t>(p.rounds_to_zero_below + 1))),
+                          hn::Set(di, 1 << (p.elem_bits - 1)), sign);
   return hn::Or(code, sign);
 }
 
