@@ -31,6 +31,7 @@ const std::map<std::string, Part>& documented_parts() {
       {"quotient_arith", Part::scale},    {"round_mbits", Part::scale},
       {"amax_floor", Part::scale},        {"zero_group", Part::scale},      {"quotient", Part::scale},
       {"scale_store", Part::scale},       {"stored", Part::scale},          {"layout", Part::scale},
+      {"block_arith", Part::scale},       {"block_min", Part::scale},       {"zero_block", Part::scale},
       {"tensor_scale", Part::tensor_scale},
       {"budget", Part::family},           {"pool", Part::family},           {"divisor", Part::family},
       {"out", Part::family},
@@ -45,7 +46,7 @@ const std::map<std::string, std::vector<std::string>>& numeric_values() {
       {"granularity", {"tensor", "row", "group:128", "tile:128x128", "head_block:64"}},
       {"qdim", {"-1", "0"}},            {"scale_min", {"0", "1e-06"}},   {"amax_floor", {"0", "1e-12"}},
       {"range", {"127", "128"}},        {"budget", {"1024", "1048576"}}, {"pool", {"8", "64"}},
-      {"round_mbits", {"-1", "1"}},
+      {"round_mbits", {"-1", "1"}},     {"block_min", {"0", "0.015625"}},
   };
   return v;
 }

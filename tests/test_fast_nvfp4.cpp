@@ -1,7 +1,8 @@
 // The fast nvfp4 kernels against the reference, byte for byte (0 differing of N): adversarial
 // blocks (E2M1 and E4M3 ties, the 2^-6 clamp, E4M3's subnormal edge, saturation 7 -> 6, signed
 // zeros, NaN and inf), huge and tiny tensor amax, f32 / bf16 / f16 input, single and two level,
-// for every compiled SIMD target and 1, 2, 3 and 7 threads.
+// torchao's, TransformerEngine's, ModelOpt's and compressed-tensors' steps, for every compiled SIMD
+// target and 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +28,15 @@ QEXACT_INSTANTIATE_PER_TARGET(FastNvfp4);
 std::vector<Contract> contracts() {
   return {make_preset("nvfp4.torchao"), make_contract("nvfp4.torchao", {"tensor_scale=amax"}),
           make_contract("nvfp4.torchao", {"nonfinite_input=reject"}),
-          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"}), make_preset("nvfp4.te")};
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject"}), make_preset("nvfp4.te"),
+          // The stacks' steps (the fast kernel's general block path), and each step alone or swapped.
+          make_preset("nvfp4.modelopt"), make_preset("nvfp4.ct"),
+          make_contract("nvfp4.modelopt", {"signed_zero=false"}), make_contract("nvfp4.ct", {"signed_zero=true"}),
+          make_contract("nvfp4.modelopt", {"tensor_scale=none", "block_arith=split"}),
+          make_contract("nvfp4.ct", {"zero_block=one", "block_min=0.015625"}), make_contract("nvfp4.ct", {"scale_arith=fp32"}),
+          make_contract("nvfp4.torchao", {"nonfinite_input=reject", "quotient=divide"}),
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject", "signed_zero=underflow"}),
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject", "block_min=0"})};
 }
 
 // E4M3 values (positive, finite) and the E2M1 rounding thresholds.

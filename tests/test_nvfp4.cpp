@@ -74,6 +74,62 @@ TEST(Nvfp4Reference, CheckValuesTwoLevel) {
   }
 }
 
+// The stacks' bytes, measured with ModelOpt 0.47.0 (NVFP4QTensor.quantize) and compressed-tensors
+// 0.20.1 (the NVFP4A16 compressor) on a [2, 32] tensor: E2M1 ties at scale 1, an all-zero block,
+// the same ties times 1e-3, and a block whose only value is 1e-9.
+std::vector<float> stack_blocks() {
+  const float ties[16] = {6, .25f, .75f, 1.25f, 1.75f, 2.5f, 3.5f, 5, -0.0f, -.1f, -.25f, -5, 0, 1, 2, 4};
+  std::vector<float> x(64, 0.0f);
+  for (int i = 0; i < 16; ++i) {
+    x[i] = ties[i];
+    x[32 + i] = 1e-3f * ties[i];
+  }
+  x[48] = 1e-9f;
+  return x;
+}
+
+const std::vector<std::uint8_t> kStackPayload = {0x07, 0x22, 0x44, 0x66, 0x80, 0xE8, 0x20, 0x64, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                 0x17, 0x32, 0x54, 0x76, 0x80, 0xF9, 0x20, 0x64, 0, 0, 0, 0, 0, 0, 0, 0};
+
+TEST(Nvfp4Reference, ModelOptCheckValues) {
+  // t = 6 / 2688 stored; a zero block's scale 1.0 (0x38); 1e-9 clamps to 2^-9 (0x01); -0.0 -> 0x0.
+  const std::vector<float> x = stack_blocks();
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult r = quantize(make_preset("nvfp4.modelopt"), make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x7E, 0x38, 0x2E, 0x01}));
+    EXPECT_EQ(bytes_of(r.payload), kStackPayload);
+    EXPECT_EQ(bits(*r.tensor_scale.data<float>()), 0x3B124925u);
+  }
+  // An all-zero tensor: t = 0, every block 0 / 0 (scale 0xFF) and codes 7.
+  const std::vector<float> zeros(16, 0.0f);
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult r = quantize(make_preset("nvfp4.modelopt"), make_view(DType::f32, {1, 16}, zeros.data()), RunOptions{e, 1});
+    EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0xFF}));
+    EXPECT_EQ(bytes_of(r.payload), std::vector<std::uint8_t>(8, 0x77));
+  }
+}
+
+TEST(Nvfp4Reference, CompressedTensorsCheckValues) {
+  // gs = 2688 / 6 = 448, stored as a multiplier; zero and underflowing blocks 0x20 (0.125).
+  const std::vector<float> x = stack_blocks();
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult r = quantize(make_preset("nvfp4.ct"), make_view(DType::f32, {2, 32}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(bytes_of(r.scale), (std::vector<std::uint8_t>{0x7E, 0x20, 0x2E, 0x20}));
+    EXPECT_EQ(bytes_of(r.payload), kStackPayload);
+    EXPECT_EQ(bits(*r.tensor_scale.data<float>()), 0x43E00000u);
+  }
+}
+
+TEST(Nvfp4Reference, StackStepsNeedTheirCompanions) {
+  EXPECT_THROW(make_contract("nvfp4.torchao", {"block_arith=fused"}), Error);  // needs tensor_scale=amax
+  EXPECT_THROW(make_contract("nvfp4.ct", {"quotient=reciprocal"}), Error);
+  EXPECT_THROW(make_contract("nvfp4.te", {"zero_block=one"}), Error);
+  EXPECT_THROW(make_contract("nvfp4.torchao", {"zero_block=eps"}), Error);  // propagate needs torchao's steps
+  EXPECT_THROW(make_contract("nvfp4.modelopt", {"scale_arith=input"}), Error);
+  EXPECT_THROW(make_contract("nvfp4.modelopt", {"block_min=500"}), Error);
+  EXPECT_NO_THROW(make_contract("nvfp4.torchao", {"nonfinite_input=reject", "zero_block=eps"}));
+}
+
 TEST(Nvfp4Reference, Bf16InputIsItsExactValues) {
   const std::vector<float> x = check_blocks();
   std::vector<std::uint16_t> b(x.size());

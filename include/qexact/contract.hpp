@@ -182,8 +182,30 @@ enum class NonFiniteInput : std::uint8_t {
 constexpr int kNvfp4Block = 16;  // nvfp4: elements per E4M3 block scale
 enum class TensorScale : std::uint8_t {
   none,  // single level: block scales alone
-  amax,  // two level: t = fp32(amax_tensor / (448 * 6)), block scales relative to t
+  amax,  // two level: t = fp32(amax_tensor / (448 * 6)), a descale, block scales relative to t
   te,    // two level as TransformerEngine: S_enc = 448 * 6 / amax_tensor multiplies, amax is stored
+  multiplier,  // two level, stored as a multiplier (compressed-tensors' global scale):
+               // gs = fp32(2688 * fp32(1 / max(amax_tensor, 2^-126))), 1.0 where that is not finite;
+               // with scale_arith=input both steps are rounded to the input's dtype (f16: the floor is
+               // f16's smallest normal 2^-14) and the block scale is fp32(gs * D(amax / 6))
+};
+// nvfp4: the unrounded block scale s of a block amax with tensor_scale=amax (t a descale).
+enum class BlockArith : std::uint8_t {
+  split,  // (amax / 6) / t, two divisions (torchao)
+  fused,  // amax / fp32(6 * t) (ModelOpt)
+};
+// nvfp4: what an unrounded block scale of 0 (an all-zero block) becomes.
+enum class ZeroBlock : std::uint8_t {
+  clamp,  // nothing of its own: the lower clamp block_min takes it (torchao)
+  one,    // 1.0 before the clamp (ModelOpt's per_block_scale[== 0] = 1.0)
+  eps,    // the E4M3 code 0 after the cast becomes E4M3's epsilon 0.125, code 0x20 (compressed-tensors)
+};
+// nvfp4: how an element meets its block's scale s and the tensor scale.
+enum class Nvfp4Quotient : std::uint8_t {
+  reciprocal,  // x * fp32(1 / s), two level x * fp32(fp32(1 / t) / s) (torchao)
+  divide,      // x / fp32(d), d the block's whole descale: s * t (amax), s / gs (multiplier), s
+               // (none); a NaN quotient (0 / 0 where the tensor scale is 0) is code 7, as
+               // ModelOpt's table cast makes it (ModelOpt, compressed-tensors)
 };
 
 // ---- The contract model (contracts "The contract model") ----------------------------------
@@ -212,7 +234,7 @@ struct ElementSpec {
   ElemFormat element = ElemFormat::e4m3;  // mx, fp8.scaled (e4m3 | e5m2)
   Rounding rounding = Rounding::rne;      // mx
   Overflow overflow = Overflow::saturate; // mx
-  SignedZero signed_zero = SignedZero::keep;  // mx
+  SignedZero signed_zero = SignedZero::keep;  // mx, fp8.scaled, nvfp4
   Prequant prequant = Prequant::none;     // mx "prequant_round": the input's rounding, before all
   IntRounding int_rounding = IntRounding::rne;  // int8
   int range = 127;                        // int8: 127: [-127, 127]; 128: [-128, 127]
@@ -242,19 +264,23 @@ struct ScaleSpec {
   ScaleMode scale_mode = ScaleMode::after;  // int8
   float scale_min = 0.0f;          // int8
   ScaleKind scale_kind = ScaleKind::descale;  // fp8.scaled
-  ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled
+  ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled; nvfp4 (fp32 | input, with tensor_scale=multiplier)
   int round_mbits = -1;            // mx scale_rule=even: amax rounded to this many mantissa bits
                                    // (-1: the element's; compressed-tensors' MXFP8 rounds at 1)
   ScalePow2 scale_pow2 = ScalePow2::none;     // fp8.scaled
   double amax_floor = 0.0;         // fp8.scaled: max(amax, amax_floor) before the division; 0: none.
                                    // A double: torchao's 1e-12 is a Python float, compared in fp64
   ZeroGroup zero_group = ZeroGroup::zero;     // fp8.scaled
+  BlockArith block_arith = BlockArith::split;  // nvfp4, tensor_scale=amax
+  float block_min = 0x1p-6f;                   // nvfp4: block scales are clamped to [block_min, 448]
+  ZeroBlock zero_block = ZeroBlock::clamp;     // nvfp4
 
   // Quotient: how an element meets its scale.
   Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
   Quotient quotient = Quotient::divide;            // int8 "quotient"
   Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // fp8.scaled "quotient"
   QuotientArith quotient_arith = QuotientArith::fp32;  // fp8.scaled
+  Nvfp4Quotient nvfp4_quotient = Nvfp4Quotient::reciprocal;  // nvfp4 "quotient"
 
   // Storage.
   ScaleStore scale_store = ScaleStore::f32;  // int8: the scale's IEEE width (encoding fp32 | f16)

@@ -193,12 +193,15 @@ def infer_on_peer(tmp: Path, preset: str, peer, scale_of=None) -> dict:
         if x.size == 0 or case.get("expect_error"):
             continue
         try:
-            payload, scale = peer(x.reshape(-1, x.shape[-1]))
+            outputs = peer(x.reshape(-1, x.shape[-1]))
         except Exception:  # a shape the library refuses: no device output for this case
             continue
+        payload, scale = outputs[:2]
         shapes = {name: dims for name, _, dims in qexact.outputs(preset, x.shape)}
         np.save(d / "payload.npy", payload.reshape(shapes["payload"]))
         np.save(d / "scale.npy", (scale_of(scale) if scale_of else scale).reshape(shapes["scale"]))
+        if len(outputs) > 2:  # nvfp4's tensor scale
+            np.save(d / "tensor_scale.npy", np.asarray(outputs[2], dtype=np.float32).reshape(shapes["tensor_scale"]))
         ran += 1
     assert ran >= 10, f"the peer took {ran} cases"
     out = subprocess.run([cli(), "infer", str(lab), "--json"], capture_output=True, text=True)
@@ -218,3 +221,55 @@ def nan_cases(lab: Path) -> set[str]:
             if not np.isfinite(np.asarray(x, dtype=np.float32)).all():
                 out.add(d.name)
     return out
+
+
+def nvfp4_tensors(seed: int, dtype: str) -> list[tuple[str, np.ndarray]]:
+    """NVFP4 material, finite (the stacks' presets reject non-finite input): weights() (zero,
+    -0.0, tiny, tie and saturating rows), blocks at E2M1 ties of their own scale, and whole tensors
+    at the tensor scale's edges -- all zero, an amax whose 2688-th underflows (ModelOpt's t = 0),
+    one whose 2688 / amax overflows (compressed-tensors' gs = 1), 2^-126, 1e30."""
+    x = weights(seed, 96, 256)
+    rng = np.random.default_rng(seed + 5)
+    ties = np.array([6, .25, .75, 1.25, 1.75, 2.5, 3.5, 5, -0.0, -.1, -.25, -5, 0, 1, 2, 4], dtype=np.float32)
+    for r in range(20, 40):
+        x[r] = np.tile(ties, 16) * np.float32(2.0 ** int(rng.integers(-20, 20)))
+    out = [(f"weights {x.shape[0]}x{x.shape[1]}", as_dtype(x, dtype))]
+    small = rng.standard_normal((4, 64)).astype(np.float32)
+    for name, top in [("all zero", 0.0), ("amax 1e-42", 1e-42), ("amax 2^-120", 2.0**-120), ("amax 2^-126", 2.0**-126),
+                      ("amax 1e30", 1e30)]:
+        t = small / np.abs(small).max() * np.float32(top)
+        out.append((name, as_dtype(t.astype(np.float32), dtype)))
+    return out
+
+
+def check_nvfp4(stack: str, preset: str, cases, peer) -> None:
+    """Each case through the peer (packed payload, E4M3 block scale codes, the fp32 tensor scale)
+    and both engines: 0 differing codes and bytes, the tensor scale's bits equal."""
+    import qexact
+    from conftest import ENGINES
+
+    diff = total = 0
+    for name, x in cases:
+        payload, scale, tensor_scale = peer(x)
+        for engine in ENGINES:
+            q_payload, q_scale, q_tensor = qexact.quantize(x, preset, engine=engine)
+            d = int(np.count_nonzero(nibbles(np.asarray(q_payload)) != nibbles(payload)))
+            ds = int(np.count_nonzero(np.asarray(q_scale).view(np.uint8).reshape(-1) != scale.reshape(-1)))
+            dt = int(np.asarray(q_tensor, dtype=np.float32).reshape(-1).view(np.uint32)[0] !=
+                     np.asarray(tensor_scale, dtype=np.float32).reshape(-1).view(np.uint32)[0])
+            assert d + ds + dt == 0, f"{name} ({engine}): {d} codes, {ds} scale bytes, {dt} tensor scale differ"
+            diff += d + ds + dt
+            total += payload.size + scale.size + 4
+    print(f"{stack} {preset}: {len(cases)} cases, {diff} differing of {total} bytes")
+
+
+def check_nvfp4_exported(tmp: Path, stack: str, preset: str, peer) -> None:
+    """Every finite case `qexact cases` exports for an nvfp4 preset that rejects non-finite input
+    (whole blocks of 16 along the last axis), as a 2-D weight, through check_nvfp4."""
+    from conftest import qexact_cases
+
+    cases = [(n, x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x) for n, x in qexact_cases(tmp, preset, {})]
+    usable = [(n, x) for n, x in cases
+              if x.size and x.shape[-1] % 16 == 0 and np.isfinite(np.asarray(x, dtype=np.float32)).all()]
+    assert len(usable) >= 10, [n for n, _ in cases]
+    check_nvfp4(stack, preset, usable, peer)

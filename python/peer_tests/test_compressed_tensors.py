@@ -161,6 +161,56 @@ def test_mx_probe_bytes():
         assert np.asarray(q_scale).view(np.uint8).reshape(-1)[0] == 0x80
 
 
+# ---- NVFP4 (nvfp4-pack-quantized) -----------------------------------------------------------------
+
+from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor  # noqa: E402
+from compressed_tensors.quantization.utils import generate_gparam  # noqa: E402
+
+from stack_material import check_nvfp4, check_nvfp4_exported, nvfp4_tensors  # noqa: E402
+
+
+def peer_nvfp4(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The NVFP4A16 weight path as llm-compressor drives it: a Linear initialised by the library,
+    the global scale from the weight's min / max (generate_gparam, in the weight's dtype), the
+    group min / max through calculate_qparams with that global scale, the compressor."""
+    w = to_torch(x)
+    scheme = preset_name_to_scheme("NVFP4A16", ["Linear"])
+    m = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=w.dtype)
+    m.weight.data.copy_(w)
+    initialize_module_for_quantization(m, scheme, force_zero_point=True)
+    update_offload_parameter(m, "weight_global_scale", generate_gparam(m.weight.data.amin(), m.weight.data.amax()))
+    g = m.weight.data.unflatten(-1, (-1, 16))
+    scale, zp = calculate_qparams(g.amin(dim=-1), g.amax(dim=-1), scheme.weights, global_scale=m.weight_global_scale)
+    update_offload_parameter(m, "weight_scale", scale)
+    if hasattr(m, "weight_zero_point"):
+        update_offload_parameter(m, "weight_zero_point", zp)
+    out = NVFP4PackedCompressor.compress({k: v.data for k, v in m.named_parameters()}, scheme)
+    return raw(out["weight_packed"]), raw(out["weight_scale"]), out["weight_global_scale"].float().numpy().copy()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_nvfp4_weights(dtype):
+    check_nvfp4("compressed-tensors", "nvfp4.ct", nvfp4_tensors(SEED + 91, dtype), peer_nvfp4)
+
+
+def test_nvfp4_probe_bytes():
+    """gs = 2688 / amax as torch's reciprocal times 2688 (amax 7: 0x43C00001, the division gives
+    0x43C00000); a zero block's scale 0x20; -0.0 -> 0x0 and -0.1 -> 0x8; the bf16 global scale."""
+    x = np.zeros((1, 32), dtype=np.float32)
+    x[0, :16] = [7, .25, .75, 1.25, 1.75, 2.5, 3.5, 5, -0.0, -.1, -.25, -5, 0, 1, 2, 4]
+    for dtype in ("f32", "bf16"):
+        xi = as_dtype(x, dtype)
+        payload, scale, gs = peer_nvfp4(xi)
+        if dtype == "f32":
+            assert gs.view(np.uint32)[0] == 0x43C00001
+        assert scale.reshape(-1)[1] == 0x20 and payload.reshape(-1)[4] == 0x80
+        for engine in ENGINES:
+            q_payload, q_scale, q_gs = qexact.quantize(xi, "nvfp4.ct", engine=engine)
+            assert np.asarray(q_payload).view(np.uint8).tobytes() == payload.tobytes(), (dtype, engine)
+            assert np.asarray(q_scale).view(np.uint8).tobytes() == scale.tobytes(), (dtype, engine)
+            assert np.float32(q_gs).view(np.uint32) == gs.view(np.uint32)[0], (dtype, engine)
+
+
 # ---- qexact's adversarial cases and probes through the library ---------------------------------
 
 from conftest import qexact_cases  # noqa: E402
@@ -212,3 +262,16 @@ def test_infer_names_the_preset(tmp_path, preset, peer, free):
     assert set(r.get("residual", {}).get("cases", {})) <= nan_cases(r["lab"]), r["residual"]
     print(f"infer on compressed-tensors' bytes: {'exact' if r['exact'] else 'closest'} {r['preset']}, "
           f"residual in {sorted(r.get('residual', {}).get('cases', {}))}")
+
+
+
+def test_nvfp4_adversarial_cases(tmp_path_factory):
+    """Every finite case `qexact cases` exports for nvfp4.ct, through the library."""
+    check_nvfp4_exported(tmp_path_factory.mktemp("cases"), "compressed-tensors", "nvfp4.ct", peer_nvfp4)
+
+
+def test_nvfp4_infer_names_the_preset(tmp_path):
+    """`qexact infer` on compressed-tensors's NVFP4 bytes (payload, block scales, tensor scale) for the
+    exported cases names nvfp4.ct, exact, with no override."""
+    r = infer_on_peer(tmp_path, "nvfp4.ct", peer_nvfp4)
+    assert (r["preset"], r["overrides"], r["exact"]) == ("nvfp4.ct", {}, True), r

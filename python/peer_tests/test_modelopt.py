@@ -138,6 +138,39 @@ def test_mx_probe_bytes():
     assert peer_mx(y, 8)[1].reshape(-1)[0] == 0x7F
 
 
+# ---- NVFP4QTensor -----------------------------------------------------------------------------
+
+from modelopt.torch.quantization.qtensor import NVFP4QTensor  # noqa: E402
+
+from stack_material import check_nvfp4, check_nvfp4_exported, nvfp4_tensors  # noqa: E402
+
+
+def peer_nvfp4(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NVFP4QTensor.quantize(x, 16): packed codes, E4M3 block scales, weights_scaling_factor_2."""
+    q, s, t = NVFP4QTensor.quantize(to_torch(x), 16)
+    return raw(q._quantized_data), raw(s), t.detach().float().reshape(-1).numpy().copy()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_nvfp4_qtensor(dtype):
+    check_nvfp4("modelopt", "nvfp4.modelopt", nvfp4_tensors(SEED + 81, dtype), peer_nvfp4)
+
+
+def test_nvfp4_probe_bytes():
+    """The measured bytes behind nvfp4.modelopt's steps: x / fp32(s * t) (x = 0x3E7DB844 gives 1.25,
+    code 2, where (x / t) / s gives 1.2500001, code 3), -0.0 -> 0x0, a zero block's scale 1.0."""
+    x = np.zeros((1, 32), dtype=np.float32)
+    x[0, :16] = [6, .25, .75, 1.25, 1.75, 2.5, 3.5, 5, -0.0, -.1, -.25, -5, 0, 1, 2, 4]
+    payload, scale, t = peer_nvfp4(x)
+    for engine in ENGINES:
+        q_payload, q_scale, q_t = qexact.quantize(x, "nvfp4.modelopt", engine=engine)
+        assert np.asarray(q_payload).view(np.uint8).tobytes() == payload.tobytes(), engine
+        assert np.asarray(q_scale).view(np.uint8).tobytes() == scale.tobytes(), engine
+        assert np.float32(q_t).view(np.uint32) == t.view(np.uint32)[0], engine
+    assert scale.reshape(-1)[1] == 0x38  # the all-zero second block: 1.0
+    assert payload.reshape(-1)[4] & 0xF == 0x0  # -0.0
+
+
 # ---- qexact's adversarial cases and probes through the library ---------------------------------
 
 from conftest import qexact_cases  # noqa: E402
@@ -180,3 +213,16 @@ def test_infer_names_the_preset(tmp_path, preset, peer):
     assert set(r.get("residual", {}).get("cases", {})) <= nan_cases(r["lab"]), r["residual"]
     print(f"infer on ModelOpt's bytes: {'exact' if r['exact'] else 'closest'} {r['preset']}, "
           f"residual in {sorted(r.get('residual', {}).get('cases', {}))}")
+
+
+
+def test_nvfp4_adversarial_cases(tmp_path_factory):
+    """Every finite case `qexact cases` exports for nvfp4.modelopt, through the library."""
+    check_nvfp4_exported(tmp_path_factory.mktemp("cases"), "ModelOpt", "nvfp4.modelopt", peer_nvfp4)
+
+
+def test_nvfp4_infer_names_the_preset(tmp_path):
+    """`qexact infer` on ModelOpt's NVFP4 bytes (payload, block scales, tensor scale) for the
+    exported cases names nvfp4.modelopt, exact, with no override."""
+    r = infer_on_peer(tmp_path, "nvfp4.modelopt", peer_nvfp4)
+    assert (r["preset"], r["overrides"], r["exact"]) == ("nvfp4.modelopt", {}, True), r

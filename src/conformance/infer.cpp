@@ -291,6 +291,7 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
       v = {"tensor", "row", "group:32", "group:64", "group:128", "tile:32x32", "tile:128x128", "head_block:64"};
     else if (key == "amax_floor") v = {"0", "1e-12", "0.001953125", "5.960464477539063e-08"};  // none, torchao's EPS, vLLM's 1/512, ModelOpt's 2^-24
     else if (key == "round_mbits") v = {"-1", "1"};  // the element's, compressed-tensors' E2M1 precision
+    else if (key == "block_min") v = {"0.015625", "0.001953125", "0"};  // E4M3's smallest normal (torchao), subnormal (ModelOpt), none (compressed-tensors)
     else if (key == "range") v = {"127", "128"};
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};

@@ -242,6 +242,11 @@ std::optional<ScaledOp> nvfp4_op(const Contract& c, const Input& in, const Obser
     s = nvfp4_nominal_block_scale(c, group_amax(in, g), t);
   }
   if (!(s > 0.0f) || !std::isfinite(s)) return std::nullopt;
+  if (c.nvfp4_quotient == Nvfp4Quotient::divide) {
+    if (c.tensor_scale == TensorScale::none) return ScaledOp{false, s};
+    if (!(t > 0.0f) || !std::isfinite(t)) return std::nullopt;
+    return ScaledOp{false, c.tensor_scale == TensorScale::multiplier ? s / t : s * t};
+  }
   if (c.tensor_scale == TensorScale::none) return ScaledOp{true, 1.0f / s};
   if (!(t > 0.0f) || !std::isfinite(t)) return std::nullopt;
   if (c.tensor_scale == TensorScale::te)
@@ -481,6 +486,10 @@ float nvfp4_nominal_tensor_scale(const Contract& c, float tensor_amax) {
       const float s = std::min(448.0f * 6.0f / tensor_amax, std::numeric_limits<float>::max());
       return tensor_amax == 0.0f || s == 0.0f ? 1.0f : s;
     }
+    case TensorScale::multiplier: {
+      const float gs = 448.0f * 6.0f * (1.0f / std::max(tensor_amax, 0x1p-126f));
+      return std::isfinite(gs) ? gs : 1.0f;
+    }
     case TensorScale::none: break;
   }
   return 0.0f;
@@ -491,18 +500,22 @@ float nvfp4_nominal_block_scale(const Contract& c, float amax, float tensor_scal
     return elem_decode(ElemFormat::e4m3,
                        elem_encode(ElemFormat::e4m3, nvfp4_unrounded_block_scale(c, amax, tensor_scale), Rounding::rne,
                                    Overflow::saturate));
-  float s = amax / 6.0f;
-  if (c.tensor_scale == TensorScale::amax) s = s / tensor_scale;
+  float s = nvfp4_unrounded_block_scale(c, amax, tensor_scale);
+  if (c.zero_block == ZeroBlock::one && s == 0.0f) s = 1.0f;
   if (!(s == s)) return s;  // NaN (an all-zero tensor's 0 / 0)
-  s = std::clamp(s, 0x1p-6f, 448.0f);
-  return elem_decode(ElemFormat::e4m3, elem_encode(ElemFormat::e4m3, s, Rounding::rne, Overflow::saturate));
+  s = std::clamp(s, c.block_min, 448.0f);
+  std::uint8_t code = elem_encode(ElemFormat::e4m3, s, Rounding::rne, Overflow::saturate);
+  if (c.zero_block == ZeroBlock::eps && code == 0) code = 0x20;
+  return elem_decode(ElemFormat::e4m3, code);
 }
 
 float nvfp4_unrounded_block_scale(const Contract& c, float amax, float tensor_scale) {
   switch (c.tensor_scale) {
     case TensorScale::none: return amax / 6.0f;
-    case TensorScale::amax: return amax / 6.0f / tensor_scale;
+    case TensorScale::amax:
+      return c.block_arith == BlockArith::fused ? amax / (6.0f * tensor_scale) : amax / 6.0f / tensor_scale;
     case TensorScale::te: return amax * (tensor_scale * (1.0f / 6.0f));
+    case TensorScale::multiplier: return tensor_scale * (amax / 6.0f);
   }
   return amax / 6.0f;
 }

@@ -73,7 +73,13 @@ constexpr EnumName<ZeroGroup> kZeroGroups[] = {
 constexpr EnumName<NonFiniteInput> kNonFiniteInput[] = {{NonFiniteInput::reject, "reject"},
                                                         {NonFiniteInput::propagate, "propagate"}};
 constexpr EnumName<TensorScale> kTensorScales[] = {
-    {TensorScale::none, "none"}, {TensorScale::amax, "amax"}, {TensorScale::te, "te"}};
+    {TensorScale::none, "none"}, {TensorScale::amax, "amax"}, {TensorScale::te, "te"},
+    {TensorScale::multiplier, "multiplier"}};
+constexpr EnumName<BlockArith> kBlockArith[] = {{BlockArith::split, "split"}, {BlockArith::fused, "fused"}};
+constexpr EnumName<ZeroBlock> kZeroBlocks[] = {
+    {ZeroBlock::clamp, "clamp"}, {ZeroBlock::one, "one"}, {ZeroBlock::eps, "eps"}};
+constexpr EnumName<Nvfp4Quotient> kNvfp4Quotients[] = {{Nvfp4Quotient::reciprocal, "reciprocal"},
+                                                       {Nvfp4Quotient::divide, "divide"}};
 constexpr EnumName<IntRounding> kIntRounding[] = {
     {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
     {IntRounding::trunc, "trunc"}};
@@ -210,7 +216,7 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.overflow = parse_overflow(s); }},
       QX_ENUM_PARAM("nonfinite", nonfinite, kNonFinite, F::mx),
       QX_ENUM_PARAM("byte0", byte0, kByte0, F::mx),
-      {"signed_zero", {F::mx, F::fp8_scaled}, [](const Contract& c) { return std::string(name_of(kSignedZero, c.signed_zero)); },
+      {"signed_zero", {F::mx, F::fp8_scaled, F::nvfp4}, [](const Contract& c) { return std::string(name_of(kSignedZero, c.signed_zero)); },
        [](Contract& c, const std::string& s) {
          if (s == "1" || s == "yes" || s == "0" || s == "no")  // parse_bool's other spellings
            c.signed_zero = parse_bool("signed_zero", s) ? SignedZero::keep : SignedZero::drop;
@@ -245,7 +251,7 @@ const std::vector<ParamDef>& param_defs() {
       {"granularity", {F::fp8_scaled}, [](const Contract& c) { return scale_grain_name(c.granularity); },
        [](Contract& c, const std::string& s) { c.granularity = parse_scale_grain(s); }},
       QX_ENUM_PARAM("scale_kind", scale_kind, kScaleKinds, F::fp8_scaled),
-      QX_ENUM_PARAM("scale_arith", scale_arith, kScaleArith, F::fp8_scaled),
+      QX_ENUM_PARAM("scale_arith", scale_arith, kScaleArith, F::fp8_scaled, F::nvfp4),
       QX_ENUM_PARAM("quotient_arith", quotient_arith, kQuotientArith, F::mx, F::fp8_scaled),
       QX_ENUM_PARAM("scale_pow2", scale_pow2, kScalePow2, F::fp8_scaled),
       QX_ENUM_PARAM("stored", stored, kStored, F::fp8_scaled),
@@ -254,6 +260,11 @@ const std::vector<ParamDef>& param_defs() {
       QX_ENUM_PARAM("zero_group", zero_group, kZeroGroups, F::fp8_scaled),
       QX_ENUM_PARAM("nonfinite_input", nonfinite_input, kNonFiniteInput, F::fp8_scaled, F::nvfp4),
       QX_ENUM_PARAM("tensor_scale", tensor_scale, kTensorScales, F::nvfp4),
+      QX_ENUM_PARAM("block_arith", block_arith, kBlockArith, F::nvfp4),
+      {"block_min", {F::nvfp4}, [](const Contract& c) { return fmt_float(c.block_min); },
+       [](Contract& c, const std::string& s) { c.block_min = parse_float("block_min", s); }},
+      QX_ENUM_PARAM("zero_block", zero_block, kZeroBlocks, F::nvfp4),
+      QX_ENUM_PARAM("quotient", nvfp4_quotient, kNvfp4Quotients, F::nvfp4),
   };
   return defs;
 }
@@ -359,11 +370,13 @@ std::vector<std::string> param_choices(const std::string& key) {
   if (key == "layout") return names(kLayouts);
   if (key == "tail") return names(kTails);
   if (key == "scale_mode") return names(kScaleModes);
-  if (key == "quotient") {  // int8's and fp8.scaled's together; set_param checks the family's
+  if (key == "quotient") {  // int8's, fp8.scaled's and nvfp4's together; set_param checks the family's
     std::vector<std::string> out = names(kQuotients);
     out.emplace_back(name_of(kFp8Quotients, Fp8Quotient::multiply));
     return out;
   }
+  if (key == "block_arith") return names(kBlockArith);
+  if (key == "zero_block") return names(kZeroBlocks);
   if (key == "int_rounding") return names(kIntRounding);
   if (key == "scale_store") return names(kScaleStore);
   if (key == "divisor") return names(kPoolDivisors);
@@ -381,10 +394,13 @@ std::vector<std::string> param_choices(const std::string& key) {
 
 std::vector<std::string> param_choices(Family f, const std::string& key) {
   if (f == Family::fp8_scaled && key == "element") return {"e4m3", "e5m2"};
-  if (f == Family::fp8_scaled && key == "signed_zero") return {"false", "true", "underflow"};
+  if ((f == Family::fp8_scaled || f == Family::nvfp4) && key == "signed_zero") return {"false", "true", "underflow"};
+  if (f == Family::nvfp4 && key == "scale_arith") return {"fp32", "input"};
   if (key == "quotient") {
     std::vector<std::string> out;
-    if (f == Family::fp8_scaled)
+    if (f == Family::nvfp4)
+      for (const auto& e : kNvfp4Quotients) out.emplace_back(e.name);
+    else if (f == Family::fp8_scaled)
       for (const auto& e : kFp8Quotients) out.emplace_back(e.name);
     else
       for (const auto& e : kQuotients) out.emplace_back(e.name);
@@ -453,11 +469,32 @@ void validate(const Contract& c) {
       if (c.signed_zero == SignedZero::negative)
         bad("fp8.scaled takes signed_zero=true, false or underflow, got negative");
       break;
-    case Family::nvfp4:
+    case Family::nvfp4: {
       if (c.tensor_scale == TensorScale::te && c.nonfinite_input == NonFiniteInput::propagate)
         bad("tensor_scale=te models TransformerEngine from its source only: its non-finite inputs are not "
             "modelled, it needs nonfinite_input=reject");
+      const bool torchao_steps = c.block_arith == BlockArith::split && c.block_min == 0x1p-6f &&
+                                 c.zero_block == ZeroBlock::clamp && c.nvfp4_quotient == Nvfp4Quotient::reciprocal &&
+                                 c.signed_zero == SignedZero::keep;
+      if (c.tensor_scale == TensorScale::te && !torchao_steps)
+        bad("tensor_scale=te has TransformerEngine's own block steps: block_arith, block_min, zero_block, "
+            "quotient and signed_zero keep their defaults");
+      if (c.nonfinite_input == NonFiniteInput::propagate && !torchao_steps)
+        bad("nonfinite_input=propagate carries torchao's NaN bits, measured with its steps only: block_arith=split, "
+            "block_min=0.015625, zero_block=clamp, quotient=reciprocal, signed_zero=true");
+      if (c.block_arith == BlockArith::fused && c.tensor_scale != TensorScale::amax)
+        bad("block_arith=fused divides by fp32(6 * t): it needs tensor_scale=amax");
+      if (c.tensor_scale == TensorScale::multiplier && c.nvfp4_quotient != Nvfp4Quotient::divide)
+        bad("tensor_scale=multiplier is modelled with quotient=divide (x / fp32(s / gs)) only");
+      if (!(c.block_min >= 0.0f) || !(c.block_min <= 448.0f))
+        bad("block_min must be in [0, 448] (the E4M3 range the block scale is clamped into)");
+      if (c.signed_zero == SignedZero::negative) bad("nvfp4 takes signed_zero=true, false or underflow, got negative");
+      if (c.scale_arith != ScaleArith::fp32 && c.scale_arith != ScaleArith::input)
+        bad(std::string("nvfp4 takes scale_arith=fp32 or input, got ") + name_of(kScaleArith, c.scale_arith));
+      if (c.scale_arith == ScaleArith::input && c.tensor_scale != TensorScale::multiplier)
+        bad("nvfp4 scale_arith=input is compressed-tensors' global scale arithmetic: it needs tensor_scale=multiplier");
       break;
+    }
   }
 }
 

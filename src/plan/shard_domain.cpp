@@ -71,7 +71,9 @@ bool one_tensor_scale(const Contract& c) {
 
 bool has_tensor_amax(const Contract& c) { return one_tensor_scale(c) || amax_sets_tensor_scale(c); }
 
-bool amax_sets_tensor_scale(const Contract& c) { return c.tensor_scale == TensorScale::amax; }
+bool amax_sets_tensor_scale(const Contract& c) {
+  return c.tensor_scale == TensorScale::amax || c.tensor_scale == TensorScale::multiplier;
+}
 
 const char* tensor_amax_output(const Contract& c) { return amax_sets_tensor_scale(c) ? "tensor_scale" : "scale"; }
 

@@ -19,7 +19,9 @@
 #include "contracts/family_table.hpp"
 #include "formats/torchao_nan.hpp"
 #include "qexact/error.hpp"
+#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
+#include "qexact/formats/fp16.hpp"
 #include "reference/nvfp4_ref.hpp"
 
 namespace qexact::ref {
@@ -110,6 +112,25 @@ float te_encode_scale(float amax) {
   return amax == 0.0f || s == 0.0f ? 1.0f : s;
 }
 
+// tensor_scale=multiplier (compressed-tensors' global scale): 2688 / amax as torch computes a
+// scalar over a tensor, 2688 * fp32(1 / amax), the amax floored at 2^-126; 1.0 where that
+// overflows. Inputs are finite here (multiplier needs nonfinite_input=reject).
+// scale_arith=input: each step rounded to the input's dtype D (torch computing on a bf16 / f16
+// amax), the floor D's smallest normal (torch.finfo(D).tiny).
+float in_dtype(const ScaleSpec& c, DType dt, float v) {
+  if (c.scale_arith != ScaleArith::input) return v;
+  if (dt == DType::bf16) return round_bf16(v);
+  if (dt == DType::f16) return round_f16(v);
+  return v;
+}
+
+float multiplier_tensor_scale(const ScaleSpec& c, DType dt, float amax) {
+  const float tiny = c.scale_arith == ScaleArith::input && dt == DType::f16 ? 0x1p-14f : 0x1p-126f;
+  const float reciprocal = in_dtype(c, dt, 1.0f / std::max(amax, tiny));
+  const float gs = in_dtype(c, dt, kE4m3Max * kE2m1Max * reciprocal);
+  return std::isfinite(gs) ? gs : 1.0f;
+}
+
 // max |x| over a block; NaN (canonical, as torch.amax gives it) if the block holds one.
 float block_amax(const float* x) {
   float m = 0.0f;
@@ -124,11 +145,32 @@ float block_amax(const float* x) {
 // The E4M3 code of a block's scale: e4m3(clamp(amax / 6, 2^-6, 448)), or with a tensor scale
 // e4m3(clamp((amax / 6) / t, 2^-6, 448)); te: e4m3(amax * (S_enc * fp32(1/6))), saturated, no
 // lower clamp. `t` is S_enc for te.
-std::uint8_t block_scale_code(const TensorScaleSpec& c, float amax, float t) {
+// The steps the presets differ in: with tensor_scale=amax, block_arith=fused divides once by
+// fp32(6 * t); with tensor_scale=multiplier, s = fp32(gs * fp32(amax / 6)); zero_block=one makes
+// a zero s 1.0 before the clamp to [block_min, 448], zero_block=eps a zero code E4M3's eps.
+std::uint8_t block_scale_code(const Contract& c, DType dt, float amax, float t) {
   if (c.tensor_scale == TensorScale::te) return e4m3_code(amax * (t * (1.0f / kE2m1Max)));
-  float s = peer_div(amax, kE2m1Max);
-  if (c.tensor_scale == TensorScale::amax) s = peer_div(s, t);
-  return e4m3_code(clamp_keep_nan(s, kE4m3Tiny, kE4m3Max));
+  float s = 0.0f;
+  if (c.tensor_scale == TensorScale::amax && c.block_arith == BlockArith::fused)
+    s = peer_div(amax, kE2m1Max * t);
+  else if (c.tensor_scale == TensorScale::multiplier)
+    s = t * in_dtype(c, dt, peer_div(amax, kE2m1Max));
+  else {
+    s = peer_div(amax, kE2m1Max);
+    if (c.tensor_scale == TensorScale::amax) s = peer_div(s, t);
+  }
+  if (c.zero_block == ZeroBlock::one && s == 0.0f) s = 1.0f;
+  std::uint8_t code = e4m3_code(clamp_keep_nan(s, c.block_min, kE4m3Max));
+  if (c.zero_block == ZeroBlock::eps && code == 0x00) code = 0x20;  // 0.125 = 2^-3, E4M3's epsilon
+  return code;
+}
+
+// quotient=divide: the block's whole descale d (s * t, s / gs, or s).
+float block_descale(const TensorScaleSpec& c, std::uint8_t code, float t) {
+  const float s = e4m3_value(code);
+  if (c.tensor_scale == TensorScale::amax) return s * t;
+  if (c.tensor_scale == TensorScale::multiplier) return peer_div(s, t);
+  return s;
 }
 
 // What the block's elements are multiplied by: 1 / s, or (1 / t) / s; te: 1 / (s * (1 / S_enc))
@@ -141,10 +183,28 @@ float block_multiplier(const TensorScaleSpec& c, std::uint8_t code, float t) {
   return peer_div(one, s);
 }
 
-void quantize_block(const float* x, float m, std::uint8_t* payload) {
+// A zero code's sign by signed_zero, given the quotient q it came from: true keeps q's sign bit
+// (-0.0 included), false drops it, underflow sets it iff q < 0.
+std::uint8_t with_zero_sign(const ElementSpec& c, std::uint8_t code, float q) {
+  if ((code & 0x7) != 0 || c.signed_zero == SignedZero::keep) return code;
+  return c.signed_zero == SignedZero::underflow && q < 0.0f ? 0x8 : 0x0;
+}
+
+std::uint8_t element_code(const Contract& c, float x, float m) {
+  if (c.nvfp4_quotient == Nvfp4Quotient::divide) {
+    const float q = peer_div(x, m);  // m is the descale d here
+    if (std::isnan(q)) return 0x7;
+    return with_zero_sign(c, elem_encode(ElemFormat::e2m1, q, Rounding::rne, Overflow::saturate), q);
+  }
+  const float q = clamp_keep_nan(peer_mul(x, m), -kE2m1Max, kE2m1Max);
+  return std::isnan(q) ? e2m1_code(q) : with_zero_sign(c, e2m1_code(q), q);
+}
+
+// m: the multiplier (quotient=reciprocal) or the descale (quotient=divide) of the block.
+void quantize_block(const Contract& c, const float* x, float m, std::uint8_t* payload) {
   for (int i = 0; i < kNvfp4Block; i += 2) {
-    const std::uint8_t lo = e2m1_code(clamp_keep_nan(peer_mul(x[i], m), -kE2m1Max, kE2m1Max));
-    const std::uint8_t hi = e2m1_code(clamp_keep_nan(peer_mul(x[i + 1], m), -kE2m1Max, kE2m1Max));
+    const std::uint8_t lo = element_code(c, x[i], m);
+    const std::uint8_t hi = element_code(c, x[i + 1], m);
     payload[i / 2] = static_cast<std::uint8_t>(lo | (hi << 4));
   }
 }
@@ -172,7 +232,9 @@ QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const Te
   }
   float t = 1.0f;
   if (c.tensor_scale != TensorScale::none) {
-    const float stored = c.tensor_scale == TensorScale::te ? te_amax(v) : tensor_scale_of(v, x.dtype);
+    const float stored = c.tensor_scale == TensorScale::te           ? te_amax(v)
+                         : c.tensor_scale == TensorScale::multiplier ? multiplier_tensor_scale(c, x.dtype, te_amax(v))
+                                                                     : tensor_scale_of(v, x.dtype);
     t = c.tensor_scale == TensorScale::te ? te_encode_scale(stored) : stored;
     r.tensor_scale = Tensor(DType::f32, specs[2].shape);
     *r.tensor_scale.data<float>() = stored;
@@ -182,8 +244,10 @@ QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const Te
   const std::int64_t blocks = static_cast<std::int64_t>(v.size()) / kNvfp4Block;
   for (std::int64_t b = 0; b < blocks; ++b) {
     const float* xb = v.data() + b * kNvfp4Block;
-    if (!given) scale[b] = block_scale_code(c, block_amax(xb), t);
-    quantize_block(xb, block_multiplier(c, scale[b], t), payload + b * (kNvfp4Block / 2));
+    if (!given) scale[b] = block_scale_code(c, x.dtype, block_amax(xb), t);
+    const float m = c.nvfp4_quotient == Nvfp4Quotient::divide ? block_descale(c, scale[b], t)
+                                                              : block_multiplier(c, scale[b], t);
+    quantize_block(c, xb, m, payload + b * (kNvfp4Block / 2));
   }
   return r;
 }
@@ -197,7 +261,7 @@ QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, c
 }
 
 // torchao NVFP4Tensor.dequantize: e2m1 * (t * s) with the product t * s rounded to fp32 first
-// (get_hp_scales), or e2m1 * s single level; te (dequantize_nvfp4.cuh): e2m1 * ((s * amax) *
+// (get_hp_scales, and ModelOpt's s * t), or e2m1 * s single level; multiplier: e2m1 * fp32(s / gs); te (dequantize_nvfp4.cuh): e2m1 * ((s * amax) *
 // fp32(1 / 2688)). Every NaN comes out canonical, as dequantize_mx.
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape) {
@@ -215,6 +279,7 @@ Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const Tens
     const std::uint8_t code = static_cast<std::uint8_t>(i % 2 == 0 ? byte & 0x0F : byte >> 4);
     float m = e4m3_value(s.data<std::uint8_t>()[i / kNvfp4Block]);
     if (c.tensor_scale == TensorScale::amax) m = t * m;
+    if (c.tensor_scale == TensorScale::multiplier) m = m / t;  // compressed-tensors: s / gs
     if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (kE4m3Max * kE2m1Max));
     const float v = elem_decode(ElemFormat::e2m1, code) * m;
     o[i] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;

@@ -51,6 +51,21 @@ std::vector<PresetDef> compressed_tensors_presets() {
        "compressed-tensors 0.20.1 MXFP8 (weights and dynamic activations): byte from amax rounded to a power of two at "
        "E2M1 precision (amax 448 -> 0x80), E4M3(clamp(x / scale + 0)); NaN group byte 0, inf or 2^128 byte 0x7F",
        "peer", [](Contract& c) { c = ct_mx(ElemFormat::e4m3); }},
+      {"nvfp4.ct",
+       "compressed-tensors 0.20.1 NVFP4 (nvfp4-pack-quantized): global scale gs = D(2688 * D(1 / max(amax, tiny))) "
+       "stored as a multiplier (1.0 if not finite), block scale e4m3(min(gs * D(amax_b / 6), 448)) with code 0 -> 0.125, "
+       "x / fp32(s / gs) to E2M1 RNE, sign iff < 0; D the input's dtype",
+       "peer",
+       [](Contract& c) {
+         c = family_base(Family::nvfp4);
+         c.tensor_scale = TensorScale::multiplier;
+         c.scale_arith = ScaleArith::input;
+         c.block_min = 0.0f;
+         c.zero_block = ZeroBlock::eps;
+         c.nvfp4_quotient = Nvfp4Quotient::divide;
+         c.signed_zero = SignedZero::underflow;
+         c.nonfinite_input = NonFiniteInput::reject;
+       }},
       {"mxfp4.ct",
        "compressed-tensors 0.20.1 MXFP4 (mxfp4-pack-quantized): as mxfp8.ct with E2M1 RNE elements, element 2k in the "
        "low nibble",

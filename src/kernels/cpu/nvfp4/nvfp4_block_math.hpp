@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "formats/torchao_nan.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/fp16.hpp"
 #include "qexact/contract.hpp"
 
 namespace qexact::kernels::nvfp4 {
@@ -87,6 +89,49 @@ inline BlockScale te_block_scale(float amax, float s_enc) {
   const std::uint8_t code = e4m3_satfinite_code(amax * (s_enc * (1.0f / 6.0f)));
   const float m = 1.0f / (e4m3_scale_value(code) * (1.0f / s_enc));
   return {code, m < 0x1.fffffep127f ? m : 0x1.fffffep127f};
+}
+
+// plan.general (ModelOpt, compressed-tensors): the unrounded block scale by the plan's steps, the
+// zero rule, the clamp to [block_min, 448], the E4M3 code (subnormals included: block_min may be
+// below 2^-6), and the zero code's replacement by E4M3's epsilon.
+template <class Plan>
+inline std::uint8_t general_block_code(const Plan& p, float amax) {
+  float s;
+  if (p.multiplier) {
+    const float sixth = div_x86(amax, 6.0f);
+    s = p.tensor_scale * (!p.input_arith          ? sixth
+                          : p.dtype == DType::bf16 ? round_bf16(sixth)
+                          : p.dtype == DType::f16  ? round_f16(sixth)
+                                                   : sixth);
+  } else if (p.fused) {
+    s = div_x86(amax, 6.0f * p.tensor_scale);
+  } else {
+    s = div_x86(amax, 6.0f);
+    if (p.two_level) s = div_x86(s, p.tensor_scale);
+  }
+  if (p.zero_one && s == 0.0f) s = 1.0f;
+  std::uint8_t code;
+  if (is_nan_bits(bits(s))) {
+    code = static_cast<std::uint8_t>(((bits(s) >> 31) << 7) | 0x7Fu);
+  } else {
+    code = e4m3_satfinite_code(s < p.block_min ? p.block_min : s > 448.0f ? 448.0f : s);
+  }
+  return p.zero_eps && code == 0 ? std::uint8_t{0x20} : code;
+}
+
+// plan.general, quotient=divide: the block's whole descale (s * t, s / gs, or s).
+template <class Plan>
+inline float general_block_descale(const Plan& p, std::uint8_t code) {
+  const float s = e4m3_scale_value(code);
+  if (p.multiplier) return div_x86(s, p.tensor_scale);
+  return p.two_level ? s * p.tensor_scale : s;
+}
+
+// A zero code's sign by signed_zero, from the quotient q: keep q's sign bit, drop it, or
+// (underflow) keep it only where q < 0.
+inline std::uint8_t zero_sign(SignedZero rule, std::uint8_t code, float q) {
+  if ((code & 7u) != 0 || rule == SignedZero::keep) return code;
+  return rule == SignedZero::underflow && q < 0.0f ? std::uint8_t{8} : std::uint8_t{0};
 }
 
 // E2M1 code of |v| <= 6 (clamped) by its round-to-nearest-even thresholds: a tie goes to the

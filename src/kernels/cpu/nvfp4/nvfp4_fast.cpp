@@ -15,6 +15,8 @@
 #include "kernels/cpu/nvfp4/nvfp4_fast.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
 #include "qexact/error.hpp"
+#include "qexact/formats/bf16.hpp"
+#include "qexact/formats/fp16.hpp"
 
 namespace qexact::fast {
 namespace {
@@ -73,9 +75,32 @@ std::string run_nvfp4(const Contract& c, const TensorView& x, std::uint8_t* payl
                                   : reject || c.tensor_scale != TensorScale::none ? abs_max_bits(p, threads)
                                                                                    : 0u;
   if (reject && amax_bits >= 0x7F800000u) reject_nonfinite(p, x.shape.back());
+  p.fused = c.block_arith == BlockArith::fused;
+  p.divide = c.nvfp4_quotient == Nvfp4Quotient::divide;
+  p.zero_one = c.zero_block == ZeroBlock::one;
+  p.zero_eps = c.zero_block == ZeroBlock::eps;
+  p.block_min = c.block_min;
+  p.signed_zero = c.signed_zero;
+  p.multiplier = c.tensor_scale == TensorScale::multiplier;
+  p.general = p.fused || p.divide || p.zero_one || p.zero_eps || p.multiplier || p.block_min != 0x1p-6f ||
+              p.signed_zero != SignedZero::keep;
   if (c.tensor_scale == TensorScale::amax) {
     p.two_level = true;
     p.tensor_scale = tensor_scale_of(p, amax_bits);
+    *tensor_scale = p.tensor_scale;
+  } else if (p.multiplier) {
+    // compressed-tensors' global scale (finite inputs: multiplier needs nonfinite_input=reject):
+    // 2688 * fp32(1 / max(amax, 2^-126)), 1.0 where it overflows.
+    // scale_arith=input: both steps in the input's dtype, f16's floor its smallest normal.
+    p.input_arith = c.scale_arith == ScaleArith::input;
+    const auto rounded = [&](float v) {
+      if (!p.input_arith) return v;
+      return x.dtype == DType::bf16 ? round_bf16(v) : x.dtype == DType::f16 ? round_f16(v) : v;
+    };
+    const float tiny = p.input_arith && x.dtype == DType::f16 ? 0x1p-14f : 0x1p-126f;
+    const float reciprocal = rounded(1.0f / std::max(kernels::nvfp4::value(amax_bits), tiny));
+    const float gs = rounded(448.0f * 6.0f * reciprocal);
+    p.tensor_scale = std::isfinite(gs) ? gs : 1.0f;
     *tensor_scale = p.tensor_scale;
   } else if (c.tensor_scale == TensorScale::te) {
     // TransformerEngine stores the amax (finite: te needs nonfinite_input=reject) and quantizes
@@ -126,6 +151,7 @@ void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const T
   for (int code = 0; code < 256; ++code) {
     float m = kernels::nvfp4::e4m3_scale_value(static_cast<std::uint8_t>(code));
     if (c.tensor_scale == TensorScale::amax) m = t * m;  // torchao's get_hp_scales: t * s rounded first
+    if (c.tensor_scale == TensorScale::multiplier) m = m / t;  // compressed-tensors: s / gs
     if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (448.0f * 6.0f));  // TE: (s * amax) / 2688
     multiplier[code] = m;
   }

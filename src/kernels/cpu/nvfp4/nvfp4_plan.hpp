@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 
+#include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact::kernels {
@@ -12,7 +13,18 @@ struct Nvfp4Plan {
   std::int64_t blocks = 0;
   bool two_level = false;
   bool te = false;            // TransformerEngine's arithmetic (tensor_scale=te)
-  float tensor_scale = 1.0f;  // two_level: t; te: S_enc
+  float tensor_scale = 1.0f;  // two_level: t; te: S_enc; multiplier: gs
+  // The steps beyond torchao's (ModelOpt, compressed-tensors): any of them set takes the
+  // one-block path with the general block scale below (nvfp4_block_math.hpp).
+  bool general = false;
+  bool multiplier = false;    // tensor_scale=multiplier: s = gs * (amax / 6), d = s / gs
+  bool fused = false;         // block_arith=fused: s = amax / fp32(6 * t)
+  bool divide = false;        // quotient=divide: x / d
+  bool zero_one = false;      // zero_block=one
+  bool zero_eps = false;      // zero_block=eps
+  float block_min = 0x1p-6f;  // the clamp's lower end
+  bool input_arith = false;   // scale_arith=input (multiplier): amax / 6 rounded to the input's dtype
+  SignedZero signed_zero = SignedZero::keep;
   std::uint8_t* payload = nullptr;
   std::uint8_t* scale = nullptr;
 };

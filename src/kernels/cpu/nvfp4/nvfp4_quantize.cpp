@@ -192,6 +192,58 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
 #endif
 }
 
+// plan.general (finite inputs, except torchao's propagate, which never takes it): the block scale
+// in scalar fp32 by the plan's steps, then the elements x / d or x * m in vectors while d (m) is
+// finite and nonzero, each zero code's sign by signed_zero; otherwise one by one, where a NaN
+// quotient (0 / 0 against a zero tensor scale) is code 7.
+HWY_INLINE void QuantizeGeneralBlock(const Nvfp4Plan& p, const float* x, float amax, std::uint32_t amax_bits,
+                                     std::int64_t b, std::uint8_t* out) {
+  const DF16 df;
+  const DI16 di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  HWY_ALIGN std::int32_t codes[kNvfp4Block];
+  const std::uint8_t code = nvfp4::general_block_code(p, amax);
+  p.scale[b] = code;
+  const float one = p.two_level ? nvfp4::div_x86(1.0f, p.tensor_scale) : 1.0f;
+  const float m = p.divide ? nvfp4::general_block_descale(p, code)
+                           : nvfp4::div_x86(one, nvfp4::e4m3_scale_value(code));
+  const bool vector = amax_bits < 0x7F800000u && std::isfinite(m) && m != 0.0f;
+  if (vector) {
+    const auto mv = hn::Set(df, m);
+    for (int i = 0; i < kNvfp4Block; i += n) {
+      const auto q = p.divide ? hn::Div(hn::Load(df, x + i), mv) : hn::Mul(hn::Load(df, x + i), mv);
+      auto c = E2m1Codes(df, q);
+      if (p.signed_zero != SignedZero::keep) {
+        // A zero code (0 or 8) loses its sign: always (false), or where q is a zero (underflow).
+        const auto zero_code = hn::Eq(hn::And(c, hn::Set(di, 7)), hn::Zero(di));
+        const auto clear = p.signed_zero == SignedZero::drop
+                               ? zero_code
+                               : hn::And(zero_code, hn::RebindMask(di, hn::Eq(q, hn::Zero(df))));
+        c = hn::IfThenZeroElse(clear, c);
+      }
+      hn::Store(c, di, codes + i);
+    }
+  } else {
+    for (int i = 0; i < kNvfp4Block; ++i) {
+      if (p.divide) {
+        const float q = nvfp4::div_x86(x[i], m);
+        if (nvfp4::is_nan_bits(nvfp4::bits(q))) {
+          codes[i] = 7;
+          continue;
+        }
+        const float a = std::fabs(q);
+        const auto mag = nvfp4::e2m1_magnitude_code(a > 6.0f ? 6.0f : a);
+        codes[i] = nvfp4::zero_sign(p.signed_zero, static_cast<std::uint8_t>(mag | ((nvfp4::bits(q) >> 31) << 3)), q);
+      } else {
+        const float q = nvfp4::mul_multiplier_x86(x[i], m);
+        const std::uint8_t c = nvfp4::e2m1_code(x[i], m);
+        codes[i] = nvfp4::is_nan_bits(nvfp4::bits(q)) ? c : nvfp4::zero_sign(p.signed_zero, c, q);
+      }
+    }
+  }
+  for (int i = 0; i < kNvfp4Block; i += 2) out[i / 2] = static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4));
+}
+
 // One block by the scalar steps (any input): amax, scale and multiplier in scalar fp32, the
 // elements in vectors when the block and its multiplier are finite.
 template <DType kDtype>
@@ -212,10 +264,14 @@ HWY_INLINE void QuantizeOneBlock(const Nvfp4Plan& p, std::int64_t b) {
   const std::uint32_t amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
   // torch.amax's NaN is the canonical one; only its E4M3 code (0x7F) matters here.
   const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
+  std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
+  if (p.general) {
+    QuantizeGeneralBlock(p, x, amax, amax_bits, b, out);
+    return;
+  }
   const nvfp4::BlockScale s =
       p.te ? nvfp4::te_block_scale(amax, p.tensor_scale) : nvfp4::block_scale(p.two_level, amax, p.tensor_scale);
   p.scale[b] = s.code;
-  std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
   if (amax_bits < 0x7F800000u && std::isfinite(s.multiplier)) {
     const auto mul = hn::Set(df, s.multiplier);
     for (int i = 0; i < kNvfp4Block; i += n) hn::Store(E2m1Codes(df, hn::Mul(hn::Load(df, x + i), mul)), di, codes + i);
@@ -234,7 +290,7 @@ void QuantizeBlocksOf(const Nvfp4Plan& plan, std::int64_t first, std::int64_t la
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   std::int64_t b = first;
-  if (e.vector && kBatch > 1) {
+  if (e.vector && !p.general && kBatch > 1) {
     for (; b + kBatch <= last; b += kBatch) {
       PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kBatch * kNvfp4Block * kSize);
       if (!QuantizeBlockBatch<kDtype>(p, e, b))
