@@ -99,10 +99,10 @@ float tensor_scale_of(const std::vector<float>& v, DType dtype) {
   return peer_div(amax, kE4m3Max * kE2m1Max);
 }
 
-// tensor_scale=te (TransformerEngine, source-read; inputs are finite): the stored tensor value is
-// the amax itself; the quantizer uses S_enc = 2688 / amax, capped at FLT_MAX, and 1 where the
-// amax is 0 or S_enc underflows to 0.
-float te_amax(const std::vector<float>& v) {
+// max |x| of finite inputs (tensor_scale=te and multiplier). tensor_scale=te (TransformerEngine,
+// source-read): the stored tensor value is the amax itself; the quantizer uses S_enc = 2688 /
+// amax, capped at FLT_MAX, and 1 where the amax is 0 or S_enc underflows to 0.
+float abs_max(const std::vector<float>& v) {
   float amax = 0.0f;
   for (float x : v) amax = std::max(amax, std::fabs(x));
   return amax;
@@ -112,11 +112,7 @@ float te_encode_scale(float amax) {
   return amax == 0.0f || s == 0.0f ? 1.0f : s;
 }
 
-// tensor_scale=multiplier (compressed-tensors' global scale): 2688 / amax as torch computes a
-// scalar over a tensor, 2688 * fp32(1 / amax), the amax floored at 2^-126; 1.0 where that
-// overflows. Inputs are finite here (multiplier needs nonfinite_input=reject).
-// scale_arith=input: each step rounded to the input's dtype D (torch computing on a bf16 / f16
-// amax), the floor D's smallest normal (torch.finfo(D).tiny).
+// scale_arith=input: a step rounded to the input's dtype D (torch computing on a bf16 / f16 amax).
 float in_dtype(const ScaleSpec& c, DType dt, float v) {
   if (c.scale_arith != ScaleArith::input) return v;
   if (dt == DType::bf16) return round_bf16(v);
@@ -124,6 +120,10 @@ float in_dtype(const ScaleSpec& c, DType dt, float v) {
   return v;
 }
 
+// tensor_scale=multiplier (compressed-tensors' global scale): 2688 / amax as torch computes a
+// scalar over a tensor, 2688 * fp32(1 / amax), the amax floored at 2^-126 (scale_arith=input:
+// torch.finfo(D).tiny, each step in D); 1.0 where that overflows. Inputs are finite here
+// (multiplier needs nonfinite_input=reject).
 float multiplier_tensor_scale(const ScaleSpec& c, DType dt, float amax) {
   const float tiny = c.scale_arith == ScaleArith::input && dt == DType::f16 ? 0x1p-14f : 0x1p-126f;
   const float reciprocal = in_dtype(c, dt, 1.0f / std::max(amax, tiny));
@@ -142,12 +142,11 @@ float block_amax(const float* x) {
   return m;
 }
 
-// The E4M3 code of a block's scale: e4m3(clamp(amax / 6, 2^-6, 448)), or with a tensor scale
-// e4m3(clamp((amax / 6) / t, 2^-6, 448)); te: e4m3(amax * (S_enc * fp32(1/6))), saturated, no
-// lower clamp. `t` is S_enc for te.
-// The steps the presets differ in: with tensor_scale=amax, block_arith=fused divides once by
-// fp32(6 * t); with tensor_scale=multiplier, s = fp32(gs * fp32(amax / 6)); zero_block=one makes
-// a zero s 1.0 before the clamp to [block_min, 448], zero_block=eps a zero code E4M3's eps.
+// The E4M3 code of a block's scale: e4m3(clamp(amax / 6, block_min, 448)), or with a tensor
+// scale e4m3(clamp((amax / 6) / t, ...)) (block_arith=fused: amax / fp32(6 * t)), with
+// tensor_scale=multiplier e4m3(clamp(fp32(gs * D(amax / 6)), ...)); zero_block=one makes a zero s
+// 1.0 before the clamp, zero_block=eps a zero code E4M3's eps; te: e4m3(amax * (S_enc *
+// fp32(1/6))), saturated, no lower clamp. `t` is S_enc for te, gs for multiplier.
 std::uint8_t block_scale_code(const Contract& c, DType dt, float amax, float t) {
   if (c.tensor_scale == TensorScale::te) return e4m3_code(amax * (t * (1.0f / kE2m1Max)));
   float s = 0.0f;
@@ -232,8 +231,8 @@ QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const Te
   }
   float t = 1.0f;
   if (c.tensor_scale != TensorScale::none) {
-    const float stored = c.tensor_scale == TensorScale::te           ? te_amax(v)
-                         : c.tensor_scale == TensorScale::multiplier ? multiplier_tensor_scale(c, x.dtype, te_amax(v))
+    const float stored = c.tensor_scale == TensorScale::te           ? abs_max(v)
+                         : c.tensor_scale == TensorScale::multiplier ? multiplier_tensor_scale(c, x.dtype, abs_max(v))
                                                                      : tensor_scale_of(v, x.dtype);
     t = c.tensor_scale == TensorScale::te ? te_encode_scale(stored) : stored;
     r.tensor_scale = Tensor(DType::f32, specs[2].shape);
@@ -261,8 +260,8 @@ QuantResult quantize_nvfp4_with_scales(const Contract& c, const TensorView& x, c
 }
 
 // torchao NVFP4Tensor.dequantize: e2m1 * (t * s) with the product t * s rounded to fp32 first
-// (get_hp_scales, and ModelOpt's s * t), or e2m1 * s single level; multiplier: e2m1 * fp32(s / gs); te (dequantize_nvfp4.cuh): e2m1 * ((s * amax) *
-// fp32(1 / 2688)). Every NaN comes out canonical, as dequantize_mx.
+// (get_hp_scales, and ModelOpt's s * t), or e2m1 * s single level; multiplier: e2m1 * fp32(s / gs);
+// te (dequantize_nvfp4.cuh): e2m1 * ((s * amax) * fp32(1 / 2688)). Every NaN comes out canonical, as dequantize_mx.
 Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const TensorView& scale,
                         const TensorView& tensor_scale, const Shape& x_shape) {
   validate(c);

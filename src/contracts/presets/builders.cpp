@@ -45,4 +45,12 @@ void fp8_descale_floor(Contract& c, double amax_floor) {
   c.zero_group = ZeroGroup::floor;
 }
 
+Contract nvfp4_torch_divide() {
+  Contract c = family_base(Family::nvfp4);
+  c.nvfp4_quotient = Nvfp4Quotient::divide;
+  c.signed_zero = SignedZero::underflow;
+  c.nonfinite_input = NonFiniteInput::reject;
+  return c;
+}
+
 }  // namespace qexact::presets

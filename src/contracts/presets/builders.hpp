@@ -20,5 +20,9 @@ void fp8_descale(Contract& c);
 // Source-read FP8 stacks that divide by a stored fp32 descale with an amax floor (vLLM,
 // DeepSeek-V3), finite inputs only (their NaN handling is not modelled).
 void fp8_descale_floor(Contract& c, double amax_floor);
+// The stacks' NVFP4 on torch (ModelOpt, compressed-tensors): x / fp32(the block's whole
+// descale), a zero code's sign iff the quotient is < 0, finite inputs only (their NaN rules are
+// measured, not modelled). Each preset adds its tensor and block scale steps.
+Contract nvfp4_torch_divide();
 
 }  // namespace qexact::presets

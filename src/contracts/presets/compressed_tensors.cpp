@@ -57,14 +57,11 @@ std::vector<PresetDef> compressed_tensors_presets() {
        "x / fp32(s / gs) to E2M1 RNE, sign iff < 0; D the input's dtype",
        "peer",
        [](Contract& c) {
-         c = family_base(Family::nvfp4);
+         c = nvfp4_torch_divide();
          c.tensor_scale = TensorScale::multiplier;
          c.scale_arith = ScaleArith::input;
          c.block_min = 0.0f;
          c.zero_block = ZeroBlock::eps;
-         c.nvfp4_quotient = Nvfp4Quotient::divide;
-         c.signed_zero = SignedZero::underflow;
-         c.nonfinite_input = NonFiniteInput::reject;
        }},
       {"mxfp4.ct",
        "compressed-tensors 0.20.1 MXFP4 (mxfp4-pack-quantized): as mxfp8.ct with E2M1 RNE elements, element 2k in the "

@@ -64,14 +64,11 @@ std::vector<PresetDef> modelopt_presets() {
        "scale e4m3(clamp(amax_b / fp32(6 * t), 2^-9, 448)) with 0 -> 1.0, x / fp32(s * t) to E2M1 RNE, sign iff < 0",
        "peer",
        [](Contract& c) {
-         c = family_base(Family::nvfp4);
+         c = nvfp4_torch_divide();
          c.tensor_scale = TensorScale::amax;
          c.block_arith = BlockArith::fused;
          c.block_min = 0x1p-9f;
          c.zero_block = ZeroBlock::one;
-         c.nvfp4_quotient = Nvfp4Quotient::divide;
-         c.signed_zero = SignedZero::underflow;
-         c.nonfinite_input = NonFiniteInput::reject;
        }},
       {"mxfp4.modelopt",
        "ModelOpt 0.47.0 MXFP4QTensor.quantize: byte 127 + ceil(fp32 log2(amax / 6)), E2M1 nearest with ties toward zero, "

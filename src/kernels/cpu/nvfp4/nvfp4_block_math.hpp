@@ -91,6 +91,12 @@ inline BlockScale te_block_scale(float amax, float s_enc) {
   return {code, m < 0x1.fffffep127f ? m : 0x1.fffffep127f};
 }
 
+// scale_arith=input: v rounded (RNE) to the input's dtype; f32 input, or input_arith off, as is.
+inline float in_input_dtype(bool input_arith, DType dtype, float v) {
+  if (!input_arith) return v;
+  return dtype == DType::bf16 ? round_bf16(v) : dtype == DType::f16 ? round_f16(v) : v;
+}
+
 // plan.general (ModelOpt, compressed-tensors): the unrounded block scale by the plan's steps, the
 // zero rule, the clamp to [block_min, 448], the E4M3 code (subnormals included: block_min may be
 // below 2^-6), and the zero code's replacement by E4M3's epsilon.
@@ -98,11 +104,7 @@ template <class Plan>
 inline std::uint8_t general_block_code(const Plan& p, float amax) {
   float s;
   if (p.multiplier) {
-    const float sixth = div_x86(amax, 6.0f);
-    s = p.tensor_scale * (!p.input_arith          ? sixth
-                          : p.dtype == DType::bf16 ? round_bf16(sixth)
-                          : p.dtype == DType::f16  ? round_f16(sixth)
-                                                   : sixth);
+    s = p.tensor_scale * in_input_dtype(p.input_arith, p.dtype, div_x86(amax, 6.0f));
   } else if (p.fused) {
     s = div_x86(amax, 6.0f * p.tensor_scale);
   } else {

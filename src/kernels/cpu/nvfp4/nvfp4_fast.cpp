@@ -15,8 +15,6 @@
 #include "kernels/cpu/nvfp4/nvfp4_fast.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
 #include "qexact/error.hpp"
-#include "qexact/formats/bf16.hpp"
-#include "qexact/formats/fp16.hpp"
 
 namespace qexact::fast {
 namespace {
@@ -92,14 +90,12 @@ std::string run_nvfp4(const Contract& c, const TensorView& x, std::uint8_t* payl
     // compressed-tensors' global scale (finite inputs: multiplier needs nonfinite_input=reject):
     // 2688 * fp32(1 / max(amax, 2^-126)), 1.0 where it overflows.
     // scale_arith=input: both steps in the input's dtype, f16's floor its smallest normal.
+    using kernels::nvfp4::in_input_dtype;
     p.input_arith = c.scale_arith == ScaleArith::input;
-    const auto rounded = [&](float v) {
-      if (!p.input_arith) return v;
-      return x.dtype == DType::bf16 ? round_bf16(v) : x.dtype == DType::f16 ? round_f16(v) : v;
-    };
     const float tiny = p.input_arith && x.dtype == DType::f16 ? 0x1p-14f : 0x1p-126f;
-    const float reciprocal = rounded(1.0f / std::max(kernels::nvfp4::value(amax_bits), tiny));
-    const float gs = rounded(448.0f * 6.0f * reciprocal);
+    const float reciprocal =
+        in_input_dtype(p.input_arith, x.dtype, 1.0f / std::max(kernels::nvfp4::value(amax_bits), tiny));
+    const float gs = in_input_dtype(p.input_arith, x.dtype, 448.0f * 6.0f * reciprocal);
     p.tensor_scale = std::isfinite(gs) ? gs : 1.0f;
     *tensor_scale = p.tensor_scale;
   } else if (c.tensor_scale == TensorScale::te) {
