@@ -27,10 +27,10 @@ fi
 
 mkdir -p "$out"
 echo "== qexact quantize --preset mxfp8.ascend all-MiniLM-L6-v2"
-"$qexact" quantize --preset mxfp8.ascend "$model" --out "$out/minilm.mxfp8.ascend.safetensors"
+"$qexact" quantize --preset mxfp8.ascend "$model" --out "$out/minilm.mxfp8.ascend.safetensors" --force
 "$venv/bin/python" scripts/check-checkpoint.py "$qexact" "$model" "$out/minilm.mxfp8.ascend.safetensors" "$out/check"
 
 echo "== qexact quantize --preset int8.token.blaze --include '*.weight' --exclude '*LayerNorm*'"
 "$qexact" quantize --preset int8.token.blaze --include '*.weight' --exclude '*LayerNorm*' "$model" \
-  --out "$out/minilm.int8.token.blaze.safetensors"
+  --out "$out/minilm.int8.token.blaze.safetensors" --force
 "$venv/bin/python" scripts/check-checkpoint.py "$qexact" "$model" "$out/minilm.int8.token.blaze.safetensors" "$out/check"

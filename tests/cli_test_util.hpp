@@ -114,12 +114,35 @@ class CliTest : public ::testing::Test {
 
   std::filesystem::path work() const { return root_ / "work"; }
 
+  // `command` through /bin/sh in work(); its exit status (-1: did not exit normally).
+  int sh(const std::string& command) const {
+    const std::string cmd = "cd " + shell_quote(work().string()) + " && { " + command + "\n}";
+    // (A command ending in '&' runs in the background; sh returns at once.)
+    const int raw = std::system(cmd.c_str());
+    return raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  }
+  // The CLI's path, quoted for sh().
+  std::string q() const { return shell_quote(cli_); }
+
+  // qexact ARGS (quoted for sh) under strace with a fault injected (strace -e inject=INJECT); its
+  // exit status. strace's own output is discarded, qexact's stderr kept in work()/err.txt.
+  // LeakSanitizer cannot run under ptrace: off for the traced run of an ASan build.
+  int under_strace(const std::string& inject, const std::string& args) const {
+    return sh("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -qq -o /dev/null -e inject=" +
+              inject + " " + q() + " " + args + " 2>err.txt >/dev/null");
+  }
+
+  // Every later run() is killed after `seconds` (status 137): for the tests of inputs that once
+  // made qexact wait forever, so that a regression fails instead of hanging the suite.
+  void limit_run_time(int seconds) { run_prefix_ = "timeout -s KILL " + std::to_string(seconds) + " "; }
+
   // Runs `qexact ARGS` in work(), capturing stdout and stderr in files outside it.
   RunResult run(const std::vector<std::string>& args) const {
     // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string&&` at -O3.
     std::string cmd = "cd ";
     cmd += shell_quote(work().string());
     cmd += " && ";
+    cmd += run_prefix_;
     cmd += shell_quote(cli_);
     for (const auto& a : args) {
       cmd += ' ';
@@ -171,6 +194,7 @@ class CliTest : public ::testing::Test {
 
  private:
   std::string dir_prefix_;
+  std::string run_prefix_;
   std::string cli_;
   std::filesystem::path root_;
 };

@@ -280,7 +280,7 @@ TEST_F(CheckpointTest, BadInputExitsTwoAndWritesNothing) {
 TEST_F(CheckpointTest, OutputIsTheCanonicalEncoding) {
   for (const char* preset : {"mxfp8.ascend", "mx.ocp.e2m1", "int8.token.blaze"}) {
     SCOPED_TRACE(preset);
-    ASSERT_EQ(run({"quantize", "--preset", preset, "model.safetensors", "--out", "o.safetensors"}).status, 0);
+    ASSERT_EQ(run({"quantize", "--preset", preset, "model.safetensors", "--out", "o.safetensors", "--force"}).status, 0);
     const std::string file = get("o.safetensors");
     const Bytes encoded = st::encode(st::read(work() / "o.safetensors"));
     EXPECT_EQ(file, std::string(encoded.begin(), encoded.end()));
@@ -481,6 +481,7 @@ TEST_F(CheckpointTest, StreamedChunksGiveTheWholeTensorsBytesAndStatistics) {
     st::write(work() / "big.safetensors", a);
     checkpoint::Options o;
     o.run.threads = 2;
+    o.replace = true;  // one output file for every contract of the loop
     const checkpoint::FileResult got = checkpoint::quantize_file(c, work() / "big.safetensors", work() / "big.q.safetensors", o);
     const checkpoint::TensorsResult want = checkpoint::quantize_tensors(c, inputs, {}, o);
     const st::Archive out = st::read(work() / "big.q.safetensors");

@@ -35,26 +35,8 @@ class OutputSafety : public test::CliTest {
   void SetUp() override {
     CliTest::SetUp();
     if (IsSkipped()) return;
-    cli_ = std::getenv("QEXACT_CLI");
     const std::vector<float> v = test::random_values(8 * 64, 15);
     put_npy("x.npy", test::f32_tensor({8, 64}, v));
-  }
-
-  // `command` through /bin/sh in work(); its exit status (-1: did not exit normally).
-  int sh(const std::string& command) const {
-    const std::string cmd = "cd " + test::shell_quote(work().string()) + " && { " + command + "\n}";
-    // (A command ending in '&' runs in the background; sh returns at once.)
-    const int raw = std::system(cmd.c_str());
-    return raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  }
-  std::string q() const { return test::shell_quote(cli_); }
-
-  // qexact under strace with a fault injected; strace's own output is discarded, qexact's
-  // stderr kept in err.txt.
-  // LeakSanitizer cannot run under ptrace: off for the traced run of an ASan build.
-  int under_strace(const std::string& inject, const std::string& args) const {
-    return sh("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -qq -o /dev/null -e inject=" +
-              inject + " " + q() + " " + args + " 2>err.txt >/dev/null");
   }
 
   // The names in `dir` that are qexact temporaries.
@@ -71,7 +53,6 @@ class OutputSafety : public test::CliTest {
     return {r.status, r.status == 0 ? get(out) : r.err};
   }
 
-  std::string cli_;
 };
 
 // ---- 1. links, special files, inputs ----

@@ -49,6 +49,9 @@ const char* naming(const Contract& c);
 struct Options {
   std::vector<std::string> include, exclude;  // fnmatch globs on tensor names ('*' crosses '.')
   bool strict = false;
+  // quantize_file: an existing `out` is replaced (atomically) only when set (the CLI's --force);
+  // otherwise it is a bad_argument error before any work.
+  bool replace = false;
   RunOptions run;
 };
 

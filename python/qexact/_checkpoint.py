@@ -75,10 +75,11 @@ def _globs(g: str | Sequence[str] | None, what: str) -> list[str]:
 def quantize_checkpoint(src: str | os.PathLike[str], out: str | os.PathLike[str], preset: str, *,
                         params: Mapping[str, Any] | None = None, include: str | Sequence[str] | None = None,
                         exclude: str | Sequence[str] | None = None, strict: bool = False,
-                        engine: Engine = "fast", threads: int = 0) -> CheckpointSummary:
+                        engine: Engine = "fast", threads: int = 0, force: bool = False) -> CheckpointSummary:
     """Quantize the .safetensors file ``src`` into ``out`` under ``preset`` (with parameter
     overrides ``params``), exactly as ``qexact quantize --preset P src --out out`` does: the same
-    bytes, streamed tensor by tensor, ``out`` replaced atomically.
+    bytes, streamed tensor by tensor, ``out`` published atomically. An existing ``out`` is a
+    ValueError unless ``force=True`` (``--force``), which replaces it as a whole.
 
     Tensors whose name matches an ``include`` glob (default: all) and no ``exclude`` glob are
     quantized into ``<name>.payload`` and ``<name>.scale`` (and ``<name>.tensor_scale`` for a
@@ -90,7 +91,7 @@ def quantize_checkpoint(src: str | os.PathLike[str], out: str | os.PathLike[str]
     contract = ContractInfo.of(preset, dict(params or {}))
     return CheckpointSummary._of(_core.quantize_checkpoint(
         os.fspath(src), os.fspath(out), preset, list(contract.overrides), _globs(include, "include"),
-        _globs(exclude, "exclude"), bool(strict), engine, threads))
+        _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force)))
 
 
 def _dtype_key(x: Any) -> str:

@@ -34,7 +34,7 @@ using SummaryTuple = std::tuple<std::vector<Row>, std::vector<std::pair<std::str
 checkpoint::Options options_of(const std::vector<std::string>& include, const std::vector<std::string>& exclude,
                                bool strict, const std::string& engine, int threads) {
   if (threads < 0) fail(ErrorKind::bad_argument, "threads must be >= 0, got " + std::to_string(threads));
-  return checkpoint::Options{include, exclude, strict, RunOptions{parse_engine(engine), threads}};
+  return checkpoint::Options{include, exclude, strict, /*replace=*/false, RunOptions{parse_engine(engine), threads}};
 }
 
 SummaryTuple summary_tuple(const checkpoint::Summary& s, Metadata metadata) {
@@ -47,9 +47,10 @@ SummaryTuple summary_tuple(const checkpoint::Summary& s, Metadata metadata) {
 SummaryTuple quantize_checkpoint_file(const std::string& src, const std::string& out, const std::string& preset,
                                       const Overrides& o, const std::vector<std::string>& include,
                                       const std::vector<std::string>& exclude, bool strict, const std::string& engine,
-                                      int threads) {
+                                      int threads, bool force) {
   const Contract c = make_contract(preset, o);
-  const checkpoint::Options opts = options_of(include, exclude, strict, engine, threads);
+  checkpoint::Options opts = options_of(include, exclude, strict, engine, threads);
+  opts.replace = force;
   checkpoint::FileResult r;
   {
     nb::gil_scoped_release release;
@@ -100,7 +101,7 @@ quantize_tensor_list(const std::vector<std::string>& names, const std::vector<st
 void bind_checkpoint(nb::module_& m) {
   using namespace nb::literals;
   m.def("quantize_checkpoint", &quantize_checkpoint_file, "src"_a, "out"_a, "preset"_a, "overrides"_a, "include"_a,
-        "exclude"_a, "strict"_a, "engine"_a, "threads"_a,
+        "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a,
         "Quantize a .safetensors file into another, as `qexact quantize` does: (rows, skipped, copied, metadata, text).");
   m.def("quantize_tensors", &quantize_tensor_list, "names"_a, "dtypes"_a, "shapes"_a, "arrays"_a, "bf16_bits"_a,
         "metadata"_a, "preset"_a, "overrides"_a, "include"_a, "exclude"_a, "strict"_a, "engine"_a, "threads"_a,

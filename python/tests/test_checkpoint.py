@@ -159,6 +159,14 @@ def test_a_non_contiguous_tensor_is_read_with_its_strides():
 def test_refusals(model, tmp_path):
     out = tmp_path / "q.safetensors"
     qexact.quantize_checkpoint(model, out, "mxfp8.ascend")
+    # An existing output is replaced only when asked, as `--force` does.
+    before = out.read_bytes()
+    with pytest.raises(ValueError, match="already exists; pass --force"):
+        qexact.quantize_checkpoint(model, out, "mx.ocp")
+    assert out.read_bytes() == before
+    qexact.quantize_checkpoint(model, out, "mx.ocp", force=True)
+    assert out.read_bytes() != before
+    qexact.quantize_checkpoint(model, out, "mxfp8.ascend", force=True)
     with pytest.raises(ValueError, match="already quantized by qexact"):
         qexact.quantize_checkpoint(out, tmp_path / "qq.safetensors", "mxfp8.ascend")
     meta, _ = read_safetensors(out)

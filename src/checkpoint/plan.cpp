@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contracts/family_table.hpp"
+#include "io/printable.hpp"
 #include "io/safetensors.hpp"
 
 // Kept equal to project(VERSION) in CMakeLists.txt unless CMake defines it.
@@ -58,7 +59,7 @@ std::string stored_dtype(const OutputSpec& o) {
 }
 
 void refuse_strict(const std::string& name, const std::string& reason) {
-  fail(ErrorKind::bad_argument, "tensor '" + name + "' cannot be quantized (strict): " + reason);
+  fail(ErrorKind::bad_argument, "tensor '" + io::printable(name) + "' cannot be quantized (strict): " + reason);
 }
 
 std::optional<DType> float_dtype(const std::string& st_dtype) {

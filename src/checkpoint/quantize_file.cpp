@@ -17,6 +17,7 @@
 #include "io/atomic_file.hpp"
 #include "io/input_file.hpp"
 #include "io/output_guard.hpp"
+#include "io/printable.hpp"
 #include "io/safetensors.hpp"
 
 namespace qexact::checkpoint {
@@ -76,7 +77,7 @@ std::uint64_t planned_bytes(const Planned& p) {
 void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::Slot& slot,
                  std::span<const std::uint8_t> bytes) {
   if (bytes.size() != slot.nbytes)
-    throw std::logic_error("tensor '" + slot.name + "': " + std::to_string(bytes.size()) + " bytes where the layout has " +
+    throw std::logic_error("tensor '" + io::printable(slot.name) + "': " + std::to_string(bytes.size()) + " bytes where the layout has " +
                            std::to_string(slot.nbytes));
   out.write_at(offset, bytes);
 }
@@ -86,6 +87,9 @@ void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::S
 FileResult quantize_file(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
                          const Options& o, const ProgressFn& progress) {
   io::check_output_file(out, {src});  // before any work: never a link, a device or the input itself
+  std::error_code exists_ec;
+  if (!o.replace && std::filesystem::exists(std::filesystem::symlink_status(out, exists_ec)))
+    fail(ErrorKind::bad_argument, out.string() + " already exists; pass --force to replace it (atomically)");
   const io::InputFile file(src);
   const safetensors::Index index = safetensors::read_index(file, src.string());
   check_quantizable(c, index.metadata, src.string());
@@ -173,7 +177,7 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
       std::string reason;
       const std::optional<QuantResult> r = quantize_one(c, x, p, o.run, reason);
       if (r && streamed_refusal)
-        throw std::logic_error("tensor '" + s.name + "': a chunk was refused, the whole tensor was not");
+        throw std::logic_error("tensor '" + io::printable(s.name) + "': a chunk was refused, the whole tensor was not");
       if (!r) {
         if (o.strict) refuse_strict(s.name, reason);
         late_skips.emplace(s.name, reason);

@@ -5,6 +5,7 @@
 
 #include "checkpoint/plan.hpp"
 #include "checkpoint/tensor_stats.hpp"
+#include "io/printable.hpp"
 #include "io/safetensors.hpp"
 #include "io/shape_bytes.hpp"
 
@@ -20,14 +21,14 @@ TensorsResult quantize_tensors(const Contract& c, const std::vector<Input>& inpu
   std::vector<Source> sources;
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const Input& in = *sorted[i];
-    if (i > 0 && sorted[i - 1]->name == in.name) fail(ErrorKind::bad_argument, "two tensors are named '" + in.name + "'");
+    if (i > 0 && sorted[i - 1]->name == in.name) fail(ErrorKind::bad_argument, "two tensors are named '" + io::printable(in.name) + "'");
     const std::size_t itemsize = safetensors::itemsize(in.dtype);  // rejects an unknown dtype name
     for (std::int64_t d : in.view.shape)
-      if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + in.name + "': negative dimension in " + shape_str(in.view.shape));
+      if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + io::printable(in.name) + "': negative dimension in " + shape_str(in.view.shape));
     const auto nbytes = io::shape_bytes(in.view.shape, itemsize);
-    if (!nbytes) fail(ErrorKind::bad_argument, "tensor '" + in.name + "': shape " + shape_str(in.view.shape) + " is too large");
+    if (!nbytes) fail(ErrorKind::bad_argument, "tensor '" + io::printable(in.name) + "': shape " + shape_str(in.view.shape) + " is too large");
     if (const auto f = float_dtype(in.dtype); f && *f != in.view.dtype)
-      fail(ErrorKind::bad_argument, "tensor '" + in.name + "' is named " + in.dtype + " but holds " +
+      fail(ErrorKind::bad_argument, "tensor '" + io::printable(in.name) + "' is named " + in.dtype + " but holds " +
                                         dtype_name(in.view.dtype) + " values");
     sources.push_back(Source{in.name, in.dtype, in.view.shape, *nbytes});
   }

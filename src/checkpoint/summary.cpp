@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "io/printable.hpp"
 #include "qexact/checkpoint.hpp"
 
 namespace qexact::checkpoint {
@@ -24,7 +25,7 @@ std::string summary_text(const Summary& s) {
   std::ostringstream out;
   std::size_t name_w = 6, shape_w = 5;
   for (const TensorSummary& r : s.quantized) {
-    name_w = std::max(name_w, r.name.size());
+    name_w = std::max(name_w, io::printable(r.name).size());
     shape_w = std::max(shape_w, shape_str(r.shape).size());
   }
   out << std::left << std::setw(static_cast<int>(name_w)) << "tensor" << "  " << std::setw(static_cast<int>(shape_w))
@@ -33,14 +34,14 @@ std::string summary_text(const Summary& s) {
       << "\n";
   std::uint64_t in = 0, outb = 0;
   for (const TensorSummary& r : s.quantized) {
-    out << std::left << std::setw(static_cast<int>(name_w)) << r.name << "  " << std::setw(static_cast<int>(shape_w))
+    out << std::left << std::setw(static_cast<int>(name_w)) << io::printable(r.name) << "  " << std::setw(static_cast<int>(shape_w))
         << shape_str(r.shape) << "  " << std::setw(5) << dtype_name(r.dtype) << std::right << "  " << std::setw(9)
         << fixed(r.sqnr_db, 2) << "  " << std::setw(11) << fixed(r.saturated_pct, 4) << "  " << std::setw(12)
         << r.bytes_in << "  " << std::setw(12) << r.bytes_out << "\n";
     in += r.bytes_in;
     outb += r.bytes_out;
   }
-  for (const auto& [name, reason] : s.skipped) out << "skipped " << name << ": " << reason << "\n";
+  for (const auto& [name, reason] : s.skipped) out << "skipped " << io::printable(name) << ": " << reason << "\n";
   out << "total: " << s.quantized.size() << " quantized, " << s.skipped.size() << " skipped, " << s.copied.size()
       << " copied unmatched; quantized bytes in " << in << ", out " << outb;
   if (outb != 0) out << " (" << fixed(static_cast<double>(in) / static_cast<double>(outb), 3) << "x smaller)";

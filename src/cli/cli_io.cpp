@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "io/npy.hpp"
+#include "io/read_file.hpp"
 
 namespace qexact::cli {
 
@@ -43,6 +44,11 @@ Tensor decode_npy_expecting(std::span<const std::uint8_t> bytes, DType expected,
 }
 
 nlohmann::ordered_json parse_json(std::span<const std::uint8_t> bytes, const std::filesystem::path& path) {
+  if (bytes.size() > io::kMaxJsonBytes)
+    fail(ErrorKind::bad_file, path.string() + ": larger than the " + std::to_string(io::kMaxJsonBytes) +
+                                  "-byte limit for a JSON document");
+  io::check_json_depth(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), io::kMaxJsonDepth,
+                       path.string());
   const auto j = nlohmann::ordered_json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(ErrorKind::bad_file, path.string() + ": not valid JSON");
   return j;

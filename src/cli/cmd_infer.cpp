@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "contracts/family_table.hpp"
 #include "conformance/infer.hpp"
 #include "contracts/contract_json.hpp"
 
@@ -133,8 +134,12 @@ void add_infer(CLI::App& app, Action& action) {
   CLI::App* sub = app.add_subcommand("infer", "Find the contract that reproduces a device's outputs for exported cases");
   sub->add_option("dir", opts->dir, "a directory written by `qexact cases`, with the device's outputs")->required();
   sub->add_flag("--json", opts->json, "print the result as JSON");
-  sub->add_option("--family", opts->family, "search only this family (mx, int8.block, int8.token, int8.group, hif4)");
-  sub->add_option("--threads", opts->threads, "threads of the fast engine per candidate")->capture_default_str();
+  std::string families;
+  for (const FamilyTraits& t : family_table()) families += (families.empty() ? "" : ", ") + std::string(t.name);
+  sub->add_option("--family", opts->family, "search only this family (" + families + ")");
+  sub->add_option("--threads", opts->threads, "threads of the fast engine per candidate (0: QEXACT_THREADS, else one per core)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   sub->callback([opts, &action] { action = [opts] { return run_infer(*opts); }; });
 }
 

@@ -46,8 +46,7 @@ int run_quantize(const QuantizeOptions& o) {
   if (is_checkpoint(o.input)) {
     if (!o.dtype.empty())
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
-    if (o.force) fail(ErrorKind::bad_argument, "--force applies to an output directory; an output file is replaced atomically");
-    CheckpointOptions co{o.input, o.out, {o.include, o.exclude, o.strict, o.engine.options()}};
+    CheckpointOptions co{o.input, o.out, {o.include, o.exclude, o.strict, o.force, o.engine.options()}};
     return quantize_checkpoint(c, co, std::cout);
   }
   if (!o.include.empty() || !o.exclude.empty() || o.strict)
@@ -111,9 +110,9 @@ void add_quantize(CLI::App& app, Action& action) {
   sub->add_option("--exclude", opts->exclude, "checkpoint: leave tensors matching this glob as they are (repeatable)")
       ->allow_extra_args(false);
   sub->add_flag("--force", opts->force,
-                "replace an existing output directory (atomically, as a whole; only one holding just "
-                "the files this contract writes: payload.npy, scale.npy, tensor_scale.npy where it has one, "
-                "and meta.json)");
+                "replace an existing output (atomically, as a whole): a checkpoint's .safetensors file, or an "
+                "output directory holding just the files this contract writes (payload.npy, scale.npy, "
+                "tensor_scale.npy where it has one, and meta.json)");
   sub->add_flag("--strict", opts->strict, "checkpoint: a matched tensor the contract cannot take is an error");
   sub->callback([opts, &action] { action = [opts] { return run_quantize(*opts); }; });
 }

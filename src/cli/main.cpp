@@ -30,7 +30,7 @@ int report(const char* prefix, std::string message, int status) {
 
 int main(int argc, char** argv) {
   using namespace qexact::cli;
-  CLI::App app{"qexact: bit-exact quantizers (MX, int8, HiFloat4) and their conformance check", "qexact"};
+  CLI::App app{"qexact: bit-exact quantizers (MX, FP8 with fp32 scales, NVFP4, int8, ggml Q8_0, HiFloat4) and their conformance check", "qexact"};
   app.set_version_flag("--version", kVersion);
   // Left to main (not require_subcommand) so that a misspelt command is named in the error.
   app.require_subcommand(0, 1);

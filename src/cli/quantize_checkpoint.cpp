@@ -42,9 +42,12 @@ class ProgressBar {
 }  // namespace
 
 int quantize_checkpoint(const Contract& c, const CheckpointOptions& o, std::ostream& out) {
-  const ProgressBar bar;
-  const checkpoint::FileResult r =
-      checkpoint::quantize_file(c, o.input, o.output, o.options, [&](const checkpoint::Progress& p) { bar(p); });
+  checkpoint::FileResult r;
+  {
+    // Ended (its line closed) before the summary is printed: both may go to one terminal.
+    const ProgressBar bar;
+    r = checkpoint::quantize_file(c, o.input, o.output, o.options, [&](const checkpoint::Progress& p) { bar(p); });
+  }
   out << checkpoint::summary_text(r.summary);
   return 0;
 }

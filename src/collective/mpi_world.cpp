@@ -31,6 +31,7 @@ void check(int rc, const char* call) {
 
 constexpr int kNotAnError = -1;
 constexpr int kInternal = 1000;
+constexpr int kOutOfMemory = 1001;
 
 }  // namespace
 
@@ -81,8 +82,12 @@ void agree_on(const MpiSession& s, const std::function<void()>& step) {
   } catch (const Error& e) {
     message = e.what();
     kind = static_cast<int>(e.kind());
+  } catch (const std::bad_alloc&) {
+    message = "out of memory";
+    kind = kOutOfMemory;
   } catch (const std::exception& e) {
-    message = std::string("internal error: ") + e.what();
+    // Without a prefix: run_mpi_command's report says "internal error: " once.
+    message = e.what();
     kind = kInternal;
   }
   const int mine[2] = {kind == kNotAnError ? s.world() : s.rank(), kind == kNotAnError ? 0 : 1};
@@ -98,6 +103,7 @@ void agree_on(const MpiSession& s, const std::function<void()>& step) {
   check(MPI_Bcast(message.data(), length, MPI_CHAR, lowest, s.comm()), "MPI_Bcast");
   if (failures < s.world()) message = "rank " + std::to_string(lowest) + ": " + message;
   if (kind == kInternal) throw std::runtime_error(message);
+  if (kind == kOutOfMemory) throw Error(ErrorKind::io, message);
   throw Error(static_cast<ErrorKind>(kind), message);
 }
 

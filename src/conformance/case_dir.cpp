@@ -1,8 +1,6 @@
 #include "conformance/case_dir.hpp"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +9,8 @@
 #include "contracts/family_table.hpp"
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
+#include "io/printable.hpp"
+#include "io/read_file.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::conformance {
@@ -43,7 +43,7 @@ void check_case_name(const std::string& name) {
                        ch == '_' || ch == '-' || ch == '.' || ch == '^' || ch == '+';
     ok = ok && plain;
   }
-  if (!ok) fail(ErrorKind::bad_argument, "case name \"" + name + "\" is not a plain directory name");
+  if (!ok) fail(ErrorKind::bad_argument, "case name \"" + io::printable(name) + "\" is not a plain directory name");
 }
 
 Json manifest_json(const Contract& c, const std::vector<ExportCase>& cases) {
@@ -88,17 +88,8 @@ class ManifestReader {
   std::string source_;
 };
 
-Json read_json_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot open " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  const Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(ErrorKind::bad_file, path.string() + ": not valid JSON");
-  return j;
-}
-
 Tensor read_typed(const fs::path& path, DType expected) {
+  exists_in_lab(path);
   Tensor t = npy::read(path);
   if (expected == DType::bf16 && t.dtype() == DType::u16) t = npy::reinterpret_u16_as_bf16(t);
   if (t.dtype() != expected)
@@ -108,6 +99,15 @@ Tensor read_typed(const fs::path& path, DType expected) {
 }
 
 }  // namespace
+
+bool exists_in_lab(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (fs::is_symlink(st))
+    fail(ErrorKind::bad_file, path.string() + " is a symbolic link: qexact follows no link inside a lab (the cases, "
+                                              "their inputs and outputs must be in it)");
+  return fs::exists(st);
+}
 
 std::vector<std::string> device_output_files(const Contract& c) {
   if (output_kind(c) == OutputKind::single) return {"output.npy"};
@@ -145,20 +145,17 @@ void write_case_dir(const fs::path& dir_as_given, const Contract& c, const std::
   }
 }
 
-CaseDir read_case_dir(const fs::path& dir) {
-  const fs::path path = dir / kCaseManifest;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    fail(ErrorKind::bad_file, dir.string() + " is not an exported case directory (no " + kCaseManifest + ")");
-  const Json j = read_json_file(path);
-  const ManifestReader r(path.string());
+CaseDir parse_case_manifest(const std::string& text, const std::string& source) {
+  io::check_json_depth(text, io::kMaxJsonDepth, source);
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(ErrorKind::bad_file, source + ": not valid JSON");
+  const ManifestReader r(source);
   if (!j.is_object()) r.malformed("the manifest is not a JSON object");
   const std::string format = r.string(j, "format", "the manifest");
   if (format != kCaseFormat) r.malformed("format \"" + format + "\" is not " + kCaseFormat);
 
   CaseDir d;
-  d.root = dir;
-  d.contract = contract_from_json(j, path.string(), "the manifest");
+  d.contract = contract_from_json(j, source, "the manifest");
 
   const Json& cases = r.member(j, "cases", "the manifest");
   if (!cases.is_array()) r.malformed("\"cases\" is not an array");
@@ -175,7 +172,7 @@ CaseDir read_case_dir(const fs::path& dir) {
     e.predicate = r.string(cj, "predicate", where);
     e.expect_error = r.string(cj, "expect_error", where);
     if (!e.expect_error.empty() && !known_error_kind(e.expect_error))
-      r.malformed("\"expect_error\" of case \"" + e.name + "\" is \"" + e.expect_error +
+      r.malformed("\"expect_error\" of case \"" + e.name + "\" is \"" + io::printable(e.expect_error) +
                   "\", not one of bad_argument, bad_input, bad_file, io (or \"\")");
     const Json& hits = r.member(cj, "hits", where);
     if (!hits.is_number_integer()) r.malformed("\"hits\" of case \"" + e.name + "\" is not an integer");
@@ -194,6 +191,20 @@ CaseDir read_case_dir(const fs::path& dir) {
   return d;
 }
 
+CaseDir read_case_dir(const fs::path& dir, LabAccess access) {
+  const fs::path path = dir / kCaseManifest;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || !exists_in_lab(path))
+    fail(ErrorKind::bad_file, dir.string() + " is not an exported case directory (no " + kCaseManifest + ")");
+  auto lock = std::make_shared<io::DirLock>(dir, access == LabAccess::write ? io::DirLock::Mode::exclusive
+                                                                          : io::DirLock::Mode::shared);
+  CaseDir d = parse_case_manifest(io::read_json_text(path), path.string());
+  for (const CaseEntry& e : d.cases) exists_in_lab(dir / e.name);
+  d.root = dir;
+  d.lock = std::move(lock);
+  return d;
+}
+
 Tensor read_case_input(const CaseDir& d, const CaseEntry& e) {
   const fs::path path = d.root / e.name / kCaseInput;
   Tensor t = read_typed(path, e.dtype);
@@ -207,9 +218,8 @@ std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry
   const std::vector<std::string> files = device_output_files(d.contract);
   std::vector<bool> present;
   bool any = false;
-  std::error_code ec;
   for (const std::string& f : files) {
-    present.push_back(fs::exists(d.root / e.name / f, ec));
+    present.push_back(exists_in_lab(d.root / e.name / f));
     any = any || present.back();
   }
   if (!any) return std::nullopt;
@@ -227,7 +237,7 @@ std::optional<DeviceOutput> read_device_output(const CaseDir& d, const CaseEntry
     out.scale = npy::read(d.root / e.name / files[1]);
     // Read whenever the device wrote one, wanted or not: compare counts an extra or a missing
     // tensor scale and diagnoses it.
-    if (fs::exists(d.root / e.name / kTensorScaleFile, ec)) out.tensor_scale = npy::read(d.root / e.name / kTensorScaleFile);
+    if (exists_in_lab(d.root / e.name / kTensorScaleFile)) out.tensor_scale = npy::read(d.root / e.name / kTensorScaleFile);
   }
   return out;
 }

@@ -18,12 +18,14 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "conformance/cases.hpp"
 #include "conformance/contract_output.hpp"
+#include "io/dir_lock.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/tensor.hpp"
 
@@ -48,7 +50,11 @@ struct CaseDir {
   std::filesystem::path root;
   Contract contract;         // the exported contract (preset + every parameter)
   std::vector<CaseEntry> cases;
+  std::shared_ptr<io::DirLock> lock;  // held while the CaseDir (or a copy) lives
 };
+
+// How a run uses a lab: `read` shares it with other readers, `write` (emulate) holds it alone.
+enum class LabAccess { read, write };
 
 // A case to export and its kind.
 struct ExportCase {
@@ -69,8 +75,18 @@ inline constexpr const char* kTensorScaleFile = "tensor_scale.npy";
 // nothing behind. Case names must be unique plain names.
 void write_case_dir(const std::filesystem::path& dir, const Contract& c, const std::vector<ExportCase>& cases);
 
-// Reads and checks manifest.json (ErrorKind::bad_file naming the member on a malformed one).
-CaseDir read_case_dir(const std::filesystem::path& dir);
+// Reads and checks manifest.json (ErrorKind::bad_file naming the member on a malformed one),
+// after locking the lab for `access` (io/dir_lock.hpp). Nothing in a lab is reached through a
+// symbolic link: the manifest, a case's directory or any file in it being a link is a bad_file
+// error naming it, so a lab never steers a read or a write outside itself.
+CaseDir read_case_dir(const std::filesystem::path& dir, LabAccess access = LabAccess::read);
+
+// The manifest's text parsed and checked (no file is touched; `root` and `lock` are left empty):
+// read_case_dir's parser, and the fuzz target's.
+CaseDir parse_case_manifest(const std::string& text, const std::string& source);
+
+// ErrorKind::bad_file when `path` (inside a lab) is a symbolic link; false when it does not exist.
+bool exists_in_lab(const std::filesystem::path& path);
 
 // The case's input, checked against the manifest's shape and dtype (bf16 from '<u2').
 Tensor read_case_input(const CaseDir& d, const CaseEntry& e);

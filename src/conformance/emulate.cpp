@@ -1,6 +1,5 @@
 #include "conformance/emulate.hpp"
 
-#include <system_error>
 
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
@@ -21,17 +20,20 @@ ContractRun try_contract(const Contract& c, const TensorView& x, const RunOption
 
 EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const RunOptions& o) {
   validate(c);
-  const CaseDir d = read_case_dir(dir);
+  // Held alone until the outputs are published: a second run (or a compare) is refused meanwhile.
+  const CaseDir d = read_case_dir(dir, LabAccess::write);
   const std::vector<std::string> files = device_output_files(c);
-  std::error_code ec;
   for (const CaseEntry& e : d.cases)
     for (const char* f : {"payload.npy", "scale.npy", "tensor_scale.npy", "output.npy"})
-      if (fs::exists(dir / e.name / f, ec))
+      if (exists_in_lab(dir / e.name / f))
         fail(ErrorKind::bad_argument, (dir / e.name / f).string() +
                                           " already exists: emulate writes the outputs of one device into a fresh "
                                           "export (`qexact cases`)");
-  for (const CaseEntry& e : d.cases)
+  for (const CaseEntry& e : d.cases) {
+    if (!fs::is_directory(fs::symlink_status(dir / e.name)))
+      fail(ErrorKind::bad_file, (dir / e.name).string() + " is not a directory: the lab is incomplete");
     for (const std::string& f : files) io::check_output_file(dir / e.name / f, {dir / e.name / kCaseInput});
+  }
 
   // Everything is computed before the first file is written.
   std::vector<std::pair<const CaseEntry*, DeviceOutput>> outputs;
@@ -45,16 +47,19 @@ EmulateReport emulate_case_dir(const fs::path& dir, const Contract& c, const Run
     }
     outputs.emplace_back(&e, std::move(*run.output));
   }
+  // All or nothing: a full disk or any other failure leaves no output of this run in the lab.
+  io::NewFileSet set;
   for (const auto& [e, out] : outputs) {
     if (output_kind(c) == OutputKind::single) {
-      io::write_file_atomic(dir / e->name / files[0], npy::encode(out.output.view()));
+      set.add(dir / e->name / files[0], npy::encode(out.output.view()));
     } else {
-      io::write_file_atomic(dir / e->name / files[0], npy::encode(out.payload.view()));
-      io::write_file_atomic(dir / e->name / files[1], npy::encode(out.scale.view()));
-      if (files.size() > 2) io::write_file_atomic(dir / e->name / files[2], npy::encode(out.tensor_scale.view()));
+      set.add(dir / e->name / files[0], npy::encode(out.payload.view()));
+      set.add(dir / e->name / files[1], npy::encode(out.scale.view()));
+      if (files.size() > 2) set.add(dir / e->name / files[2], npy::encode(out.tensor_scale.view()));
     }
     report.written.push_back(e->name);
   }
+  set.publish();
   return report;
 }
 

@@ -30,8 +30,9 @@ struct EmulateReport {
 };
 
 // Runs `c` over every case of the directory and writes payload.npy + scale.npy (+ tensor_scale.npy
-// where the contract has one; output.npy for HiF4 and pool.mean) beside each input, each file
-// atomically, after every case has been computed.
+// where the contract has one; output.npy for HiF4 and pool.mean) beside each input, written
+// after every case has been computed, all published together or none (io::NewFileSet), under
+// an exclusive lock on the lab (another emulate, compare or infer of it is refused meanwhile).
 // Refuses (bad_argument) a directory where some case already has outputs: stale files of an
 // earlier device would be mixed with these.
 EmulateReport emulate_case_dir(const std::filesystem::path& dir, const Contract& c, const RunOptions& o);

@@ -35,16 +35,17 @@ void write_all(int fd, std::span<const std::uint8_t> bytes, const fs::path& path
 }
 
 // Creates `path` holding `bytes` and makes them durable; false when `path` already exists.
-bool create_synced(const fs::path& path, std::span<const std::uint8_t> bytes) {
+// Errors name `shown`: the output a temporary stands for, not the hidden temporary.
+bool create_synced(const fs::path& path, std::span<const std::uint8_t> bytes, const fs::path& shown) {
   // 0666 before the umask: the published file gets the permissions any new file would.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
   if (fd < 0) {
     if (errno == EEXIST) return false;
-    io_fail("create", path, errno);
+    io_fail("create", shown, errno);
   }
   try {
-    write_all(fd, bytes, path);
-    if (::fsync(fd) != 0) io_fail("sync", path, errno);
+    write_all(fd, bytes, shown);
+    if (::fsync(fd) != 0) io_fail("sync", shown, errno);
   } catch (...) {
     ::close(fd);
     ::unlink(path.c_str());
@@ -53,16 +54,16 @@ bool create_synced(const fs::path& path, std::span<const std::uint8_t> bytes) {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(path.c_str());
-    io_fail("close", path, err);
+    io_fail("close", shown, err);
   }
   return true;
 }
 
-// A durable new file with `bytes` at a fresh temporary name in `dir`.
+// A durable new file with `bytes` at a fresh temporary name in `dir`, standing for dir/stem.
 fs::path write_synced_temp(const fs::path& dir, const std::string& stem, std::span<const std::uint8_t> bytes) {
   for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
     const fs::path tmp = temp_candidate(dir, stem);
-    if (create_synced(tmp, bytes)) return tmp;
+    if (create_synced(tmp, bytes, dir / stem)) return tmp;
   }
   fail(ErrorKind::io, "cannot create a temporary file in " + dir.string() + ": every candidate name is taken");
 }
@@ -91,7 +92,7 @@ bool flags_unsupported(int err) { return err == EINVAL || err == ENOSYS || err =
 }  // namespace
 
 void write_new_file(const fs::path& path, std::span<const std::uint8_t> bytes) {
-  if (!create_synced(path, bytes)) io_fail("create", path, EEXIST);
+  if (!create_synced(path, bytes, path)) io_fail("create", path, EEXIST);
 }
 
 void sync_directory(const fs::path& dir) {
@@ -282,6 +283,51 @@ void StagedFile::commit() {
   rename_or_fail(tmp_, path_);
   tmp_.clear();
   sync_directory(directory_of(path_));
+}
+
+NewFileSet::~NewFileSet() {
+  if (!published_) discard();
+}
+
+void NewFileSet::discard() {
+  for (const Pending& f : files_) {
+    ::unlink(f.temp.c_str());
+    if (f.placed) ::unlink(f.dest.c_str());
+  }
+  files_.clear();
+}
+
+void NewFileSet::add(const fs::path& path, std::span<const std::uint8_t> bytes) {
+  if (published_) fail(ErrorKind::io, "internal: a file added to a published set");
+  check_output_file(path);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec))) io_fail("create", path, EEXIST);
+  files_.push_back(Pending{write_synced_temp(directory_of(path), path.filename().string(), bytes), path, false});
+}
+
+void NewFileSet::publish() {
+  if (published_) return;
+  try {
+    for (Pending& f : files_) {
+      if (!rename_flags(f.temp, f.dest, RENAME_NOREPLACE)) {
+        const int err = errno;
+        if (!flags_unsupported(err)) io_fail("create", f.dest, err);
+        std::error_code ec;
+        if (fs::exists(fs::symlink_status(f.dest, ec))) io_fail("create", f.dest, EEXIST);
+        rename_or_fail(f.temp, f.dest);
+      }
+      f.placed = true;
+    }
+    std::vector<fs::path> dirs;
+    for (const Pending& f : files_) dirs.push_back(directory_of(f.dest));
+    std::sort(dirs.begin(), dirs.end());
+    dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+    for (const fs::path& d : dirs) sync_directory(d);
+  } catch (...) {
+    discard();
+    throw;
+  }
+  published_ = true;
 }
 
 }  // namespace qexact::io

@@ -97,6 +97,33 @@ class StagedDir {
   bool published_ = false;
 };
 
+// New files in directories that exist (the outputs `emulate` writes beside each case's input),
+// published as one set: add() writes each into a synced temporary beside its destination,
+// publish() renames them all into place once every one is written, refusing any destination
+// that exists (renameat2 RENAME_NOREPLACE where the file system has it). A failure at any point,
+// or destruction without publish(), removes the temporaries and whatever was already renamed:
+// the directories are left as they were. Errors name the destination, never a temporary.
+// A reader that must not see part of the set takes a shared DirLock (dir_lock.hpp).
+class NewFileSet {
+ public:
+  NewFileSet() = default;
+  ~NewFileSet();
+  NewFileSet(const NewFileSet&) = delete;
+  NewFileSet& operator=(const NewFileSet&) = delete;
+
+  void add(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
+  void publish();
+
+ private:
+  struct Pending {
+    std::filesystem::path temp, dest;
+    bool placed;
+  };
+  void discard();
+  std::vector<Pending> files_;
+  bool published_ = false;
+};
+
 // Creates `path` (which must not exist) holding `bytes`, fsync'ed.
 void write_new_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
 // Fsyncs a directory, so that the entries created in it are durable.

@@ -20,7 +20,8 @@ DirFiles::~DirFiles() { ::close(fd_); }
 
 std::vector<std::uint8_t> DirFiles::read(const std::string& name) const {
   const std::string shown = path(name).string();
-  const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the directory must not make the read wait for a writer (refused below).
+  const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(ErrorKind::io, "cannot open " + shown + ": " + std::strerror(errno));
   struct Closer {
     int fd;

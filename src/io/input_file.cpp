@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "io/read_file.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::io {
@@ -36,19 +37,7 @@ std::size_t pread_full(int fd, std::uint64_t offset, std::span<std::uint8_t> out
 }  // namespace
 
 InputFile::InputFile(const std::filesystem::path& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) io_fail("open", path, errno);
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
-    const int err = errno;
-    ::close(fd_);
-    io_fail("stat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    fail(ErrorKind::io, "cannot read " + path.string() + (S_ISDIR(st.st_mode) ? ": it is a directory" : ": it is not a regular file"));
-  }
-  size_ = static_cast<std::uint64_t>(st.st_size);
+  fd_ = open_regular_file(path, &size_);
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 
+#include "io/input_file.hpp"
+#include "io/printable.hpp"
 #include "io/read_file.hpp"
 #include "io/shape_bytes.hpp"
 
@@ -50,10 +52,10 @@ DType dtype_of_descr(const std::string& source, const std::string& descr) {
       if (dtype_size(e.dtype) == 1 && (order == '|' || order == '<' || order == '>' || order == '='))
         return e.dtype;
       if (order == '<') return e.dtype;
-      if (order == '>') bad(source, "big-endian dtype '" + descr + "' is not supported (little-endian only)");
+      if (order == '>') bad(source, "big-endian dtype '" + io::printable(descr) + "' is not supported (little-endian only)");
     }
   }
-  bad(source, "unsupported dtype '" + descr +
+  bad(source, "unsupported dtype '" + io::printable(descr) +
                   "' (supported: '<f4', '<f2', '|u1', '|i1', '<u2', '<i4', '<f8')");
 }
 
@@ -206,26 +208,37 @@ const HeaderValue& require_key(const std::map<std::string, HeaderValue>& dict, c
   return it->second;
 }
 
-}  // namespace
+// What the preamble and header say, checked against the size of the whole file.
+struct Layout {
+  DType dtype;
+  Shape shape;
+  std::uint64_t data_offset;
+};
 
-Tensor decode(std::span<const std::uint8_t> file, const std::string& source) {
-  if (file.size() < kMagicSize || std::memcmp(file.data(), kMagic, kMagicSize) != 0)
+// `prefix` is the start of the file (at least the whole header when the file has one), `file_size`
+// the size of the whole file.
+Layout parse_layout(std::span<const std::uint8_t> prefix, std::uint64_t file_size, const std::string& source) {
+  if (prefix.size() < kMagicSize || std::memcmp(prefix.data(), kMagic, kMagicSize) != 0)
     bad(source, "not a .npy file (bad magic)");
-  if (file.size() < kMagicSize + 2) bad(source, "truncated header (no format version)");
-  const int major = file[kMagicSize];
-  const int minor = file[kMagicSize + 1];
+  if (prefix.size() < kMagicSize + 2) bad(source, "truncated header (no format version)");
+  const int major = prefix[kMagicSize];
+  const int minor = prefix[kMagicSize + 1];
   if (major < 1 || major > 3 || minor != 0)
     bad(source, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
                     " (1.0, 2.0 and 3.0 are supported)");
   const int len_bytes = major == 1 ? 2 : 4;
   const std::size_t preamble = kMagicSize + 2 + static_cast<std::size_t>(len_bytes);
-  if (file.size() < preamble) bad(source, "truncated header (no header length)");
-  const std::uint64_t header_len = read_le(file.data() + kMagicSize + 2, len_bytes);
-  if (header_len > file.size() - preamble)
+  if (prefix.size() < preamble) bad(source, "truncated header (no header length)");
+  const std::uint64_t header_len = read_le(prefix.data() + kMagicSize + 2, len_bytes);
+  if (header_len > file_size - preamble)
     bad(source, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
-                    std::to_string(file.size()) + " bytes)");
+                    std::to_string(file_size) + " bytes)");
+  if (header_len > io::kMaxNpyHeaderBytes)
+    bad(source, "header length " + std::to_string(header_len) + " is over the " +
+                    std::to_string(io::kMaxNpyHeaderBytes) + "-byte limit for an .npy header");
+  if (prefix.size() - preamble < header_len) fail(ErrorKind::io, source + ": the header could not be read whole");
 
-  const std::string_view header(reinterpret_cast<const char*>(file.data() + preamble), header_len);
+  const std::string_view header(reinterpret_cast<const char*>(prefix.data() + preamble), header_len);
   const auto dict = HeaderParser(header, source).dict();
   for (const auto& [key, value] : dict)
     if (key != "descr" && key != "fortran_order" && key != "shape")
@@ -239,14 +252,20 @@ Tensor decode(std::span<const std::uint8_t> file, const std::string& source) {
   const auto expected = io::shape_bytes(shape.dims, dtype_size(dtype));
   if (!expected) bad(source, "shape " + shape_str(shape.dims) + " is too large (its byte count overflows)");
 
-  const std::uint64_t available = file.size() - preamble - header_len;
+  const std::uint64_t available = file_size - preamble - header_len;
   const std::string sizes = std::to_string(available) + " bytes of data where shape " + shape_str(shape.dims) +
                             " of " + descr.text + " needs " + std::to_string(*expected);
   if (available < *expected) bad(source, "truncated data: " + sizes);
   if (available > *expected) bad(source, "extra bytes after the data: " + sizes);
+  return Layout{dtype, shape.dims, preamble + header_len};
+}
 
-  Tensor t(dtype, shape.dims);
-  if (t.nbytes() != 0) std::memcpy(t.raw(), file.data() + preamble + header_len, t.nbytes());
+}  // namespace
+
+Tensor decode(std::span<const std::uint8_t> file, const std::string& source) {
+  const Layout l = parse_layout(file, file.size(), source);
+  Tensor t(l.dtype, l.shape);
+  if (t.nbytes() != 0) std::memcpy(t.raw(), file.data() + l.data_offset, t.nbytes());
   return t;
 }
 
@@ -283,7 +302,16 @@ std::vector<std::uint8_t> encode(const TensorView& t) {
   return out;
 }
 
-Tensor read(const std::filesystem::path& path) { return decode(io::read_file(path), path.string()); }
+Tensor read(const std::filesystem::path& path) {
+  // The header first, then only the bytes it accounts for: a file is never read whole before its
+  // size has been checked against its shape.
+  const io::InputFile file(path);
+  const std::vector<std::uint8_t> prefix = file.read_prefix(kMagicSize + 6 + io::kMaxNpyHeaderBytes);
+  const Layout l = parse_layout(prefix, file.size(), path.string());
+  Tensor t(l.dtype, l.shape);
+  if (t.nbytes() != 0) file.read_at(l.data_offset, {static_cast<std::uint8_t*>(t.raw()), t.nbytes()});
+  return t;
+}
 
 Tensor reinterpret_u16_as_bf16(const Tensor& t) {
   if (t.dtype() != DType::u16)

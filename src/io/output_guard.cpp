@@ -34,6 +34,14 @@ const char* special_kind(mode_t mode) {
 }
 
 // Links and special files are never replaced (see the header).
+// "-" conventionally means standard output, which no qexact output can be: every output is
+// published atomically into files. A file really named "-" is "./-".
+void refuse_dash(const fs::path& out) {
+  if (out == "-")
+    refuse(out, "standard output is not an output here: qexact publishes its outputs atomically into files "
+                "(name a file or directory; ./- for one named '-')");
+}
+
 void refuse_link_or_special(const fs::path& out, const struct stat& st, bool want_dir) {
   if (S_ISLNK(st.st_mode))
     refuse(out, "it is a symbolic link; qexact neither replaces nor writes through links (name the target itself)");
@@ -96,6 +104,8 @@ fs::path directory_of(const fs::path& path) {
 
 void check_output_file(const fs::path& out, const Paths& inputs) {
   if (out.empty()) fail(ErrorKind::bad_argument, "an output path is empty");
+  refuse_dash(out);
+  if (!out.has_filename()) refuse(out, "it names a directory (it ends in '/'); the output is a file: name it");
   struct stat st;
   const bool exists = lstat_path(out, st);
   if (exists) refuse_link_or_special(out, st, /*want_dir=*/false);
@@ -114,6 +124,7 @@ void check_output_dir(const fs::path& out_as_given, const std::vector<std::strin
                       const Paths& inputs) {
   const fs::path out = without_trailing_slash(out_as_given);
   if (out.empty()) fail(ErrorKind::bad_argument, "an output directory is empty");
+  refuse_dash(out);
   if (out.filename() == "." || out.filename() == "..")
     refuse(out, "name the output directory itself, not . or ..");
   struct stat st;

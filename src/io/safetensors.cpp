@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.hpp"
+#include "io/printable.hpp"
 #include "io/read_file.hpp"
 #include "io/shape_bytes.hpp"
 
@@ -126,12 +127,12 @@ const char* dtype_name_of(DType t) {
 Tensor to_tensor(const Entry& e) {
   const DtypeInfo* d = find_dtype(e.dtype);
   if (!d || !d->dtype)
-    fail(ErrorKind::bad_file, "tensor '" + e.name + "' has dtype " + e.dtype +
+    fail(ErrorKind::bad_file, "tensor '" + io::printable(e.name) + "' has dtype " + e.dtype +
                                   ", which qexact does not read (supported: F32, F16, BF16, U8, I8, I32, F8_E4M3, "
                                   "F8_E5M2, F8_E8M0)");
   const auto expected = io::shape_bytes(e.shape, d->itemsize);
   if (!expected || *expected != e.bytes.size())
-    fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.bytes.size()) +
+    fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': " + std::to_string(e.bytes.size()) +
                                       " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
   Tensor t(*d->dtype, e.shape);
   if (t.nbytes() != 0) std::memcpy(t.raw(), e.bytes.data(), t.nbytes());
@@ -141,7 +142,7 @@ Tensor to_tensor(const Entry& e) {
 Entry make_entry(std::string name, std::string dtype, const TensorView& t) {
   const DtypeInfo* d = find_dtype(dtype);
   if (!d || !d->dtype || *d->dtype != t.dtype)
-    fail(ErrorKind::bad_argument, "tensor '" + name + "': a " + qexact::dtype_name(t.dtype) +
+    fail(ErrorKind::bad_argument, "tensor '" + io::printable(name) + "': a " + qexact::dtype_name(t.dtype) +
                                       " tensor cannot be stored as safetensors dtype '" + dtype + "'");
   const Tensor c = contiguous_copy(t);
   const auto* b = static_cast<const std::uint8_t*>(c.raw());
@@ -156,9 +157,13 @@ Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size
   if (header_len > file_size - kLengthBytes)
     bad(source, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                     std::to_string(file_size) + " bytes)");
+  if (header_len > io::kMaxSafetensorsHeaderBytes)
+    bad(source, "header length " + std::to_string(header_len) + " is over the " +
+                    std::to_string(io::kMaxSafetensorsHeaderBytes) + "-byte limit for a safetensors header");
   if (prefix.size() - kLengthBytes < header_len)
     fail(ErrorKind::io, source + ": the header could not be read whole");
   const std::string_view text(reinterpret_cast<const char*>(prefix.data() + kLengthBytes), header_len);
+  io::check_json_depth(text, io::kMaxSafetensorsHeaderDepth, source);
   const json header = parse_header(text, source);
   const std::uint64_t data_size = file_size - kLengthBytes - header_len;
 
@@ -174,7 +179,7 @@ Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size
       }
       continue;
     }
-    const std::string what = "tensor '" + name + "'";
+    const std::string what = "tensor '" + io::printable(name) + "'";
     if (!value.is_object()) bad(source, what + " is not an object");
     for (const auto& [k, v] : value.items())
       if (k != "dtype" && k != "shape" && k != "data_offsets") bad(source, what + " has an unexpected key '" + k + "'");
@@ -213,7 +218,7 @@ Index decode_index(std::span<const std::uint8_t> prefix, std::uint64_t file_size
   std::uint64_t covered = 0;
   for (const Span& s : spans) {
     if (s.begin < covered)
-      bad(source, "tensor '" + s.name + "': data_offsets [" + std::to_string(s.begin) + ", " + std::to_string(s.end) +
+      bad(source, "tensor '" + io::printable(s.name) + "': data_offsets [" + std::to_string(s.begin) + ", " + std::to_string(s.end) +
                       "] overlap another tensor's (which ends at " + std::to_string(covered) + ")");
     if (s.begin > covered)
       bad(source, "bytes [" + std::to_string(covered) + ", " + std::to_string(s.begin) +
@@ -232,7 +237,8 @@ Index read_index(const io::InputFile& file, const std::string& source) {
     std::uint64_t header_len = 0;
     for (std::size_t i = kLengthBytes; i-- > 0;) header_len = (header_len << 8) | prefix[i];
     // A length past the end of the file is decode_index's error; only a plausible one is read.
-    if (header_len <= file.size() - kLengthBytes) prefix = file.read_prefix(kLengthBytes + header_len);
+    if (header_len <= file.size() - kLengthBytes && header_len <= io::kMaxSafetensorsHeaderBytes)
+      prefix = file.read_prefix(kLengthBytes + header_len);
   }
   return decode_index(prefix, file.size(), source);
 }
@@ -266,14 +272,14 @@ Layout layout(const std::map<std::string, std::string>& metadata, const std::vec
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const Slot& e = slots[sorted[i]];
     if (e.name == kMetadataKey) fail(ErrorKind::bad_argument, "a tensor cannot be named '__metadata__'");
-    if (i > 0 && slots[sorted[i - 1]].name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + e.name + "'");
+    if (i > 0 && slots[sorted[i - 1]].name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + io::printable(e.name) + "'");
     const DtypeInfo* info = find_dtype(e.dtype);
-    if (!info) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': unknown safetensors dtype '" + e.dtype + "'");
+    if (!info) fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': unknown safetensors dtype '" + e.dtype + "'");
     for (std::int64_t d : e.shape)
-      if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + e.name + "': negative dimension in " + shape_str(e.shape));
+      if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': negative dimension in " + shape_str(e.shape));
     const auto expected = io::shape_bytes(e.shape, info->itemsize);
     if (!expected || *expected != e.nbytes)
-      fail(ErrorKind::bad_argument, "tensor '" + e.name + "': " + std::to_string(e.nbytes) +
+      fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': " + std::to_string(e.nbytes) +
                                         " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
     ordered_json t = ordered_json::object();
     t["dtype"] = e.dtype;

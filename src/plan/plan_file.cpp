@@ -2,12 +2,15 @@
 // is not silently ignored), and every message names the tensor and the field.
 #include "plan/plan_file.hpp"
 
-#include <fstream>
+#include <unistd.h>
+
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "io/read_file.hpp"
+#include "io/shape_bytes.hpp"
 #include "plan/shard_domain.hpp"
 #include "qexact/quantize.hpp"
 
@@ -238,6 +241,7 @@ Shape TensorPlan::shard_shape(int world) const {
 }
 
 PlanFile parse_plan(const std::string& text, const std::string& source) {
+  io::check_json_depth(text, io::kMaxJsonDepth, source);
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(ErrorKind::bad_file, source + ": not valid JSON");
   if (!j.is_object()) fail(ErrorKind::bad_file, source + ": the plan must be a JSON object");
@@ -273,12 +277,12 @@ PlanFile parse_plan(const std::string& text, const std::string& source) {
 }
 
 PlanFile read_plan_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot open " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(ErrorKind::io, "cannot read " + path.string());
-  return parse_plan(text.str(), path.string());
+  return parse_plan(io::read_json_text(path), path.string());
+}
+
+std::uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
 }
 
 int check_world(const PlanFile& plan, int world) {
@@ -286,9 +290,20 @@ int check_world(const PlanFile& plan, int world) {
   if (plan.world && *plan.world != world)
     fail(ErrorKind::bad_argument, plan.source + ": field 'world' is " + std::to_string(*plan.world) + " but the run has " +
                                       std::to_string(world) + " ranks");
+  const std::uint64_t memory = physical_memory_bytes();
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     const TensorPlan& t = plan.tensors[i];
     const TensorContext ctx(plan.source, i, t.name);
+    // A lower bound, so that no plan that could run is refused: every rank of `collective`
+    // holds the whole tensor, the chunks it receives (the whole tensor again) and the gathered
+    // result, besides the quantized copies.
+    const std::optional<std::uint64_t> whole = io::shape_bytes(t.shape, dtype_size(t.dtype));
+    if (memory != 0 && (!whole || *whole > memory / kWholeCopiesPerRank))
+      fail(ErrorKind::bad_argument,
+           plan.source + ": tensor #" + std::to_string(i) + " '" + t.name + "': a rank holds at least " +
+               std::to_string(kWholeCopiesPerRank) + " copies of the whole tensor (" +
+               (whole ? std::to_string(*whole) + " bytes each" : std::string("a size that overflows 64 bits")) +
+               "), more than this machine's " + std::to_string(memory) + " bytes of memory");
     const auto check_divides = [&](const char* field, int axis) {
       const std::int64_t len = t.shape[static_cast<std::size_t>(axis)];
       if (len % world != 0)

@@ -64,7 +64,13 @@ PlanFile read_plan_file(const std::filesystem::path& path);
 
 // The world-size checks: the plan's world (if given) equals `world`; every sharded axis (and
 // all_to_all's to_axis) divides by it; every preset can quantize both the full tensor and one
-// shard (and, for all_to_all, the tensor re-sharded along to_axis). Returns `world`.
+// shard (and, for all_to_all, the tensor re-sharded along to_axis); no tensor needs more memory
+// per rank than this machine has (kWholeCopiesPerRank copies of it, a lower bound on what
+// `collective` holds). Returns `world`.
 int check_world(const PlanFile& plan, int world);
+
+inline constexpr std::uint64_t kWholeCopiesPerRank = 3;
+// This machine's physical memory (0 where the system does not say).
+std::uint64_t physical_memory_bytes();
 
 }  // namespace qexact::plan

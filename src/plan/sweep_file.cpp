@@ -2,11 +2,11 @@
 #include "plan/sweep_file.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "io/read_file.hpp"
 #include "qexact/error.hpp"
 
 namespace qexact::plan {
@@ -48,6 +48,7 @@ std::string fmt_seconds(double s) {
 }  // namespace
 
 SweepFile parse_sweep(const std::string& text, const std::string& source) {
+  io::check_json_depth(text, io::kMaxJsonDepth, source);
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(ErrorKind::bad_file, source + ": not valid JSON");
   if (!j.is_object()) fail(ErrorKind::bad_file, source + ": a sweep file is a JSON object");
@@ -94,12 +95,7 @@ SweepFile parse_sweep(const std::string& text, const std::string& source) {
 }
 
 SweepFile read_sweep_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot open sweep file " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(ErrorKind::io, "cannot read sweep file " + path.string());
-  return parse_sweep(text.str(), path.string());
+  return parse_sweep(io::read_json_text(path), path.string());
 }
 
 TimePrediction predict_time(const SweepFile& sweep, const std::string& collective, std::int64_t bytes) {
