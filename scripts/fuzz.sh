@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan) and runs each for SECONDS
+# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan: the .npy and safetensors
+# parsers, and the JSON documents: lab manifests, plans, sweep files, meta.json) and runs each for SECONDS
 # (default 60) from its seed corpus under fuzz/corpus/. Fails on any finding; the crashing
 # inputs are left under build/fuzz/findings/<target>/.
 set -euo pipefail
@@ -7,11 +8,15 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 build=build/fuzz
 
-CXX=clang++ cmake -S fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The JSON documents' target links the release tree's library (fuzz/CMakeLists.txt says why):
+# brought up to date first (README's commands have built it already; then this is a no-op).
+[ -f build/release/CMakeCache.txt ] || cmake --preset release >/dev/null
+cmake --build build/release --target qexact -j2 >/dev/null
+CXX=clang++ cmake -S fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEXACT_LIBRARY="$PWD/build/release/libqexact.a" >/dev/null
 cmake --build "$build" -j2
 
 status=0
-for target in npy safetensors; do
+for target in npy safetensors json_documents; do
   findings="$build/findings/$target"
   work="$build/corpus/$target"   # grows while fuzzing; the committed seeds stay as they are
   mkdir -p "$findings" "$work"
