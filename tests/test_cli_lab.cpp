@@ -231,5 +231,19 @@ TEST_F(LabCli, InferRefusesBadInput) {
   expect_bad_input(run({"infer", d.string(), "--family", "int9"}), "unknown family");
 }
 
+TEST_F(LabCli, InferAndCompareRefuseAWrongShapedPayloadAlike) {
+  // A payload of another shape is bad input to both (exit 2, the case named), not a closest
+  // contract whose residual is every byte.
+  const fs::path d = dir("short_payload");
+  ASSERT_EQ(run({"cases", "--preset", "mxfp8.ascend", "--out", d.string()}).status, 0);
+  ASSERT_EQ(run({"emulate", "--preset", "mxfp8.ascend", d.string()}).status, 0);
+  const Tensor p = npy::read(d / "randn" / "payload.npy");
+  ASSERT_EQ(p.shape().size(), 2u);
+  std::ofstream(d / "randn" / "payload.npy", std::ios::binary)
+      << encoded(Tensor(p.dtype(), {p.shape()[0], p.shape()[1] / 2}).view());
+  expect_bad_input(run({"compare", d.string()}), "the device's payload has shape (32, 128), the contract gives (32, 256)");
+  expect_bad_input(run({"infer", d.string()}), "case randn: the device's payload has shape (32, 128) of u8, and no contract gives that");
+}
+
 }  // namespace
 }  // namespace qexact

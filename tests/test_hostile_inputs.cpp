@@ -90,6 +90,11 @@ TEST_F(HostileInputs, DocumentsPastTheirBoundsAreRefusedNamingTheBound) {
   // A JSON document over 64 MiB (a hole: no disk used).
   put_sparse("huge.json", "{", (std::uint64_t{64} << 20) + 1);
   expect_rejected({"plan", "huge.json"}, "67108864-byte limit for a JSON document");
+  // The same bound on a quantize directory's meta.json, before it is read into memory.
+  ASSERT_EQ(run({"quantize", "--preset", "mx.ocp", "x.npy", "--out", "qm"}).status, 0);
+  fs::remove(work() / "qm" / "meta.json");
+  put_sparse("qm/meta.json", "{", (std::uint64_t{64} << 20) + 1);
+  expect_rejected({"dequantize", "qm", "--out", "y.npy"}, "67108865 bytes, larger than the 67108864-byte limit");
   // Nested past 64 levels: refused before a parser builds it.
   put("deep.json", "{\"world\": 2, \"tensors\": " + std::string(100, '[') + std::string(100, ']') + "}");
   expect_rejected({"plan", "deep.json"}, "nested deeper than 64 levels");
@@ -258,6 +263,29 @@ TEST_F(HostileInputs, NamesWithControlBytesAreEscapedInErrorsAndTables) {
   m["cases"][0]["name"] = std::string("a\0b", 3);
   put("lab/manifest.json", m.dump());
   expect_rejected({"compare", "lab"}, "case name \"a\\x00b\"");
+}
+
+TEST_F(HostileInputs, TheProgressBarEndsItsLineAndEscapesNamesOnATerminal) {
+  // The bar is drawn only on a terminal: `script` gives the run one (stdout and stderr both).
+  safetensors::Archive a;
+  const Tensor w = test::f32_tensor({4, 64}, test::random_values(4 * 64, 26));
+  a.entries.push_back(safetensors::make_entry("w\x1b[2J", "F32", w.view()));
+  const auto bytes = safetensors::encode(a);
+  put("model.safetensors", std::string(bytes.begin(), bytes.end()));
+  ASSERT_EQ(sh("script -qfec " +
+               test::shell_quote(q() + " quantize --preset mx.ocp model.safetensors --out o.safetensors") +
+               " /dev/null >tty.txt 2>&1"),
+            0)
+      << get("tty.txt");
+  const std::string tty = get("tty.txt");
+  ASSERT_NE(tty.find("\r["), std::string::npos) << "no progress frame drawn: " << tty;
+  EXPECT_EQ(tty.find('\x1b'), std::string::npos) << "a raw escape reached the terminal: " << tty;
+  EXPECT_NE(tty.find("w\\x1b[2J"), std::string::npos) << tty;
+  // The summary starts on a line of its own, after the bar's last frame.
+  const std::size_t table = tty.find("tensor ");
+  ASSERT_NE(table, std::string::npos) << tty;
+  ASSERT_GT(table, tty.rfind("\r[", table));
+  EXPECT_EQ(tty[table - 1], '\n') << tty;
 }
 
 TEST_F(HostileInputs, HelpNamesEveryFamilyAndThreadCountsAreBounded) {

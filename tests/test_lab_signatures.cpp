@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,6 +23,8 @@
 #include "cli_test_util.hpp"
 #include "conformance/case_dir.hpp"
 #include "io/npy.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
 namespace qexact {
@@ -70,6 +73,32 @@ int wrap_int8_device(const fs::path& dir) {
   return altered;
 }
 
+// An int8.token device that reports one scale per row but quantized each 64 columns of a row
+// with its own scale: the payload of int8.group group=64 under the row scales of int8.token.
+// Rows of 64 columns or fewer, or not a multiple of 64, keep the contract's outputs. Returns
+// the number of cases whose payload changed.
+int chunked_int8_token_device(const fs::path& dir) {
+  const conformance::CaseDir d = conformance::read_case_dir(dir);
+  Contract chunked = d.contract;
+  chunked.family = Family::int8_group;
+  chunked.group = 64;
+  int altered = 0;
+  for (const conformance::CaseEntry& e : d.cases) {
+    const std::optional<conformance::DeviceOutput> out = conformance::read_device_output(d, e);
+    if (!out) continue;
+    const Tensor x = conformance::read_case_input(d, e);
+    const std::int64_t k = x.shape().empty() ? 0 : x.shape().back();
+    if (k <= 64 || k % 64 != 0) continue;
+    const QuantResult q = quantize(chunked, x.view());
+    if (std::memcmp(q.payload.raw(), out->payload.raw(), q.payload.nbytes()) == 0) continue;
+    const auto p = npy::encode(q.payload.view());
+    std::ofstream(dir / e.name / "payload.npy", std::ios::binary)
+        .write(reinterpret_cast<const char*>(p.data()), static_cast<std::streamsize>(p.size()));
+    ++altered;
+  }
+  return altered;
+}
+
 struct Device {
   std::string label;
   std::string exported;                 // the preset whose cases are exported
@@ -79,6 +108,7 @@ struct Device {
   std::vector<std::pair<std::string, std::string>> recovered;  // infer's parameters (exact)
   std::string family;                   // infer's family ("" = the exported preset's)
   std::string residual_signature;       // "" = infer is exact; else a residual diagnosis of the closest
+  std::string explained = "";           // words compare's explanation must contain ("" = any)
 };
 
 std::vector<Device> devices() {
@@ -102,6 +132,10 @@ std::vector<Device> devices() {
        {"--preset", "q8_0.ggml", "--param", "group=64", "--param", "scale_store=f32", "--param", "quotient=divide",
         "--param", "int_rounding=rne"},
        {}, {"granularity"}, {{"group", "64"}}, "int8.group", ""},
+      {"per-64-column scales reported per row", "int8.token.blaze", {"--preset", "int8.token.blaze"},
+       chunked_int8_token_device, {"granularity"}, {}, "", "granularity",
+       "the device reports one scale per complete row (scale shape (32,)) but its payload is, in all 8192 bytes, the "
+       "payload of one scale per 64 elements of a row (int8.group, group=64)"},
       {"uniform tail divisor", "pool.mean", {"--preset", "pool.mean", "--param", "divisor=uniform"}, {},
        {"tail_rule"}, {{"divisor", "uniform"}}, "", ""},
       {"rowmajor layout", "mxfp8.ascend", {"--preset", "mxfp8.ascend", "--param", "layout=rowmajor"}, {},
@@ -176,6 +210,7 @@ TEST_F(LabSignatures, CompareNamesTheCauseAndInferRecoversIt) {
       }
     EXPECT_EQ(reported, refused);
     const RunResult cmp_text = run({"compare", dir});
+    EXPECT_NE(cmp_text.out.find(dev.explained), std::string::npos) << cmp_text.out;
     EXPECT_EQ(cmp_text.status, 1);
     for (const std::string& s : dev.signatures) EXPECT_NE(cmp_text.out.find("  " + s + " ("), std::string::npos) << s;
     EXPECT_EQ(cmp_text.out.find("at group -1"), std::string::npos) << cmp_text.out;

@@ -9,6 +9,7 @@
 #include "cli/quant_meta.hpp"
 #include "io/atomic_file.hpp"
 #include "io/dir_files.hpp"
+#include "io/read_file.hpp"
 #include "io/npy.hpp"
 #include "qexact/quantize.hpp"
 
@@ -39,7 +40,7 @@ int run_dequantize(const DequantizeOptions& o) {
   io::check_output_file(o.out, {dir / kMetaFile, dir / "payload.npy", dir / "scale.npy", dir / "tensor_scale.npy"});
   // One directory handle for every file: a directory replaced meanwhile is read whole or not at all.
   const io::DirFiles files(dir);
-  const QuantMeta meta = meta_from_json(parse_json(files.read(kMetaFile), files.path(kMetaFile)),
+  const QuantMeta meta = meta_from_json(parse_json(files.read(kMetaFile, io::kMaxJsonBytes), files.path(kMetaFile)),
                                         files.path(kMetaFile).string());
   std::vector<Tensor> outputs;  // output_specs order: payload, scale, tensor_scale where the contract has one
   for (const OutputMeta& m : meta.outputs) {

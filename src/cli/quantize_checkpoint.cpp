@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <ostream>
 
+#include "io/printable.hpp"
+
 namespace qexact::cli {
 namespace {
 
@@ -28,7 +30,7 @@ class ProgressBar {
     std::fprintf(stderr, "\r[%s%s] %5.1f%% %-8s %-40.40s", std::string(filled, '#').c_str(),
                  std::string(kWidth - filled, '.').c_str(),
                  p.total == 0 ? 100.0 : 100.0 * static_cast<double>(p.done) / static_cast<double>(p.total),
-                 stage_name(p.stage), p.tensor.c_str());
+                 stage_name(p.stage), io::printable(p.tensor).c_str());
     std::fflush(stderr);
   }
   ~ProgressBar() {

@@ -513,6 +513,42 @@ std::vector<Diagnosis> diagnose_pool(const Contract& c, const TensorView& x, con
   return {make("tail_rule", {{"values_differing", differing}, {"in_tail_cells", in_tail}}, why, confirmed)};
 }
 
+// A device that reports the contract's scales but quantized finer domains, each with its own
+// scale (an int8.token device that scales every 64 columns of a row): its payload is another
+// granularity's, every byte of it, found by re-running each alternative of the family. The
+// coarsest such granularity is named, the one with the fewest scales.
+std::optional<Diagnosis> payload_of_another_granularity(const Contract& c, const TensorView& x, const DeviceOutput& dev) {
+  const std::vector<ScaleAlternative> alts = lab_family(c.family).scale_alternatives(c, x.shape);
+  const ScaleAlternative* best = nullptr;
+  std::int64_t best_scales = 0;
+  for (const ScaleAlternative& a : alts) {
+    if (a.signature != "granularity") continue;
+    std::optional<ContractOutput> o;
+    try {
+      o = run_contract(a.c, x, kRef);
+    } catch (const Error&) {
+      continue;  // a shape this granularity refuses
+    }
+    if (!same_bytes(o->payload, dev.payload)) continue;
+    if (!best || o->scale.numel() < best_scales) {
+      best = &a;
+      best_scales = o->scale.numel();
+    }
+  }
+  if (!best) return std::nullopt;
+  const auto payload_bytes = static_cast<std::int64_t>(dev.payload.nbytes());
+  return make("granularity",
+              {{"payload_bytes", payload_bytes},
+               {"payload_bytes_matching_alternative", payload_bytes},
+               {"scales_reported", dev.scale.numel()},
+               {"scales_of_alternative", best_scales}},
+              "the device reports " + lab_family(c.family).granularity_words(c) + " (scale shape " +
+                  shape_str(dev.scale.shape()) + ") but its payload is, in all " + std::to_string(payload_bytes) +
+                  " bytes, the payload of " + best->what + ": it quantized each of those " +
+                  std::to_string(best_scales) + " domains with its own scale; fix the granularity before comparing rounding",
+              true);
+}
+
 std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, const ContractOutput& ref,
                                      const DeviceOutput& dev, bool layout_checked) {
   if (c.family == Family::pool) return diagnose_pool(c, x, ref, dev);
@@ -581,6 +617,8 @@ std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, con
       return out;
     }
   }
+  if (same_shape && !same_bytes(dev.payload, ref.payload))
+    if (std::optional<Diagnosis> d = payload_of_another_granularity(c, x, dev)) return {*d};
   return Stager(c, x, ref, dev).run();
 }
 

@@ -8,6 +8,7 @@
 #include "conformance/emulate.hpp"
 #include "conformance/predicates.hpp"
 #include "contracts/family_table.hpp"
+#include "io/printable.hpp"
 #include "qexact/error.hpp"
 #include "qexact/formats/fp16.hpp"
 
@@ -22,9 +23,22 @@ struct LoadedCase {
 
 struct Diff {
   std::int64_t payload = 0, scale = 0;
+  std::int64_t misshapen = 0;  // device tensors (payload, output, scales) of another dtype or shape
   std::string note;
   std::int64_t total() const { return payload + scale; }
 };
+
+// The better explanation of the device: first the one that gives more of the device's tensors
+// their dtype and shape (a contract that cannot write a (M,) scale is not the device's, however
+// few bytes it leaves), then the fewer differing bytes.
+bool better(const Diff& a, const Diff& b) {
+  return a.misshapen != b.misshapen ? a.misshapen < b.misshapen : a.total() < b.total();
+}
+bool as_good(const Diff& a, const Diff& b) { return a.misshapen == b.misshapen && a.total() == b.total(); }
+
+bool misshapen(const Tensor& device, const Tensor& mine) {
+  return device.dtype() != mine.dtype() || device.shape() != mine.shape();
+}
 
 // Bytes that differ; tensors of another dtype or shape differ in all their bytes.
 std::int64_t differing(const Tensor& a, const Tensor& b) {
@@ -60,6 +74,8 @@ Diff compare(const std::optional<DeviceOutput>& device, const ContractRun& run) 
   }
   d.payload = differing(device->payload, run.output->payload) + differing(device->output, run.output->output);
   d.scale = differing(device->scale, run.output->scale) + differing(device->tensor_scale, run.output->tensor_scale);
+  d.misshapen = misshapen(device->payload, run.output->payload) + misshapen(device->output, run.output->output) +
+                misshapen(device->scale, run.output->scale) + misshapen(device->tensor_scale, run.output->tensor_scale);
   return d;
 }
 
@@ -103,6 +119,21 @@ class Search {
                                      " holds no device outputs: run its cases on the device (or `qexact emulate`) first");
   }
 
+  // A payload (or single output) of another dtype or shape than even the closest contract's
+  // is not a near miss: it is the bad input compare refuses, and infer refuses it alike. A
+  // scale of another shape is a residual (the closest may be another granularity's).
+  static void expect_payload_like(const LoadedCase& k, const ContractOutput& mine, const Contract& c) {
+    const bool single = mine.payload.nbytes() == 0 && mine.output.nbytes() != 0;
+    const Tensor& want = single ? mine.output : mine.payload;
+    const Tensor& got = single ? k.device->output : k.device->payload;
+    if (got.dtype() == want.dtype() && got.shape() == want.shape()) return;
+    fail(ErrorKind::bad_input, "case " + io::printable(k.entry->name) + ": the device's " +
+                                   (single ? "output" : "payload") + " has shape " + shape_str(got.shape()) + " of " +
+                                   dtype_name(got.dtype()) + ", and no contract gives that: the closest (" +
+                                   (c.preset.empty() ? std::string(family_name(c.family)) : c.preset) + ") gives " +
+                                   shape_str(want.shape()) + " of " + dtype_name(want.dtype()));
+  }
+
   std::int64_t with_outputs() const { return with_outputs_; }
   std::int64_t evaluated() const { return evaluated_; }
 
@@ -115,6 +146,7 @@ class Search {
       const Diff d = compare(k.device, try_contract(c, k.input.view(), run_));
       sum.payload += d.payload;
       sum.scale += d.scale;
+      sum.misshapen += d.misshapen;
     }
     cache_.emplace(key, sum);
     return sum;
@@ -125,6 +157,7 @@ class Search {
     std::vector<CaseResidual> out;
     for (const LoadedCase& k : cases_) {
       const ContractRun run = try_contract(c, k.input.view(), run_);
+      if (k.device && run.output) expect_payload_like(k, *run.output, c);
       const Diff d = compare(k.device, run);
       if (d.total() == 0) continue;
       CaseResidual residual{k.entry->name, d.payload, d.scale, d.note, ""};
@@ -201,7 +234,7 @@ class Search {
   }
 
   // Coordinate descent from `start`: the best single change (or a change plus the one other
-  // change that makes it a valid contract) while it lowers the differing byte count.
+  // change that makes it a valid contract) while it explains the device better (`better`).
   std::pair<Contract, Diff> descend(const Contract& start) {
     Contract cur = start;
     Diff best = total(cur);
@@ -210,7 +243,7 @@ class Search {
       Diff move_diff = best;
       auto consider = [&](const Contract& n) {
         const Diff d = total(n);
-        if (d.total() < move_diff.total()) {
+        if (better(d, move_diff)) {
           move = n;
           move_diff = d;
         }
@@ -328,7 +361,7 @@ InferResult infer_contract(const CaseDir& dir, const InferOptions& o) {
   std::string best_start;
   for (const Contract& s : starts) {
     auto end = search.descend(s);
-    if (!best || end.second.total() < best->second.total()) {
+    if (!best || better(end.second, best->second)) {
       best = end;
       best_start = s.preset;
     }
@@ -369,7 +402,7 @@ InferResult infer_contract(const CaseDir& dir, const InferOptions& o) {
       } catch (const Error&) {
         continue;
       }
-      if (is_valid(n) && search.total(n).total() == found.total()) r.undetermined[key].push_back(cand);
+      if (is_valid(n) && as_good(search.total(n), found)) r.undetermined[key].push_back(cand);
     }
   }
   std::vector<CaseDiagnoses> diagnosed;

@@ -7,14 +7,17 @@
 // at each candidate value (param_choices for enumerated ones; a candidate list for numeric
 // ones, plus scale_min values read from the device's scales of all-zero domains); a change the
 // contract rejects is retried together with one change of another parameter that makes it
-// valid (e.g. layout=swizzled with tail=reject). The best single move is taken while it lowers
-// the differing byte count; the lowest end point over all starts wins. Candidates run on the
+// valid (e.g. layout=swizzled with tail=reject). The best single move is taken while it explains
+// the device better: first more of the device's tensors given their dtype and shape, then fewer
+// differing bytes; the best end point over all starts wins. Candidates run on the
 // fast engine. A parameter another value of which fits the outputs just as well is reported as
 // undetermined, not guessed. A case the device refused (no outputs) matches a candidate that
 // rejects it too; otherwise all of the bytes of the side that has outputs count as differing.
 //
 // When only a closest contract is found, its residual is attributed: compare's diagnoses
-// (compare.hpp) of that contract against the device, on the cases that still differ.
+// (compare.hpp) of that contract against the device, on the cases that still differ. A case
+// whose device payload (or single output) has another dtype or shape than that contract's is
+// ErrorKind::bad_input naming the case, as compare_device refuses it.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -34,7 +37,7 @@ struct CaseResidual {
   std::string name;
   std::int64_t payload_bytes_differing = 0, scale_bytes_differing = 0;
   std::string note;  // "" or "the device refused it; the contract does not" / the converse
-  std::string undiagnosed;  // "" or why compare could not diagnose the case (e.g. another payload shape)
+  std::string undiagnosed;  // "" or why compare could not diagnose the case (e.g. a scale of another dtype)
 };
 
 struct InferResult {

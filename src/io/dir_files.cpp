@@ -18,7 +18,7 @@ DirFiles::DirFiles(const std::filesystem::path& dir) : dir_(dir) {
 
 DirFiles::~DirFiles() { ::close(fd_); }
 
-std::vector<std::uint8_t> DirFiles::read(const std::string& name) const {
+std::vector<std::uint8_t> DirFiles::read(const std::string& name, std::uint64_t max_bytes) const {
   const std::string shown = path(name).string();
   // O_NONBLOCK: a FIFO in the directory must not make the read wait for a writer (refused below).
   const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -30,6 +30,9 @@ std::vector<std::uint8_t> DirFiles::read(const std::string& name) const {
   struct stat st;
   if (::fstat(fd, &st) != 0) fail(ErrorKind::io, "cannot read " + shown + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail(ErrorKind::io, "cannot read " + shown + ": not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    fail(ErrorKind::bad_file, shown + ": " + std::to_string(st.st_size) + " bytes, larger than the " +
+                                  std::to_string(max_bytes) + "-byte limit");
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
   std::size_t done = 0;
   while (done < bytes.size()) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,11 @@ class DirFiles {
   DirFiles(const DirFiles&) = delete;
   DirFiles& operator=(const DirFiles&) = delete;
 
-  // The whole file `name` (a plain name); ErrorKind::io naming dir/name when it cannot be read.
-  std::vector<std::uint8_t> read(const std::string& name) const;
+  // The whole file `name` (a plain name); ErrorKind::io naming dir/name when it cannot be read
+  // or is not a regular file (a FIFO is refused without waiting for a writer), bad_file naming
+  // the limit when it is larger than `max_bytes` (checked before anything is read).
+  std::vector<std::uint8_t> read(const std::string& name,
+                                 std::uint64_t max_bytes = std::numeric_limits<std::uint64_t>::max()) const;
   std::filesystem::path path(const std::string& name) const { return dir_ / name; }
 
  private:

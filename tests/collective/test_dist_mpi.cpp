@@ -294,6 +294,26 @@ TEST(BadInput, ARankThatFailsIsReportedByEveryRank) {
   EXPECT_EQ(r.out, "");
 }
 
+TEST(BadInput, ARankOutOfMemoryIsReportedByEveryRank) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "ASan reserves its shadow memory at start: no address-space limit leaves it room to run";
+#else
+  // Rank 1 gets an address space too small for its copies of a 256 MiB tensor: its bad_alloc
+  // inside a step is agreed on, so both ranks say "out of memory" (exit 2) instead of rank 0
+  // waiting in a collective for a rank that is gone.
+  const fs::path dir = scratch_dir();
+  write_plan(dir / "plan.json", 2097152);
+  const std::string cli = "'" + kCli + "'";
+  const MpiOutcome r =
+      mpirun_line("-np 1 " + cli + " collective plan.json : -np 1 prlimit --as=400000000 " + cli + " collective plan.json",
+                  dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "qexact: error: rank 1: out of memory\n"), 2) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+#endif
+}
+
 TEST(BadInput, AMissingPlanFileOnEveryRank) {
   const fs::path dir = scratch_dir();
   const MpiOutcome r = mpirun(2, "collective missing.json", dir);
