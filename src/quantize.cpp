@@ -1,5 +1,6 @@
 // Public entry points: validate the contract, then route to the engine.
 #include "qexact/quantize.hpp"
+#include "did_you_mean.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -51,7 +52,8 @@ const char* engine_name(Engine e) { return e == Engine::fast ? "fast" : "referen
 Engine parse_engine(const std::string& name) {
   if (name == "fast") return Engine::fast;
   if (name == "reference") return Engine::reference;
-  fail(ErrorKind::bad_argument, "unknown engine '" + name + "' (fast, reference)");
+  fail(ErrorKind::bad_argument,
+       "unknown engine '" + name + "'" + did_you_mean(name, {"fast", "reference"}) + " (fast, reference)");
 }
 
 int resolve_threads(const RunOptions& o) {

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "qexact/formats/bf16.hpp"
+#include "did_you_mean.hpp"
 #include "qexact/formats/fp16.hpp"
 
 namespace qexact {
@@ -41,7 +42,9 @@ DType parse_dtype(const std::string& n) {
   if (n == "float32" || n == "fp32") return DType::f32;
   if (n == "float16" || n == "fp16") return DType::f16;
   if (n == "bfloat16") return DType::bf16;
-  fail(ErrorKind::bad_argument, "unknown dtype '" + n + "' (f32, f16, bf16)");
+  fail(ErrorKind::bad_argument, "unknown dtype '" + n + "'" +
+                                    did_you_mean(n, {"f32", "f16", "bf16", "float32", "float16", "bfloat16"}) +
+                                    " (f32, f16, bf16)");
 }
 
 bool is_float_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }

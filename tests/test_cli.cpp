@@ -414,6 +414,10 @@ TEST_F(CliRejects, NaNForInt8TokenNamesRowAndColumn) {
 
 TEST_F(CliRejects, UnknownPreset) {
   expect_rejected({"quantize", "--preset", "mxfp9", "x.npy", "--out", "q"}, "unknown preset 'mxfp9'");
+  expect_rejected({"quantize", "--preset", "mxfp8.torchao.flor", "x.npy", "--out", "q"},
+                  "unknown preset 'mxfp8.torchao.flor': did you mean 'mxfp8.torchao.floor'?");
+  expect_rejected({"quantize", "--preset", "mx.ocp", "--param", "rounding=trnc", "x.npy", "--out", "q"},
+                  "unknown rounding 'trnc': did you mean 'trunc'?");
 }
 
 TEST_F(CliRejects, UnknownParameter) {

@@ -25,6 +25,12 @@ CASES = [
     # (id, call, exception, message pattern)
     ("unknown preset", lambda: qexact.quantize(ones(2, 32), "nope"), ValueError,
      r"^unknown preset 'nope' \(see `qexact presets`\)$"),
+    ("preset typo", lambda: qexact.quantize(ones(2, 32), "mxfp8.torchao.flor"), ValueError,
+     r"^unknown preset 'mxfp8.torchao.flor': did you mean 'mxfp8.torchao.floor'\? \(see `qexact presets`\)$"),
+    ("parameter typo", lambda: qexact.params("mx.ocp", blok=16), ValueError,
+     r"^unknown parameter 'blok': did you mean 'block'\? \(this contract takes: "),
+    ("value typo", lambda: qexact.params("mx.ocp", layout="rowmjaor"), ValueError,
+     r"^parameter layout: unknown value 'rowmjaor': did you mean 'rowmajor'\? \("),
     ("unknown parameter", lambda: qexact.params("mx.ocp", scale_mode="before"), ValueError,
      r"^parameter 'scale_mode' does not apply to the mx family of preset 'mx.ocp'$"),
     ("bad parameter value", lambda: qexact.quantize(ones(2, 32), "mx.ocp", block=20), ValueError,

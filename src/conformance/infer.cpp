@@ -7,6 +7,7 @@
 
 #include "conformance/emulate.hpp"
 #include "conformance/predicates.hpp"
+#include "did_you_mean.hpp"
 #include "contracts/family_table.hpp"
 #include "io/printable.hpp"
 #include "qexact/error.hpp"
@@ -306,11 +307,13 @@ std::vector<std::pair<std::string, std::string>> overrides_of(const Contract& c,
 
 Family parse_family(const std::string& name) {
   std::string known;
+  std::vector<std::string> names;
   for (const FamilyTraits& t : family_table()) {
     if (name == t.name) return t.family;
     known += (known.empty() ? "" : ", ") + std::string(t.name);
+    names.emplace_back(t.name);
   }
-  fail(ErrorKind::bad_argument, "unknown family '" + name + "' (" + known + ")");
+  fail(ErrorKind::bad_argument, "unknown family '" + name + "'" + did_you_mean(name, names) + " (" + known + ")");
 }
 
 std::vector<std::string> candidate_values(const Contract& c, const std::string& key) {

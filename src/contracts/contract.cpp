@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 
+#include "did_you_mean.hpp"
 #include "contracts/family_table.hpp"
 #include "contracts/presets/preset_table.hpp"
 #include "contracts/scale_grain.hpp"
@@ -98,11 +99,14 @@ const char* name_of(const EnumName<E> (&table)[N], E v) {
 template <class E, std::size_t N>
 E parse_enum(const EnumName<E> (&table)[N], const std::string& key, const std::string& s) {
   std::string choices;
+  std::vector<std::string> names;
   for (const auto& e : table) {
     if (s == e.name) return e.value;
     choices += (choices.empty() ? "" : ", ") + std::string(e.name);
+    names.emplace_back(e.name);
   }
-  fail(ErrorKind::bad_argument, "parameter " + key + ": unknown value '" + s + "' (" + choices + ")");
+  fail(ErrorKind::bad_argument,
+       "parameter " + key + ": unknown value '" + s + "'" + did_you_mean(s, names) + " (" + choices + ")");
 }
 
 // An integer parameter as written, converted to its field's type only when it fits: a value
@@ -282,7 +286,9 @@ const char* family_name(Family f) { return family_traits(f).name; }
 namespace {
 const presets::FoundPreset& preset_named(const std::string& name) {
   const presets::FoundPreset* p = presets::find_preset(name);
-  if (!p) fail(ErrorKind::bad_argument, "unknown preset '" + name + "' (see `qexact presets`)");
+  if (!p)
+    fail(ErrorKind::bad_argument,
+         "unknown preset '" + name + "'" + did_you_mean(name, preset_names()) + " (see `qexact presets`)");
   return *p;
 }
 }  // namespace
@@ -333,9 +339,14 @@ void set_param(Contract& c, const std::string& key, const std::string& value) {
     fail(ErrorKind::bad_argument, "parameter '" + key + "' does not apply to the " + family_name(c.family) +
                                       " family of preset '" + c.preset + "'");
   std::string known;
+  std::vector<std::string> names;
   for (const auto& d : param_defs())
-    if (applies(d, c.family)) known += (known.empty() ? "" : ", ") + std::string(d.name);
-  fail(ErrorKind::bad_argument, "unknown parameter '" + key + "' (this contract takes: " + known + ")");
+    if (applies(d, c.family)) {
+      known += (known.empty() ? "" : ", ") + std::string(d.name);
+      names.emplace_back(d.name);
+    }
+  fail(ErrorKind::bad_argument,
+       "unknown parameter '" + key + "'" + did_you_mean(key, names) + " (this contract takes: " + known + ")");
 }
 
 void set_param(Contract& c, const std::string& kv) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "qexact/error.hpp"
+#include "did_you_mean.hpp"
 
 namespace qexact {
 namespace {
@@ -34,7 +35,9 @@ const ElemTraits& elem_traits(ElemFormat f) { return kTraits[static_cast<int>(f)
 ElemFormat parse_elem_format(const std::string& name) {
   for (int i = 0; i < 5; ++i)
     if (name == kTraits[i].name) return static_cast<ElemFormat>(i);
-  fail(ErrorKind::bad_argument, "unknown element format '" + name + "' (e4m3, e5m2, e2m3, e3m2, e2m1)");
+  fail(ErrorKind::bad_argument, "unknown element format '" + name + "'" +
+                                    did_you_mean(name, {"e4m3", "e5m2", "e2m3", "e3m2", "e2m1"}) +
+                                    " (e4m3, e5m2, e2m3, e3m2, e2m1)");
 }
 
 const char* rounding_name(Rounding r) {
@@ -55,7 +58,9 @@ Rounding parse_rounding(const std::string& n) {
     if (n == rounding_name(r)) return r;
   if (n == "even") return Rounding::rne;
   fail(ErrorKind::bad_argument,
-       "unknown rounding '" + n + "' (rne, half_away, half_away_fp32, even_fp32, trunc, ties_zero)");
+       "unknown rounding '" + n + "'" +
+           did_you_mean(n, {"rne", "half_away", "half_away_fp32", "even_fp32", "trunc", "ties_zero", "even"}) +
+           " (rne, half_away, half_away_fp32, even_fp32, trunc, ties_zero)");
 }
 
 const char* overflow_name(Overflow o) {
@@ -70,7 +75,8 @@ const char* overflow_name(Overflow o) {
 Overflow parse_overflow(const std::string& n) {
   for (Overflow o : {Overflow::saturate, Overflow::nan, Overflow::inf})
     if (n == overflow_name(o)) return o;
-  fail(ErrorKind::bad_argument, "unknown overflow rule '" + n + "' (saturate, nan, inf)");
+  fail(ErrorKind::bad_argument,
+       "unknown overflow rule '" + n + "'" + did_you_mean(n, {"saturate", "nan", "inf"}) + " (saturate, nan, inf)");
 }
 
 float elem_decode(ElemFormat f, std::uint8_t code) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "did_you_mean.hpp"
 #include "io/read_file.hpp"
 #include "io/shape_bytes.hpp"
 #include "plan/shard_domain.hpp"
@@ -72,8 +73,12 @@ void check_preset_name(const std::string& q, const TensorContext& ctx) {
   for (const auto& n : names)
     if (n == q) return;
   std::string list = kInt8Channel;
-  for (const auto& n : names) list += ", " + n;
-  ctx.value_error("quantize", "unknown preset '" + q + "' (" + list + ")");
+  std::vector<std::string> all{kInt8Channel};
+  for (const auto& n : names) {
+    list += ", " + n;
+    all.push_back(n);
+  }
+  ctx.value_error("quantize", "unknown preset '" + q + "'" + did_you_mean(q, all) + " (" + list + ")");
 }
 
 // The element count of the axis qdim of `shape`, for hif4 (negative qdim counts from the end).
