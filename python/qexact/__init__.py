@@ -1,12 +1,16 @@
 """qexact: quantize tensors bit for bit as real hardware and frameworks do.
 
-The MX family (MXFP8 E4M3/E5M2, MXFP6, MXFP4), int8 per (head, token block), int8 per token,
-ggml Q8_0 and HiFloat4, each a named contract (``presets()``) whose every parameter can be
-overridden by keyword. Inputs are numpy arrays (float32, float16, ``ml_dtypes.bfloat16``) or
+The MX family (MXFP8 E4M3/E5M2, MXFP6, MXFP4), FP8 with fp32 scales (per tensor, row, group,
+tile or head block), NVFP4 (E2M1 with E4M3 block scales and an optional fp32 tensor scale), int8
+per (head, token block), int8 per token, ggml Q8_0 and HiFloat4, each a named contract
+(``presets()``) whose every parameter can be overridden by keyword; a mistyped preset, parameter
+or value gets the nearest name in its error ("did you mean ...?"). Inputs are numpy arrays (float32, float16, ``ml_dtypes.bfloat16``) or
 CPU tensors that speak DLPack, read in place with their strides; outputs are numpy arrays, or
 PyTorch tensors (torch's float8 / float4 / E8M0 dtypes, no copies) when the inputs are PyTorch
 tensors: those calls run as the ``torch.ops.qexact.*`` ops of ``qexact.torch``, which also holds
-differentiable fake quantization and torchao interop. Kernels run without the GIL. ``engine="reference"`` runs the scalar reference
+differentiable fake quantization (``fake_quant``, ``FakeQuantize``; also at the top level, as
+``qexact.fake_quant`` and ``qexact.FakeQuantize``, imported with torch on first use) and torchao
+interop. Kernels run without the GIL. ``engine="reference"`` runs the scalar reference
 quantizers instead of the SIMD + multi-threaded ones: both give the same bytes.
 
 Errors: ``ValueError`` for a bad preset, parameter, shape or value (NaN where the contract is
@@ -57,6 +61,26 @@ __all__ = [
 ]
 
 Engine = Literal["fast", "reference"]
+
+# Names of qexact.torch offered at the top level. They need PyTorch, which qexact itself does not:
+# resolved on first use (PEP 562), so `import qexact` never imports torch.
+_TORCH_NAMES = ("FakeQuantize", "fake_quant")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_NAMES:
+        try:
+            from . import torch as qt
+        except ModuleNotFoundError as e:
+            if e.name != "torch":
+                raise
+            raise ImportError(f"qexact.{name} needs PyTorch (pip install torch); the numpy API needs nothing more") from e
+        return getattr(qt, name)
+    raise AttributeError(f"module 'qexact' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_TORCH_NAMES))
 
 
 def presets() -> list[str]:

@@ -32,7 +32,9 @@ the saturation bound (``max_code × scale``, e.g. 500 in an MXFP8 floor-scaled b
 is 1: it comes back as 448) gets the gradient an unquantized element would get, not zero: the
 bound of a block-scaled format follows the block's own amax, so the elements it clips are the
 block's largest, and a clipped-STE zero would stop training exactly the weights that set the
-scale. NaN and inf pass their gradient through the same way.
+scale. NaN and inf pass their gradient through the same way. ``quantize``, ``quantize_outputs``
+and ``hif4_pack`` are not differentiable: their outputs are marked so (they never require grad,
+whatever the input), and ``fake_quant`` is the path to train through.
 """
 
 from __future__ import annotations
@@ -169,6 +171,22 @@ def _(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -
     return _fake_outputs(x, preset, overrides)
 
 
+# Quantized codes and their scales have no gradient: the outputs of quantize (and hif4_pack) are
+# marked non-differentiable, so a requires_grad input gives outputs that do not require grad,
+# instead of outputs whose backward fails. fake_quant is the differentiable path.
+def _mark_non_differentiable(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.mark_non_differentiable(*(output if isinstance(output, (tuple, list)) else (output,)))
+
+
+def _no_gradient(ctx: Any, *grads: Any) -> tuple[None, ...]:
+    raise RuntimeError("qexact: quantized outputs have no gradient (use qexact.torch.fake_quant to train through "
+                       "quantization)")
+
+
+for _op in ("qexact::quantize", "qexact::quantize_outputs"):
+    torch.library.register_autograd(_op, _no_gradient, setup_context=_mark_non_differentiable)
+
+
 def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str]) -> None:
     """A typed payload must be the contract's type: its bytes would be read as the contract's
     codes either way (uint8 / int8 bytes are taken as they are)."""
@@ -285,6 +303,9 @@ def _(scale: Tensor, value: Tensor, engine: str, threads: int) -> Tensor:
     if value.dim() != 2:
         raise ValueError(f"value must be 2-D (rows, cols/2), got shape {tuple(value.shape)}")
     return value.new_empty([int(value.shape[0]), 2 * int(value.shape[1])], dtype=torch.float32)
+
+
+torch.library.register_autograd("qexact::hif4_pack", _no_gradient, setup_context=_mark_non_differentiable)
 
 
 # -- the functions: keywords in, ops called ----------------------------------------------------

@@ -170,3 +170,36 @@ def test_fake_quantize_refuses_a_bad_contract_when_made():
         qt.FakeQuantize("mxfp9")
     with pytest.raises(ValueError, match="not a quantize contract"):
         qt.fake_quant(torch.ones(2, 4), "pool.mean")
+
+
+def test_fake_quant_and_fake_quantize_at_the_top_level_without_importing_torch_early():
+    assert qexact.fake_quant is qt.fake_quant
+    assert qexact.FakeQuantize is qt.FakeQuantize
+    assert {"fake_quant", "FakeQuantize"} <= set(dir(qexact))
+    with pytest.raises(AttributeError, match="has no attribute 'fake_quantize'"):
+        qexact.fake_quantize  # noqa: B018
+    # `import qexact` alone leaves torch unimported: the top-level names resolve on first use.
+    import subprocess
+    import sys
+    code = "import sys, qexact; assert 'torch' not in sys.modules; qexact.fake_quant; assert 'torch' in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    x = tensor("mx.ocp")
+    assert bits(qexact.fake_quant(x, "mx.ocp")) == bits(qt.fake_quant(x, "mx.ocp"))
+
+
+@pytest.mark.parametrize("preset", ["mxfp8.ascend", "nvfp4.torchao", "fp8.ascend.token"])
+def test_quantize_outputs_are_not_differentiable(preset):
+    x = tensor(preset).requires_grad_(True)
+    outs = qt.quantize(x, preset)
+    assert outs and all(not o.requires_grad for o in outs)
+    eager = qt.quantize(x.detach(), preset)
+    assert [bits(o) for o in outs] == [bits(o) for o in eager]
+    # A loss through them has nothing to differentiate: torch says so, not "no autograd formula".
+    floats = [o for o in outs if o.dtype != torch.float4_e2m1fn_x2]  # float4 has no cast to float
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        floats[0].float().sum().backward()
+
+
+def test_hif4_pack_outputs_are_not_differentiable():
+    x = tensor("hif4").requires_grad_(True)
+    assert all(not o.requires_grad for o in qt.hif4_pack(x))
