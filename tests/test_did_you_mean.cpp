@@ -7,6 +7,7 @@
 
 #include "conformance/infer.hpp"
 #include "did_you_mean.hpp"
+#include "int8_test_util.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/error.hpp"
 #include "qexact/tensor.hpp"
@@ -14,14 +15,7 @@
 namespace qexact {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return int8_test::error_of(f, ErrorKind::bad_argument); }
 
 TEST(DidYouMean, EditDistanceCountsEachTypoOnce) {
   EXPECT_EQ(edit_distance("", ""), 0u);
