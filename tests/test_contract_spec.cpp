@@ -28,7 +28,7 @@ const std::map<std::string, Part>& documented_parts() {
       {"scale_rule", Part::scale},        {"log2_fp32", Part::scale},       {"ratio", Part::scale},
       {"byte0", Part::scale},             {"scale_mode", Part::scale},      {"scale_min", Part::scale},
       {"scale_kind", Part::scale},        {"scale_arith", Part::scale},     {"scale_pow2", Part::scale},
-      {"quotient_arith", Part::scale},    {"round_mbits", Part::scale},
+      {"quotient_arith", Part::scale},    {"round_mbits", Part::scale},     {"qmax", Part::scale},
       {"amax_floor", Part::scale},        {"zero_group", Part::scale},      {"quotient", Part::scale},
       {"scale_store", Part::scale},       {"stored", Part::scale},          {"layout", Part::scale},
       {"block_arith", Part::scale},       {"block_min", Part::scale},       {"zero_block", Part::scale},
@@ -46,7 +46,7 @@ const std::map<std::string, std::vector<std::string>>& numeric_values() {
       {"granularity", {"tensor", "row", "group:128", "tile:128x128", "head_block:64"}},
       {"qdim", {"-1", "0"}},            {"scale_min", {"0", "1e-06"}},   {"amax_floor", {"0", "1e-12"}},
       {"range", {"127", "128"}},        {"budget", {"1024", "1048576"}}, {"pool", {"8", "64"}},
-      {"round_mbits", {"-1", "1"}},     {"block_min", {"0", "0.015625"}},
+      {"round_mbits", {"-1", "1"}},     {"block_min", {"0", "0.015625"}}, {"qmax", {"127", "127.5"}},
   };
   return v;
 }

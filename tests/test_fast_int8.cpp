@@ -78,6 +78,17 @@ std::vector<Contract> int8_contracts() {
       {"q8_0.ggml", {"scale_mode=after", "scale_min=1e-5", "quotient=divide"}},
       {"int8.block.ascend", {"int_rounding=trunc"}},
       {"int8.token.blaze", {"int_rounding=trunc", "budget=1"}},
+      // The torch stacks' steps (qmax, arithmetic in the input's dtype, zero rules) on every
+      // family and path.
+      {"int8.ct.token", {"budget=1"}},
+      {"int8.ct.token", {"qmax=127", "zero_group=nan"}},
+      {"int8.modelopt.channel", {"budget=100"}},
+      {"int8.modelopt.channel", {"quotient_arith=fp32", "int_rounding=half_away"}},
+      {"int8.block.ascend", {"qmax=127.5", "scale_arith=input", "quotient_arith=input", "zero_group=eps", "range=128"}},
+      {"int8.block.ascend", {"zero_group=nan", "quotient_arith=input", "int_rounding=trunc"}},
+      {"int8.ct.group", {"group=32"}},
+      {"int8.ct.group", {"group=7", "int_rounding=half_away_fp32"}},
+      {"q8_0.ggml", {"quotient=divide", "scale_store=f32", "scale_arith=input", "zero_group=nan"}},
       {"int8.token.vllm", {"int_rounding=trunc"}},
       {"q8_0.ggml", {"int_rounding=trunc"}},
   };

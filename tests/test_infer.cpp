@@ -86,6 +86,10 @@ TEST(Infer, RecoversEachAlteredParameter) {
       {"int8.block.ascend", "int8.block.ascend", {"int_rounding=trunc"}, {{"int_rounding", "trunc"}}},
       {"int8.block.ascend", "int8.block.ascend", {"token_block=128"}, {{"token_block", "128"}}},
       {"int8.block.ascend", "int8.block.ascend", {"scale_store=f16"}, {{"scale_store", "f16"}}},
+      // the torch stacks' int8 from a seed export: the divisor 127.5, the zero rules
+      {"int8.token.blaze", "int8.token.blaze", {"qmax=127.5", "range=128"}, {{"qmax", "127.5"}, {"range", "128"}}},
+      {"int8.token.blaze", "int8.token.blaze", {"zero_group=eps"}, {{"zero_group", "eps"}}},
+      {"int8.token.blaze", "int8.ct.token", {}, {{"qmax", "127.5"}, {"scale_arith", "input"}, {"quotient_arith", "input"}}},
       // per-tile scales [R, Q/64] instead of one per row
       {"int8.token.blaze", "q8_0.ggml", {"group=64", "scale_store=f32", "quotient=divide", "int_rounding=rne"},
        {{"group", "64"}, {"quotient", "divide"}, {"int_rounding", "rne"}}, "int8.group"},

@@ -170,7 +170,9 @@ enum class ZeroGroup : std::uint8_t {
   zero,   // amax == 0: scale 0.0, payload 0 (the seed)
   floor,  // amax == 0 goes through max(amax, amax_floor) like any other amax
   one,    // max(amax, amax_floor) == 0: scale 1.0, payload x * 1 (TransformerEngine current scaling)
-  nan,    // amax == 0: the scale is 0 and stored, elements x / 0 (0 / 0: NaN codes; ModelOpt)
+  nan,    // amax == 0: the scale is 0 and stored, elements x / 0 (0 / 0: NaN codes; ModelOpt).
+          // int8: any scale that comes out 0 is divided by as IEEE does: +-inf saturates to
+          // 127 / the range's lowest, 0 / 0 gives 0 (ModelOpt's INT8QTensor)
   eps,    // a scale that comes out 0 (amax 0, or one that underflows) becomes the machine epsilon
           // of the scale's arithmetic (fp32 2^-23, bf16 2^-7, f16 2^-10; compressed-tensors)
   amax_one,  // an amax <= amax_floor is replaced by 1.0 (ModelOpt's fp8 fake quant)
@@ -263,14 +265,17 @@ struct ScaleSpec {
   RatioOp ratio = RatioOp::divide; // mx rceil
   ScaleMode scale_mode = ScaleMode::after;  // int8
   float scale_min = 0.0f;          // int8
+  float qmax = 127.0f;             // int8: the scale's divisor, 127 or 127.5 (compressed-tensors:
+                                   // the bit range (127 - -128) / 2); the clamp is `range`'s
   ScaleKind scale_kind = ScaleKind::descale;  // fp8.scaled
-  ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled; nvfp4 (fp32 | input, with tensor_scale=multiplier)
+  ScaleArith scale_arith = ScaleArith::fp32;  // fp8.scaled; nvfp4 (fp32 | input, with tensor_scale=multiplier);
+                                              // int8 (fp32 | input)
   int round_mbits = -1;            // mx scale_rule=even: amax rounded to this many mantissa bits
                                    // (-1: the element's; compressed-tensors' MXFP8 rounds at 1)
   ScalePow2 scale_pow2 = ScalePow2::none;     // fp8.scaled
   double amax_floor = 0.0;         // fp8.scaled: max(amax, amax_floor) before the division; 0: none.
                                    // A double: torchao's 1e-12 is a Python float, compared in fp64
-  ZeroGroup zero_group = ZeroGroup::zero;     // fp8.scaled
+  ZeroGroup zero_group = ZeroGroup::zero;     // fp8.scaled; int8 (zero | eps | nan)
   BlockArith block_arith = BlockArith::split;  // nvfp4, tensor_scale=amax
   float block_min = 0x1p-6f;                   // nvfp4: block scales are clamped to [block_min, 448]
   ZeroBlock zero_block = ZeroBlock::clamp;     // nvfp4
@@ -279,7 +284,7 @@ struct ScaleSpec {
   Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
   Quotient quotient = Quotient::divide;            // int8 "quotient"
   Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // fp8.scaled "quotient"
-  QuotientArith quotient_arith = QuotientArith::fp32;  // fp8.scaled
+  QuotientArith quotient_arith = QuotientArith::fp32;  // mx, fp8.scaled, int8 (with quotient=divide)
   Nvfp4Quotient nvfp4_quotient = Nvfp4Quotient::reciprocal;  // nvfp4 "quotient"
 
   // Storage.

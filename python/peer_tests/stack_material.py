@@ -190,7 +190,12 @@ def infer_on_peer(tmp: Path, preset: str, peer, scale_of=None) -> dict:
         x = np.load(d / "input.npy")
         if x.dtype == np.uint16:
             x = x.view(BF16)
-        if x.size == 0 or case.get("expect_error"):
+        if case.get("expect_error"):
+            continue
+        if x.size == 0:  # nothing to quantize: a device answers with empty tensors of the contract's shapes
+            for name, dtype, dims in qexact.outputs(preset, x.shape):
+                np.save(d / f"{name}.npy", np.zeros(dims, dtype={"u8": np.uint8, "i8": np.int8, "f32": np.float32,
+                                                                  "f16": np.float16}[dtype]))
             continue
         try:
             outputs = peer(x.reshape(-1, x.shape[-1]))

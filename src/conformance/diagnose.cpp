@@ -241,13 +241,7 @@ class Stager {
     if (c_.family == Family::mx) return x / ref::mx_divisor(c_, static_cast<std::uint8_t>(ds_[g]));
     const float s = ref_.scale.dtype() == DType::f32 ? std::bit_cast<float>(ds_[g])
                                                       : f16_to_f32(static_cast<std::uint16_t>(ds_[g]));
-    const ref::int8::QuotientOp q = ref::int8::quotient_for_given(c_, amax_[g], s);
-    switch (q.op) {
-      case ref::int8::QuotientOp::Op::divide: return x / q.operand;
-      case ref::int8::QuotientOp::Op::multiply: return x * q.operand;
-      case ref::int8::QuotientOp::Op::zero_payload: break;
-    }
-    return 0.0f;
+    return ref::int8::quotient_value(ref::int8::quotient_for_given(c_, amax_[g], s, x_.dtype), x);
   }
 
   bool is_tie(float v) const {

@@ -329,6 +329,7 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
     else if (key == "round_mbits") v = {"-1", "1"};  // the element's, compressed-tensors' E2M1 precision
     else if (key == "block_min") v = {"0.015625", "0.001953125", "0"};  // E4M3's smallest normal (torchao), subnormal (ModelOpt), none (compressed-tensors)
     else if (key == "range") v = {"127", "128"};
+    else if (key == "qmax") v = {"127", "127.5"};  // the seed's, compressed-tensors' (255 / 2)
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};
     else if (key == "pool") v = {"16", "32", "64", "128", "256"};

@@ -35,7 +35,7 @@ struct LabFamily {
   // pooled mean has its own cases (empty shape).
   Shape (*tail_shape)(const Contract& c);
   // The largest code magnitude a group's scale maps amax onto: the element max (MX,
-  // fp8.scaled), 127 (int8), 7 (HiF4), 6 (nvfp4).
+  // fp8.scaled), qmax (int8: 127, or 127.5 for compressed-tensors), 7 (HiF4), 6 (nvfp4).
   float (*top_code)(const Contract& c);
   // The amaxes of the amax_sweep case: top * 2^k and values that stress the scale rule.
   std::vector<double> (*sweep_amaxes)(const Contract& c);

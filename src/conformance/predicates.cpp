@@ -521,9 +521,10 @@ float nvfp4_unrounded_block_scale(const Contract& c, float amax, float tensor_sc
 }
 
 float int8_nominal_scale(const Contract& c, float amax) {
-  const float qmax = 127.0f;
-  float s = c.scale_mode == ScaleMode::before ? std::max(amax, c.scale_min) / qmax
-                                              : std::max(amax / qmax, c.scale_min);
+  // (scale_arith=input's rounding to the input's dtype is left out: the cases that use this
+  // anchor their scales on powers of two, which every dtype holds.)
+  float s = c.scale_mode == ScaleMode::before ? std::max(amax, c.scale_min) / c.qmax
+                                              : std::max(amax / c.qmax, c.scale_min);
   if (scale_encoding(c) == ScaleEncoding::f16) s = round_f16(s);
   return s;
 }

@@ -241,6 +241,8 @@ const std::vector<ParamDef>& param_defs() {
       QX_ENUM_PARAM("quotient", quotient, kQuotients, F::int8_block, F::int8_token, F::int8_group),
       QX_ENUM_PARAM("quotient", fp8_quotient, kFp8Quotients, F::fp8_scaled),
       QX_ENUM_PARAM("int_rounding", int_rounding, kIntRounding, F::int8_block, F::int8_token, F::int8_group),
+      {"qmax", {F::int8_block, F::int8_token, F::int8_group}, [](const Contract& c) { return fmt_float(c.qmax); },
+       [](Contract& c, const std::string& s) { c.qmax = parse_float("qmax", s); }},
       {"range", {F::int8_block, F::int8_token, F::int8_group}, [](const Contract& c) { return std::to_string(c.range); },
        [](Contract& c, const std::string& s) { c.range = static_cast<int>(parse_int("range", s)); }},
       QX_ENUM_PARAM("scale_store", scale_store, kScaleStore, F::int8_block, F::int8_token, F::int8_group),
@@ -255,13 +257,15 @@ const std::vector<ParamDef>& param_defs() {
       {"granularity", {F::fp8_scaled}, [](const Contract& c) { return scale_grain_name(c.granularity); },
        [](Contract& c, const std::string& s) { c.granularity = parse_scale_grain(s); }},
       QX_ENUM_PARAM("scale_kind", scale_kind, kScaleKinds, F::fp8_scaled),
-      QX_ENUM_PARAM("scale_arith", scale_arith, kScaleArith, F::fp8_scaled, F::nvfp4),
-      QX_ENUM_PARAM("quotient_arith", quotient_arith, kQuotientArith, F::mx, F::fp8_scaled),
+      QX_ENUM_PARAM("scale_arith", scale_arith, kScaleArith, F::fp8_scaled, F::nvfp4, F::int8_block, F::int8_token,
+                    F::int8_group),
+      QX_ENUM_PARAM("quotient_arith", quotient_arith, kQuotientArith, F::mx, F::fp8_scaled, F::int8_block,
+                    F::int8_token, F::int8_group),
       QX_ENUM_PARAM("scale_pow2", scale_pow2, kScalePow2, F::fp8_scaled),
       QX_ENUM_PARAM("stored", stored, kStored, F::fp8_scaled),
       {"amax_floor", {F::fp8_scaled}, [](const Contract& c) { return fmt_double(c.amax_floor); },
        [](Contract& c, const std::string& s) { c.amax_floor = parse_double("amax_floor", s); }},
-      QX_ENUM_PARAM("zero_group", zero_group, kZeroGroups, F::fp8_scaled),
+      QX_ENUM_PARAM("zero_group", zero_group, kZeroGroups, F::fp8_scaled, F::int8_block, F::int8_token, F::int8_group),
       QX_ENUM_PARAM("nonfinite_input", nonfinite_input, kNonFiniteInput, F::fp8_scaled, F::nvfp4),
       QX_ENUM_PARAM("tensor_scale", tensor_scale, kTensorScales, F::nvfp4),
       QX_ENUM_PARAM("block_arith", block_arith, kBlockArith, F::nvfp4),
@@ -406,7 +410,9 @@ std::vector<std::string> param_choices(const std::string& key) {
 std::vector<std::string> param_choices(Family f, const std::string& key) {
   if (f == Family::fp8_scaled && key == "element") return {"e4m3", "e5m2"};
   if ((f == Family::fp8_scaled || f == Family::nvfp4) && key == "signed_zero") return {"false", "true", "underflow"};
-  if (f == Family::nvfp4 && key == "scale_arith") return {"fp32", "input"};
+  const bool int8 = f == Family::int8_block || f == Family::int8_token || f == Family::int8_group;
+  if ((f == Family::nvfp4 || int8) && key == "scale_arith") return {"fp32", "input"};
+  if (int8 && key == "zero_group") return {"zero", "eps", "nan"};
   if (key == "quotient") {
     std::vector<std::string> out;
     if (f == Family::nvfp4)
@@ -450,6 +456,15 @@ void validate(const Contract& c) {
       if (c.family == Family::int8_block && c.token_block < 1) bad("token_block must be >= 1");
       if (c.family == Family::int8_group && c.group < 1) bad("group must be >= 1");
       if (c.family == Family::int8_token && c.budget < 1) bad("budget must be >= 1 byte");
+      if (c.qmax != 127.0f && c.qmax != 127.5f) bad("qmax must be 127 or 127.5, got " + fmt_float(c.qmax));
+      if (c.scale_arith != ScaleArith::fp32 && c.scale_arith != ScaleArith::input)
+        bad(std::string("int8 takes scale_arith=fp32 or input, got ") + name_of(kScaleArith, c.scale_arith));
+      if (c.zero_group != ZeroGroup::zero && c.zero_group != ZeroGroup::eps && c.zero_group != ZeroGroup::nan)
+        bad(std::string("int8 takes zero_group=zero, eps or nan, got ") + name_of(kZeroGroups, c.zero_group));
+      if (c.scale_arith == ScaleArith::input && c.scale_store != ScaleStore::f32)
+        bad("scale_arith=input stores the scale in the input's dtype, whose values fp32 holds: it needs scale_store=f32");
+      if ((c.quotient_arith == QuotientArith::input || c.zero_group != ZeroGroup::zero) && c.quotient != Quotient::divide)
+        bad("quotient_arith=input and zero_group=eps / nan are torch's x / scale: they need quotient=divide");
       break;
     case Family::hif4:
       break;

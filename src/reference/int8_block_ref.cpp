@@ -54,7 +54,7 @@ QuantResult quantize_int8_block(const Contract& c, const TensorView& x) {
     for (std::int64_t n = 0; n < g.heads; ++n)
       for (std::int64_t blk = 0; blk < g.blocks; ++blk) {
         const float amax = block_abs_max(g, values, b, n, blk);
-        const int8::QuotientOp q = int8::scale_domain(c, amax, r.scale, (b * g.heads + n) * g.blocks + blk);
+        const int8::QuotientOp q = int8::scale_domain(c, amax, r.scale, (b * g.heads + n) * g.blocks + blk, x.dtype);
         quantize_block(c, g, values, q, b, n, blk, r.payload.data<std::int8_t>());
       }
   return r;

@@ -69,7 +69,7 @@ QuantResult quantize_int8_channel(const TensorView& x, const TensorView& amax) {
       fail(ErrorKind::bad_argument, std::string(op) + ": amax must be finite and >= 0, got " + std::to_string(m) +
                                         " at (n " + std::to_string(ch / g.dim) + ", d " + std::to_string(ch % g.dim) +
                                         ")");
-    ops[static_cast<std::size_t>(ch)] = ref::int8::scale_domain(c, m, r.scale, ch);
+    ops[static_cast<std::size_t>(ch)] = ref::int8::scale_domain(c, m, r.scale, ch, x.dtype);
   }
   std::int8_t* q = r.payload.data<std::int8_t>();
   for (std::int64_t t = 0; t < g.batch * g.seq; ++t)

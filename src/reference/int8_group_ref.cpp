@@ -27,7 +27,7 @@ QuantResult quantize_int8_group(const Contract& c, const TensorView& x) {
     const auto end = first + static_cast<std::size_t>(c.group);
     float amax = 0.0f;
     for (std::size_t i = first; i < end; ++i) amax = int8::fold_abs_max(amax, values[i]);
-    const int8::QuotientOp q = int8::scale_domain(c, amax, r.scale, g);
+    const int8::QuotientOp q = int8::scale_domain(c, amax, r.scale, g, x.dtype);
     for (std::size_t i = first; i < end; ++i) payload[i] = int8::quantize_element(c, q, values[i]);
   }
   return r;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "contracts/family_table.hpp"
+#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/formats/int8.hpp"
 #include "reference/int8_steps.hpp"
@@ -17,31 +18,49 @@ namespace int8 {
 
 float fold_abs_max(float amax, float x) { return std::max(amax, std::fabs(x)); }
 
-float scale_from_amax(const ScaleSpec& c, float amax) {
+namespace {
+
+// v rounded to the input's dtype as torch rounds an operation on a bf16 / f16 tensor (RNE).
+float in_input_dtype(DType input, float v) {
+  return input == DType::bf16 ? round_bf16(v) : input == DType::f16 ? round_f16(v) : v;
+}
+
+// torch.finfo(dtype).eps.
+float eps_of(DType d) { return d == DType::bf16 ? 0x1p-7f : d == DType::f16 ? 0x1p-10f : 0x1p-23f; }
+
+}  // namespace
+
+float scale_from_amax(const ScaleSpec& c, float amax, DType input) {
+  float s = 0.0f;
   switch (c.scale_mode) {
     case ScaleMode::before:
-      return std::max(amax, c.scale_min) / kQuantMax;
+      s = std::max(amax, c.scale_min) / c.qmax;
+      break;
     case ScaleMode::after:
-      return std::max(amax / kQuantMax, c.scale_min);
+      s = std::max(amax / c.qmax, c.scale_min);
+      break;
   }
-  fail(ErrorKind::bad_argument, "unknown scale_mode");
+  const DType arith = c.scale_arith == ScaleArith::input ? input : DType::f32;
+  s = in_input_dtype(arith, s);
+  if (s == 0.0f && c.zero_group == ZeroGroup::eps) s = eps_of(arith);
+  return s;
 }
 
 float stored_scale(const ScaleSpec& c, float s) {
   return c.scale_store == ScaleStore::f16 ? f16_to_f32(f32_to_f16(s)) : s;
 }
 
-QuotientOp quotient_for(const ScaleSpec& c, float amax, float s) {
+QuotientOp quotient_for(const ScaleSpec& c, float amax, float s, DType input) {
   switch (c.quotient) {
     case Quotient::divide: {
       const float divisor = stored_scale(c, s);
-      if (divisor == 0.0f) return {};
-      return {QuotientOp::Op::divide, divisor};
+      if (divisor == 0.0f && c.zero_group != ZeroGroup::nan) return {};
+      return {QuotientOp::Op::divide, divisor, c.quotient_arith == QuotientArith::input ? input : DType::f32};
     }
     case Quotient::reciprocal: {
       const float clamped_amax = std::max(amax, c.scale_min);
       if (clamped_amax == 0.0f) return {};
-      return {QuotientOp::Op::multiply, kQuantMax / clamped_amax};
+      return {QuotientOp::Op::multiply, c.qmax / clamped_amax};
     }
     case Quotient::inv_scale:
       if (s == 0.0f) return {};
@@ -50,35 +69,38 @@ QuotientOp quotient_for(const ScaleSpec& c, float amax, float s) {
   fail(ErrorKind::bad_argument, "unknown quotient");
 }
 
-QuotientOp quotient_for_given(const ScaleSpec& c, float amax, float given) {
-  const float own = scale_from_amax(c, amax);
+QuotientOp quotient_for_given(const ScaleSpec& c, float amax, float given, DType input) {
+  const float own = scale_from_amax(c, amax, input);
   if (std::bit_cast<std::uint32_t>(stored_scale(c, own)) == std::bit_cast<std::uint32_t>(given))
-    return quotient_for(c, amax, own);
+    return quotient_for(c, amax, own, input);
   if (given == 0.0f || !std::isfinite(given)) return {};
-  if (c.quotient == Quotient::divide) return {QuotientOp::Op::divide, given};
+  if (c.quotient == Quotient::divide)
+    return {QuotientOp::Op::divide, given, c.quotient_arith == QuotientArith::input ? input : DType::f32};
   return {QuotientOp::Op::multiply, 1.0f / given};
 }
 
-std::int8_t quantize_element(const ElementSpec& c, const QuotientOp& q, float x) {
+float quotient_value(const QuotientOp& q, float x) {
   switch (q.op) {
-    case QuotientOp::Op::zero_payload:
-      return 0;
-    case QuotientOp::Op::divide:
-      return int8_encode(x / q.operand, c.int_rounding, c.range);
-    case QuotientOp::Op::multiply:
-      return int8_encode(x * q.operand, c.int_rounding, c.range);
+    case QuotientOp::Op::zero_payload: return 0.0f;
+    case QuotientOp::Op::divide: return in_input_dtype(q.round_to, x / q.operand);
+    case QuotientOp::Op::multiply: return x * q.operand;
   }
-  return 0;
+  return 0.0f;
 }
 
-QuotientOp scale_domain(const ScaleSpec& c, float amax, Tensor& scale, std::int64_t index) {
-  const float s = scale_from_amax(c, amax);
+std::int8_t quantize_element(const ElementSpec& c, const QuotientOp& q, float x) {
+  if (q.op == QuotientOp::Op::zero_payload) return 0;
+  return int8_encode(quotient_value(q, x), c.int_rounding, c.range);
+}
+
+QuotientOp scale_domain(const ScaleSpec& c, float amax, Tensor& scale, std::int64_t index, DType input) {
+  const float s = scale_from_amax(c, amax, input);
   const auto i = static_cast<std::size_t>(index);
   if (c.scale_store == ScaleStore::f16)
     scale.data<std::uint16_t>()[i] = f32_to_f16(s);
   else
     scale.data<float>()[i] = s;
-  return quotient_for(c, amax, s);
+  return quotient_for(c, amax, s, input);
 }
 
 void check_contract(const Contract& c, Family family) {

@@ -22,6 +22,7 @@ struct Rows {
   std::int64_t cols;
   std::int8_t* payload;
   Tensor& scale;
+  DType input;  // the input's dtype (scale_arith / quotient_arith=input)
 
   std::size_t at(std::int64_t row, std::int64_t col) const { return static_cast<std::size_t>(row * cols + col); }
 };
@@ -31,7 +32,7 @@ void quantize_row_single_pass(const Contract& c, Rows& rows, std::int64_t row) {
   const std::vector<float> working(first, first + static_cast<std::ptrdiff_t>(rows.cols));
   float amax = 0.0f;
   for (float v : working) amax = int8::fold_abs_max(amax, v);
-  const int8::QuotientOp q = int8::scale_domain(c, amax, rows.scale, row);
+  const int8::QuotientOp q = int8::scale_domain(c, amax, rows.scale, row, rows.input);
   for (std::int64_t j = 0; j < rows.cols; ++j)
     rows.payload[rows.at(row, j)] = int8::quantize_element(c, q, working[static_cast<std::size_t>(j)]);
 }
@@ -42,7 +43,7 @@ void quantize_row_two_pass_chunked(const Contract& c, Rows& rows, std::int64_t r
   for (std::int64_t start = 0; start < rows.cols; start += chunk)
     for (std::int64_t j = start; j < std::min(rows.cols, start + chunk); ++j)
       amax = int8::fold_abs_max(amax, rows.source[rows.at(row, j)]);
-  const int8::QuotientOp q = int8::scale_domain(c, amax, rows.scale, row);
+  const int8::QuotientOp q = int8::scale_domain(c, amax, rows.scale, row, rows.input);
   for (std::int64_t start = 0; start < rows.cols; start += chunk)
     for (std::int64_t j = start; j < std::min(rows.cols, start + chunk); ++j)
       rows.payload[rows.at(row, j)] = int8::quantize_element(c, q, rows.source[rows.at(row, j)]);
@@ -63,7 +64,7 @@ QuantResult quantize_int8_token(const Contract& c, const TensorView& x) {
 
   const TokenPath path = select_token_path(cols * kWorkingBytesPerElement, c.budget);
   QuantResult r{int8::new_payload(ps), int8::new_scale(c, ss), token_path_name(path), {}};
-  Rows rows{values, cols, r.payload.data<std::int8_t>(), r.scale};
+  Rows rows{values, cols, r.payload.data<std::int8_t>(), r.scale, x.dtype};
   for (std::int64_t row = 0; row < row_count; ++row) {
     if (path == TokenPath::single_pass)
       quantize_row_single_pass(c, rows, row);

@@ -34,7 +34,7 @@ QuantResult quantize_int8_with_scales(const Contract& c, const TensorView& x, co
     amax[d] = int8::fold_abs_max(amax[d], values[static_cast<std::size_t>(i)]);
   }
   std::vector<int8::QuotientOp> ops(given.size());
-  for (std::size_t d = 0; d < given.size(); ++d) ops[d] = int8::quotient_for_given(c, amax[d], given[d]);
+  for (std::size_t d = 0; d < given.size(); ++d) ops[d] = int8::quotient_for_given(c, amax[d], given[d], x.dtype);
 
   QuantResult r{int8::new_payload(ps), contiguous_copy(scale), "groupwise", {}};
   std::int8_t* payload = r.payload.data<std::int8_t>();

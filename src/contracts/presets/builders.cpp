@@ -53,4 +53,14 @@ Contract nvfp4_torch_divide() {
   return c;
 }
 
+Contract int8_torch(Family f, float qmax, ZeroGroup zero) {
+  Contract c = family_base(f);
+  c.qmax = qmax;
+  c.range = 128;
+  c.scale_arith = ScaleArith::input;
+  c.quotient_arith = QuotientArith::input;
+  c.zero_group = zero;
+  return c;
+}
+
 }  // namespace qexact::presets

@@ -24,5 +24,9 @@ void fp8_descale_floor(Contract& c, double amax_floor);
 // descale), a zero code's sign iff the quotient is < 0, finite inputs only (their NaN rules are
 // measured, not modelled). Each preset adds its tensor and block scale steps.
 Contract nvfp4_torch_divide();
+// The stacks' int8 on torch (compressed-tensors, ModelOpt): scale = D(amax / qmax), q =
+// clamp(RNE(D(x / scale)), -128, 127), D the input's dtype (scale_arith=input,
+// quotient_arith=input, range 128); an all-zero domain follows `zero`. Finite inputs only.
+Contract int8_torch(Family f, float qmax, ZeroGroup zero);
 
 }  // namespace qexact::presets

@@ -67,6 +67,18 @@ std::vector<PresetDef> compressed_tensors_presets() {
        "compressed-tensors 0.20.1 MXFP4 (mxfp4-pack-quantized): as mxfp8.ct with E2M1 RNE elements, element 2k in the "
        "low nibble",
        "peer", [](Contract& c) { c = ct_mx(ElemFormat::e2m1); }},
+      {"int8.ct.token",
+       "compressed-tensors 0.20.1 int8 (int-quantized, W8A8) per output channel or dynamic per token: scale = "
+       "D(amax / 127.5) (the bit range 255 halved; eps if 0), RNE(clamp(D(x / scale), -128, 127)), so -amax -> -128; "
+       "D the input's dtype; finite inputs only",
+       "peer", [](Contract& c) { c = int8_torch(Family::int8_token, 127.5f, ZeroGroup::eps); }},
+      {"int8.ct.group",
+       "compressed-tensors 0.20.1 int8 per group of 128 along the last axis, as int8.ct.token",
+       "peer",
+       [](Contract& c) {
+         c = int8_torch(Family::int8_group, 127.5f, ZeroGroup::eps);
+         c.group = 128;
+       }},
       {"fp8.ct.tensor",
        "compressed-tensors 0.20.1 FP8 (float-quantized) per tensor, weights or dynamic activations: scale = D(amax / 448) "
        "(eps if 0), E4M3(clamp(D(x / scale) + 0, +/-448)), D the input's dtype",

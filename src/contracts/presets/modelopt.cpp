@@ -81,6 +81,11 @@ std::vector<PresetDef> modelopt_presets() {
          c.nonfinite = NonFiniteRule::negative_zero;
          c.tail = TailRule::reject;  // blocks of the flattened tensor: whole groups per row only
        }},
+      {"int8.modelopt.channel",
+       "ModelOpt 0.47.0 INT8QTensor.quantize with axis=0: one scale per row of the [out, in] weight, scale = "
+       "D(amax / 127), clamp(RNE(D(x / scale)), -128, 127), D the input's dtype; a scale of 0 divides as IEEE does "
+       "(an all-zero row: codes 0; a row whose scale underflows: +-127 / -128); finite inputs only",
+       "peer", [](Contract& c) { c = int8_torch(Family::int8_token, 127.0f, ZeroGroup::nan); }},
       {"fp8.modelopt.tensor",
        "ModelOpt 0.47.0 FP8QTensor.quantize per tensor (mtq.compress of FP8_DEFAULT_CFG): scale = D(amax / 448), "
        "E4M3(D(x / scale)), D the input's dtype; an all-zero tensor has scale 0 and NaN codes",

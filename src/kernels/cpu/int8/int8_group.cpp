@@ -45,7 +45,7 @@ HWY_INLINE VF StdMax(VF a, VF b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
 HWY_INLINE void ScaleDomains(const Int8Plan& p, VF amax, void* scale_out, float* operand, float* divisor) {
   const DF df;
   const hn::RebindToUnsigned<DF> du;
-  const auto qmax = hn::Set(df, kInt8QuantMax);
+  const auto qmax = hn::Set(df, p.qmax);
   const auto smin = hn::Set(df, p.scale_min);
   const VF s = p.scale_mode == ScaleMode::before ? hn::Div(StdMax(amax, smin), qmax) : StdMax(hn::Div(amax, qmax), smin);
   VF stored = s;
@@ -122,13 +122,13 @@ HWY_INLINE void EncodeBatch(const Int8Plan& p, const GroupBatch& g, std::int64_t
   const DF df;
   const std::int64_t per_group = p.group / kLanes;
   const std::int64_t bytes = static_cast<std::int64_t>(p.elem_bytes);
-  Encoder<kRounding, kDivide> encode(1.0f, p.lowest);
+  Encoder<kRounding, kDivide> encode(1.0f, p.lowest, p.quotient_round);
   std::int64_t encoder_group = -1;
   const auto codes = [&](std::int64_t t) {  // vector t of the batch
     const std::int64_t j = t / per_group;
     if (g.q[j].zero_payload) return hn::Zero(DI());
     if (j != encoder_group) {
-      encode = Encoder<kRounding, kDivide>(g.q[j].operand, p.lowest);
+      encode = Encoder<kRounding, kDivide>(g.q[j].operand, p.lowest, p.quotient_round);
       encoder_group = j;
     }
     return encode(LoadWidened(df, p.dtype, g.spans[j].first + (t % per_group) * kLanes * bytes));
@@ -151,7 +151,7 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   GroupBatch b;
   std::uint32_t amax[kBatch];
 #if HWY_TARGET != HWY_SCALAR
-  const bool vector_batch = p.col_stride == 1 && p.group % kLanes == 0;
+  const bool vector_batch = p.col_stride == 1 && p.group % kLanes == 0 && !p.torch_steps();
 #else
   const bool vector_batch = false;
 #endif

@@ -59,6 +59,10 @@ Int8Plan make_int8_plan(const Contract& c, const TensorView& x, std::int8_t* pay
   p.rounding = c.int_rounding;
   p.lowest = c.range == 128 ? -128.0f : -127.0f;
   p.f16_scale = scale_encoding(c) == ScaleEncoding::f16;
+  p.qmax = c.qmax;
+  p.scale_round = c.scale_arith == ScaleArith::input ? x.dtype : DType::f32;
+  p.quotient_round = c.quotient_arith == QuotientArith::input ? x.dtype : DType::f32;
+  p.zero_group = c.zero_group;
   p.dtype = x.dtype;
   p.elem_bytes = dtype_size(x.dtype);
   p.data = static_cast<const std::uint8_t*>(x.data);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "qexact/contract.hpp"
+#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/tensor.hpp"
 
@@ -32,10 +33,12 @@ class RowMap {
 
 // How a domain's elements become their quotient v (step 4): v = x / operand (quotient=divide)
 // or v = x * operand (reciprocal, inv_scale); or no arithmetic at all where the divisor is 0:
-// payload 0 for the whole domain.
+// payload 0 for the whole domain, or, under zero_group=nan, x / 0 as IEEE has it (sign_payload:
+// +inf saturates to 127, -inf to the lowest code, 0 / 0 is NaN, code 0).
 struct Int8Quotient {
   bool zero_payload = true;
   float operand = 0.0f;
+  bool sign_payload = false;
 };
 
 struct Int8Plan {
@@ -46,6 +49,15 @@ struct Int8Plan {
   IntRounding rounding = IntRounding::rne;
   float lowest = -127.0f;  // -127 (range 127) or -128 (range 128); the top is always 127
   bool f16_scale = false;
+  float qmax = 127.0f;                  // the scale's divisor
+  DType scale_round = DType::f32;       // scale_arith=input: the scale rounded to the input's dtype
+  DType quotient_round = DType::f32;    // quotient_arith=input: x / scale rounded to it
+  ZeroGroup zero_group = ZeroGroup::zero;
+  // The steps torch takes on the input's dtype (compressed-tensors, ModelOpt): the batched
+  // group path computes scales for plain fp32 steps only.
+  bool torch_steps() const {
+    return scale_round != DType::f32 || quotient_round != DType::f32 || zero_group != ZeroGroup::zero;
+  }
 
   // Input: a float view, read through `rows` (last-axis rows in C order) and `col_stride`.
   DType dtype = DType::f32;
@@ -81,16 +93,17 @@ struct Int8Plan {
 Int8Plan make_int8_plan(const Contract& c, const TensorView& x, std::int8_t* payload, void* scale,
                         std::atomic<bool>* nonfinite);
 
-// The scale denominator of every int8 contract (quantMax), whatever the range.
-inline constexpr float kInt8QuantMax = 127.0f;
-
 // Steps 2-4 for one domain whose amax is `amax` (finite, >= +0): stores the scale at flat
 // `index` of plan.scale and returns how the domain's elements are divided or multiplied.
 // Always inlined: the kernels run it once per domain, for q8_0 every 32 values.
 HWY_INLINE Int8Quotient int8_scale_domain(const Int8Plan& p, float amax, std::int64_t index) {
   // Step 2. std::max keeps its first argument on ties, as the contract's max(a, b) is read.
-  const float s = p.scale_mode == ScaleMode::before ? std::max(amax, p.scale_min) / kInt8QuantMax
-                                                    : std::max(amax / kInt8QuantMax, p.scale_min);
+  float s = p.scale_mode == ScaleMode::before ? std::max(amax, p.scale_min) / p.qmax
+                                              : std::max(amax / p.qmax, p.scale_min);
+  if (p.scale_round == DType::bf16) s = bf16_to_f32(f32_to_bf16(s));
+  if (p.scale_round == DType::f16) s = f16_to_f32(f32_to_f16(s));
+  if (s == 0.0f && p.zero_group == ZeroGroup::eps)  // torch.finfo(the scale's dtype).eps
+    s = p.scale_round == DType::bf16 ? 0x1p-7f : p.scale_round == DType::f16 ? 0x1p-10f : 0x1p-23f;
   // Step 3.
   float stored = s;
   const auto i = static_cast<std::size_t>(index);
@@ -104,12 +117,12 @@ HWY_INLINE Int8Quotient int8_scale_domain(const Int8Plan& p, float amax, std::in
   // Step 4.
   switch (p.quotient) {
     case Quotient::divide:
-      if (stored == 0.0f) return {};
+      if (stored == 0.0f) return {p.zero_group != ZeroGroup::nan, 0.0f, p.zero_group == ZeroGroup::nan};
       return {false, stored};
     case Quotient::reciprocal: {
       const float clamped = std::max(amax, p.scale_min);
       if (clamped == 0.0f) return {};
-      return {false, kInt8QuantMax / clamped};
+      return {false, p.qmax / clamped};
     }
     case Quotient::inv_scale:
       if (s == 0.0f) return {};

@@ -118,13 +118,17 @@ class Encoder {
   using DF = hn::ScalableTag<float>;
   using DI = hn::RebindToSigned<DF>;
 
-  Encoder(float operand, float lowest)
+  // round_to: quotient_arith=input's dtype, to which x / operand is rounded before the element's
+  // rounding (a double rounding: that quotient is always divided exactly, never guessed from
+  // the reciprocal, whose error bound holds for one rounding only).
+  Encoder(float operand, float lowest, DType round_to = DType::f32)
       : operand_(hn::Set(DF(), operand)),
         recip_(hn::Set(DF(), kDivide ? 1.0f / operand : operand)),  // no division where unused
         lowest_(hn::Set(DF(), lowest)),
         top_(hn::Set(DF(), 127.0f)),
         magic_(hn::Set(DF(), 12582912.0f)),
-        use_recip_(kDivide && std::isnormal(operand) && std::isnormal(1.0f / operand)),
+        round_to_(round_to),
+        use_recip_(kDivide && round_to == DType::f32 && std::isnormal(operand) && std::isnormal(1.0f / operand)),
         maybe_nan_(!kDivide && !std::isfinite(operand)) {}
 
   // The int8 codes of x's lanes, in the low byte of int32 lanes.
@@ -132,6 +136,7 @@ class Encoder {
     const DF df;
     hn::Vec<DF> biased;
     if constexpr (kDivide) {
+      if (round_to_ != DType::f32) return LowByte(Biased(Clamp(RoundedToInput(hn::Div(x, operand_)))));
       if (use_recip_) {
         const auto v = Clamp(hn::Mul(x, recip_));
         biased = Biased(v);
@@ -154,6 +159,14 @@ class Encoder {
   }
 
   HWY_INLINE hn::Vec<DF> Clamp(hn::Vec<DF> v) const { return hn::Min(hn::Max(v, lowest_), top_); }
+
+  // v rounded (RNE) to round_to_ (bf16 or f16) and widened back: v is finite, |v| <= 2^24.
+  HWY_INLINE hn::Vec<DF> RoundedToInput(hn::Vec<DF> v) const {
+    const hn::RebindToUnsigned<DF> du;
+    const auto bits = hn::BitCast(du, v);
+    if (round_to_ == DType::bf16) return hn::BitCast(DF(), hn::ShiftLeft<16>(NarrowToBf16Bits(du, bits)));
+    return WidenHalfBits(DF(), NarrowToHalfBits(du, bits));
+  }
 
   // The clamped v rounded by the rule, plus 1.5 * 2^23.
   HWY_INLINE hn::Vec<DF> Biased(hn::Vec<DF> v) const {
@@ -188,6 +201,7 @@ class Encoder {
   }
 
   hn::Vec<DF> operand_, recip_, lowest_, top_, magic_;
+  DType round_to_;
   bool use_recip_, maybe_nan_;
 };
 
@@ -242,11 +256,20 @@ HWY_INLINE void QuantizeSpan(const Encoder<kRounding, kDivide>& encode, DType dt
 // Steps 4-5 for a span of one domain whose quotient is q.
 template <IntRounding kRounding, bool kDivide>
 HWY_INLINE void QuantizeSpan(const Int8Plan& p, const Int8Quotient& q, DType dt, const Span& s, std::int8_t* out) {
+  if (q.sign_payload) {  // x / 0: +-inf saturates, 0 / 0 (either zero) is NaN, code 0
+    const std::int64_t step = s.stride * static_cast<std::int64_t>(dtype_size(dt));
+    const auto low = static_cast<std::int8_t>(p.lowest);
+    for (std::int64_t i = 0; i < s.n; ++i) {
+      const float x = ScalarF32(dt, s.first + i * step);
+      out[i] = x > 0.0f ? std::int8_t{127} : x < 0.0f ? low : std::int8_t{0};
+    }
+    return;
+  }
   if (q.zero_payload) {
     if (s.n > 0) std::memset(out, 0, static_cast<std::size_t>(s.n));
     return;
   }
-  QuantizeSpan(Encoder<kRounding, kDivide>(q.operand, p.lowest), dt, s, out);
+  QuantizeSpan(Encoder<kRounding, kDivide>(q.operand, p.lowest, p.quotient_round), dt, s, out);
 }
 
 // Calls body.template operator()<rounding, divide>() with the plan's element arithmetic as
