@@ -135,8 +135,11 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine:
 
     out: ``(payload, scale)`` arrays the caller owns (``(payload, scale, tensor_scale)`` for a
     contract with a tensor scale), written in place and returned (nothing is allocated):
-    C-contiguous, writable, of exactly the dtypes and shapes returned otherwise (one-byte float
-    arrays may also be their ``uint8`` view). They are
+    C-contiguous, writable, of exactly the dtypes and shapes returned otherwise: for PyTorch
+    tensors torch's ``float8_e4m3fn`` / ``float8_e5m2`` / ``float8_e8m0fnu`` /
+    ``float4_e2m1fn_x2`` as ``qexact.torch.quantize`` returns them (one-byte float arrays and
+    tensors may also be their ``uint8`` view; one of another type is a TypeError naming both
+    types). They are
     checked before anything is written (ValueError naming the array); a NaN found under a
     finite-only contract still raises ValueError, leaving their contents unspecified.
     """
@@ -149,8 +152,9 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine:
         out = tuple(out)
         if len(out) not in (2, 3):
             raise ValueError(f"out must be (payload, scale) or (payload, scale, tensor_scale), got {len(out)} arrays")
-        names = ("out payload", "out scale", "out tensor_scale")
-        arrays = [_arrays.as_output(a, names[i])[0] for i, a in enumerate(out)]
+        names = ("payload", "scale", "tensor_scale")
+        arrays = [_arrays.as_output(a, "out " + names[i], (preset, contract.codes, names[i]))[0]
+                  for i, a in enumerate(out)]
         _core.quantize_into(data, bf16_bits, arrays[0], arrays[1], preset, list(contract.overrides), engine, threads,
                             arrays[2] if len(arrays) > 2 else None)
         return out
@@ -196,6 +200,8 @@ def dequantize(payload: Any, scale: Any, preset: str, *, shape: Sequence[int] | 
         return qt.dequantize(payload, scale, preset, shape=shape, tensor_scale_array=tensor_scale, engine=engine,
                              threads=threads, **params)
     contract = ContractInfo.of(preset, params)
+    _arrays.check_code_type(payload, "payload", preset, contract.codes, "payload")
+    _arrays.check_code_type(scale, "scale", preset, contract.codes, "scale")
     p = _arrays.as_bytes(payload, "payload")
     s = _arrays.as_bytes(scale, "scale")
     if isinstance(tensor_scale, np.generic):  # a numpy scalar (e.g. tensor_scale[()]) as its 0-d array

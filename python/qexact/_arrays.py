@@ -80,16 +80,40 @@ def as_input(x: Any, what: str = "x", accepted: str = FLOAT_INPUTS, as_bytes: bo
     )
 
 
-def as_output(a: Any, what: str) -> tuple[Any, bool]:
+def check_code_type(a: Any, what: str, preset: str, codes: Mapping[str, str], name: str) -> None:
+    """A one-byte float array or tensor (ml_dtypes float8 / float6, torch's float8, E8M0 and
+    float4_e2m1fn_x2) standing for the contract's output ``name`` must be of that output's type:
+    its bytes would be taken as the contract's codes whatever its type. TypeError naming the
+    type it has and the one the contract gives; uint8 / int8 bytes are taken as they are."""
+    if isinstance(a, np.ndarray):
+        if not any(a.dtype == t for t in PAYLOAD_TYPES.values()):
+            return  # other ml_dtypes types are refused by as_input, naming them
+        want = PAYLOAD_TYPES.get(codes.get(name, ""))
+        if want is not None and a.dtype == want:
+            return
+        gives = np.dtype(want).name if want is not None else "uint8 / int8 / float32 / float16 as quantize returns it"
+        raise TypeError(f"{what} holds {a.dtype.name} values; {preset}'s {name} is {gives} (or its bytes as uint8)")
+    if _torch_io.is_tensor(a) and a.dtype in _torch_io.one_byte_floats():
+        want = _torch_io.code_dtype(codes.get(name, ""))
+        if a.dtype != want:
+            raise TypeError(f"{what} holds {a.dtype} values; {preset}'s {name} is {want} (or its bytes as uint8)")
+
+
+def as_output(a: Any, what: str, typed: tuple[str, Mapping[str, str], str] | None = None) -> tuple[Any, bool]:
     """A caller-owned output (``out=``) ready for the core to write in place: (the object, whether
-    it holds bf16 bit patterns). ml_dtypes payload arrays go as their uint8 view and bfloat16 as
-    uint16, over the same memory; the core checks dtype, shape, contiguity and overlap."""
+    it holds bf16 bit patterns). One-byte float arrays and tensors (ml_dtypes, torch's float8 /
+    E8M0 / float4_e2m1fn_x2) go as their uint8 view and bfloat16 as uint16, over the same memory,
+    once ``typed`` = (preset, ContractInfo.codes, output name) has checked them; the core checks
+    dtype, shape, contiguity and overlap."""
+    if typed is not None:
+        check_code_type(a, what, *typed)
     if isinstance(a, np.ndarray):
         if not a.flags.writeable:
             raise ValueError(f"{what} is read-only; out= needs a writable array")
         if any(a.dtype == t for t in PAYLOAD_TYPES.values()):
             a = a.view(np.uint8)
-    return as_input(a, what, accepted="a writable float32, float16, bfloat16, uint8 or int8 array")
+    accepted = "a writable float32, float16, bfloat16, uint8 or int8 array"
+    return as_input(a, what, accepted=accepted, as_bytes=typed is not None)
 
 
 def as_bytes(a: Any, what: str) -> Any:

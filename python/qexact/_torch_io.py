@@ -60,6 +60,14 @@ def one_byte_floats() -> tuple[Any, ...]:
     return (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu, torch.float4_e2m1fn_x2)
 
 
+def code_dtype(code: str) -> Any:
+    """The torch dtype of a contract output's codes (ContractInfo.codes values), or None."""
+    torch = torch_module()
+    return {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1x2": torch.float4_e2m1fn_x2,
+            "e8m0": torch.float8_e8m0fnu, "int8": torch.int8, "f32": torch.float32,
+            "f16": torch.float16}.get(code)
+
+
 def readable(t: Any, what: str, as_bytes: bool = False) -> Any:
     """``t`` as the core takes it: a CPU tensor outside autograd (DLPack refuses one that
     requires grad), one-byte floats as their uint8 view when ``as_bytes``. No copy."""

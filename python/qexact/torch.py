@@ -44,7 +44,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
-from . import _core, _torch_io
+from . import _arrays, _core, _torch_io
 from ._contract import override_strings
 from ._torchao import from_mxtensor, to_mxtensor
 
@@ -77,19 +77,9 @@ def _params(preset: str, overrides: tuple[str, ...]) -> Mapping[str, str]:
 
 # OutputSpec codes -> the torch dtype of an output (torch has no float6: MXFP6 stays uint8, as
 # torchao keeps it).
-_CODE_DTYPES = {
-    "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1x2": torch.float4_e2m1fn_x2,
-    "e8m0": torch.float8_e8m0fnu, "int8": torch.int8, "f32": torch.float32, "f16": torch.float16,
-}
-
-
-def _payload_dtype(p: Mapping[str, str]) -> torch.dtype:
-    return _output_dtype(p, "payload")
-
-
 def _output_dtype(p: Mapping[str, str], name: str) -> torch.dtype:
     """The torch dtype of the contract's output ``name`` (the tensor scale is float32)."""
-    return _CODE_DTYPES.get(p["codes." + name], torch.uint8)
+    return _torch_io.code_dtype(p["codes." + name]) or torch.uint8
 
 
 def _outputs(preset: str, overrides: list[str], x: Tensor) -> list[tuple[str, list[int]]]:
@@ -187,12 +177,13 @@ for _op in ("qexact::quantize", "qexact::quantize_outputs"):
     torch.library.register_autograd(_op, _no_gradient, setup_context=_mark_non_differentiable)
 
 
-def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str]) -> None:
-    """A typed payload must be the contract's type: its bytes would be read as the contract's
-    codes either way (uint8 / int8 bytes are taken as they are)."""
-    if payload.dtype in _torch_io.one_byte_floats() and payload.dtype != _payload_dtype(p):
-        raise TypeError(f"payload holds {payload.dtype} values; {preset}'s payload is {_payload_dtype(p)} "
-                        f"(or its bytes as uint8)")
+def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str], scale: Optional[Tensor] = None) -> None:
+    """A typed payload (and scale) must be the contract's type: its bytes would be read as the
+    contract's codes either way (uint8 / int8 bytes are taken as they are)."""
+    codes = {k.removeprefix("codes."): v for k, v in p.items() if k.startswith("codes.")}
+    _arrays.check_code_type(payload, "payload", preset, codes, "payload")
+    if scale is not None:
+        _arrays.check_code_type(scale, "scale", preset, codes, "scale")
 
 
 def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, str]) -> list[int]:
@@ -219,7 +210,7 @@ def _check_tensor_scale(tensor_scale: Optional[Tensor], preset: str, p: Mapping[
 def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str],
                    engine: str, threads: int, tensor_scale: Optional[Tensor] = None) -> Tensor:
     p = _params(preset, tuple(overrides))
-    _check_payload(payload, preset, p)
+    _check_payload(payload, preset, p, scale)
     t = None if tensor_scale is None else _torch_io.readable(tensor_scale, "tensor_scale")
     y = _core.dequantize(_torch_io.readable(payload, "payload", as_bytes=True),
                          _torch_io.readable(scale, "scale", as_bytes=True),
@@ -231,7 +222,7 @@ def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], p
 def _(payload: Tensor, scale: Tensor, shape: Optional[list[int]], preset: str, overrides: list[str], engine: str,
       threads: int, tensor_scale: Optional[Tensor] = None) -> Tensor:
     p = _params(preset, tuple(overrides))
-    _check_payload(payload, preset, p)
+    _check_payload(payload, preset, p, scale)
     _check_tensor_scale(tensor_scale, preset, p)
     return payload.new_empty(_x_shape(payload, shape, p), dtype=torch.float32)
 

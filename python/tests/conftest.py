@@ -44,6 +44,8 @@ def shape_for(preset: str) -> tuple[int, ...]:
         return (5, 40)
     if family == "hif4":
         return (4, 128)
+    if family == "int8.group" and 96 % int(dict(_core.contract_params(preset, []))["group"]):
+        return (6, 384)  # groups of 128 (int8.ct.group)
     return (6, 96)
 
 

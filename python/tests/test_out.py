@@ -106,3 +106,45 @@ def test_torch_inputs_with_out_write_the_callers_arrays():
     fq = np.full((4, 64), np.nan, dtype=np.float32)
     assert qexact.hifloat4_fake_quant(x[:, :64].contiguous(), out=fq) is fq
     assert same_bytes(fq, qexact.hifloat4_fake_quant(x[:, :64].contiguous().numpy()))
+
+
+@pytest.mark.parametrize("preset", QUANTIZE_PRESETS)
+def test_out_takes_the_torch_dtypes_quantize_returns(preset):
+    """out= takes the tensors qexact.torch.quantize returns (float8 / E8M0 / float4_x2 and the
+    rest), and their uint8 views, and writes the same bytes into them."""
+    from conftest import import_or_fail
+    torch = import_or_fail("torch")
+    import qexact.torch as qt
+    x = torch.from_numpy(make_input(preset, np.float32))
+    want = qt.quantize(x, preset)
+    for view in (False, True):
+        out = tuple(torch.empty_like(t) for t in want)
+        given = tuple(o.view(torch.uint8) if view and o.element_size() == 1 and o.dtype != torch.int8 else o
+                      for o in out)
+        got = qexact.quantize(x, preset, out=given)
+        assert all(g is o for g, o in zip(got, given))
+        for o, w in zip(out, want):
+            assert o.dtype == w.dtype
+            assert o.reshape(-1).view(torch.uint8).numpy().tobytes() == w.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def test_one_byte_floats_of_another_type_are_named():
+    from conftest import import_or_fail
+    torch = import_or_fail("torch")
+    x = make_input("mxfp8.ascend", np.float32)
+    payload, scale = qexact.quantize(x, "mxfp8.ascend")
+    # numpy: an E5M2 array for an E4M3 payload would take the codes under the wrong type
+    with pytest.raises(TypeError, match=r"out payload holds float8_e5m2 values; mxfp8.ascend's payload is "
+                                        r"float8_e4m3fn \(or its bytes as uint8\)"):
+        qexact.quantize(x, "mxfp8.ascend", out=(np.zeros(payload.shape, ml_dtypes.float8_e5m2), poisoned_like(scale)))
+    t_payload = torch.empty(payload.shape, dtype=torch.float8_e5m2)
+    t_scale = torch.empty(scale.shape, dtype=torch.float8_e8m0fnu)
+    with pytest.raises(TypeError, match=r"out payload holds torch\.float8_e5m2 values; mxfp8.ascend's payload is "
+                                        r"torch\.float8_e4m3fn"):
+        qexact.quantize(torch.from_numpy(x), "mxfp8.ascend", out=(t_payload, t_scale))
+    # dequantize under another preset names the tensor's dtype, not its storage
+    import qexact.torch as qt
+    p, s = qt.quantize(torch.from_numpy(x), "mxfp8.ascend")
+    with pytest.raises(TypeError, match=r"scale holds torch\.float8_e8m0fnu values; fp8.ascend.token's scale is "
+                                        r"torch\.float32"):
+        qexact.dequantize(p, s, "fp8.ascend.token")
