@@ -32,9 +32,12 @@ the saturation bound (``max_code × scale``, e.g. 500 in an MXFP8 floor-scaled b
 is 1: it comes back as 448) gets the gradient an unquantized element would get, not zero: the
 bound of a block-scaled format follows the block's own amax, so the elements it clips are the
 block's largest, and a clipped-STE zero would stop training exactly the weights that set the
-scale. NaN and inf pass their gradient through the same way. ``quantize``, ``quantize_outputs``
-and ``hif4_pack`` are not differentiable: their outputs are marked so (they never require grad,
-whatever the input), and ``fake_quant`` is the path to train through.
+scale. NaN and inf pass their gradient through the same way; ``torch.func`` (``grad``,
+``jacrev``, ...) takes that gradient too. ``quantize``, ``quantize_outputs`` and ``hif4_pack`` are
+not differentiable: their outputs are marked so (they never require grad, whatever the input),
+and ``fake_quant`` is the path to train through. Under ``torch.vmap``, ``quantize``,
+``quantize_outputs`` and ``fake_quant`` run once per sample: a contract's scale domains (a
+per-tensor scale included) never span two samples.
 """
 
 from __future__ import annotations
@@ -261,6 +264,26 @@ def _fake_quant_backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]
 torch.library.register_autograd("qexact::fake_quant", _fake_quant_backward)
 
 
+class _StraightThrough(torch.autograd.Function):
+    """fake_quant with its straight-through gradient as an autograd.Function that torch.func
+    (grad, jacrev, vmap) can transform: the op's own registered autograd cannot be, as torch
+    builds it without a setup_context. Its vmap rule is the op's (one call per sample)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor, preset: str, overrides: list[str], qdim: int, engine: str, threads: int) -> Tensor:
+        return torch.ops.qexact.fake_quant(x, preset, overrides, qdim, engine, threads)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        pass  # nothing to save: the gradient passes through unchanged
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Optional[Tensor], ...]:
+        return _fake_quant_backward(ctx, grad)
+
+
 # -- HiFloat4 storage --------------------------------------------------------------------------
 
 def _hif4_shapes(x: Tensor) -> tuple[list[int], list[int]]:
@@ -299,6 +322,37 @@ def _(scale: Tensor, value: Tensor, engine: str, threads: int) -> Tensor:
 torch.library.register_autograd("qexact::hif4_pack", _no_gradient, setup_context=_mark_non_differentiable)
 
 
+# -- vmap: one call per sample ---------------------------------------------------------------------
+# A contract's scale domains are its own (a per-tensor scale spans the whole tensor), so a batch
+# dimension cannot be folded into the input: vmap runs the op once per sample and stacks the
+# outputs (one-byte codes stacked as their bytes: torch stacks no float8 / float4 tensors).
+
+def _stacked(parts: list[Tensor]) -> Tensor:
+    if parts[0].element_size() == 1 and parts[0].dtype != torch.uint8:
+        return torch.stack([p.view(torch.uint8) for p in parts]).view(parts[0].dtype)
+    return torch.stack(parts)
+
+
+def _per_sample_vmap(op: Any) -> Any:
+    def rule(info: Any, in_dims: tuple[Optional[int], ...], x: Tensor, *rest: Any) -> tuple[Any, Any]:
+        if any(d is not None and d != [] and not (isinstance(d, (list, tuple)) and all(e is None for e in d))
+               for d in in_dims[1:]):
+            raise NotImplementedError(f"qexact ops batch over x only, got in_dims {in_dims}")
+        if in_dims[0] is None:
+            out = op(x, *rest)
+            return out, (None if isinstance(out, Tensor) else [None] * len(out))
+        samples = [op(xi, *rest) for xi in x.movedim(in_dims[0], 0).unbind(0)]
+        if isinstance(samples[0], Tensor):
+            return _stacked(samples), 0
+        stacked = [_stacked([s[k] for s in samples]) for k in range(len(samples[0]))]
+        return (tuple(stacked) if isinstance(samples[0], tuple) else stacked), [0] * len(stacked)
+    return rule
+
+
+for _name in ("quantize", "quantize_outputs", "fake_quant"):
+    torch.library.register_vmap(f"qexact::{_name}", _per_sample_vmap(getattr(torch.ops.qexact, _name).default))
+
+
 # -- the functions: keywords in, ops called ----------------------------------------------------
 
 def quantize(x: Tensor, preset: str, *, engine: str = "fast", threads: int = 0,
@@ -335,7 +389,7 @@ def fake_quant(x: Tensor, preset: str, *, qdim: int = -1, engine: str = "fast", 
     with that axis moved last (its own block axis), and the result is moved back.
     """
     _torch_io.check_cpu(x, "x")
-    return torch.ops.qexact.fake_quant(x, preset, override_strings(params), qdim, engine, threads)
+    return _StraightThrough.apply(x, preset, override_strings(params), qdim, engine, threads)
 
 
 def hif4_pack(x: Tensor, *, engine: str = "fast", threads: int = 0) -> tuple[Tensor, Tensor]:
@@ -364,7 +418,7 @@ class FakeQuantize(torch.nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _torch_io.check_cpu(x, "x")
-        return torch.ops.qexact.fake_quant(x, self.preset, self.overrides, self.qdim, self.engine, self.threads)
+        return _StraightThrough.apply(x, self.preset, self.overrides, self.qdim, self.engine, self.threads)
 
     def extra_repr(self) -> str:
         return ", ".join([repr(self.preset), f"qdim={self.qdim}", *self.overrides])

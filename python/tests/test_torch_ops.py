@@ -203,3 +203,35 @@ def test_quantize_outputs_are_not_differentiable(preset):
 def test_hif4_pack_outputs_are_not_differentiable():
     x = tensor("hif4").requires_grad_(True)
     assert all(not o.requires_grad for o in qt.hif4_pack(x))
+
+
+def test_fake_quant_under_torch_func_and_vmap():
+    x = tensor("mxfp8.ascend")
+    g = torch.func.grad(lambda t: (qt.fake_quant(t, "mxfp8.ascend") * 3).sum())(x)
+    assert torch.equal(g, torch.full_like(x, 3.0))  # straight through
+    j = torch.func.jacrev(lambda t: qt.fake_quant(t, "mxfp8.ascend"))(x[:1, :32])
+    assert torch.equal(j.reshape(32, 32), torch.eye(32))
+    # vmap runs once per sample: a per-tensor scale stays per sample
+    xs = torch.stack([tensor("fp8.torchao.tensorwise", seed=s) * 4.0**s for s in range(3)])
+    y = torch.vmap(lambda t: qt.fake_quant(t, "fp8.torchao.tensorwise"))(xs)
+    assert bits(y) == bits(torch.stack([qt.fake_quant(t, "fp8.torchao.tensorwise") for t in xs]))
+
+
+@pytest.mark.parametrize("preset", ["mxfp8.ascend", "mx.ocp.e2m1", "nvfp4.torchao",
+                                    "fp8.ascend.token"])
+def test_quantize_under_vmap_is_quantize_per_sample(preset):
+    xs = torch.stack([tensor(preset, seed=s) for s in range(3)])
+    got = torch.vmap(lambda t: qt.quantize(t, preset), in_dims=0)(xs)
+    want = [qt.quantize(t, preset) for t in xs]
+    assert len(got) == len(want[0])
+    for k, out in enumerate(got):
+        assert out.dtype == want[0][k].dtype and out.shape == (3, *want[0][k].shape)
+        assert bits(out) == bits(_stack_bytes([w[k] for w in want]))
+    moved = torch.vmap(lambda t: qt.quantize(t, preset), in_dims=1)(xs.movedim(0, 1).contiguous())
+    assert [bits(m) for m in moved] == [bits(g) for g in got]
+
+
+def _stack_bytes(parts):
+    if parts[0].element_size() == 1:
+        return torch.stack([p.view(torch.uint8) for p in parts])
+    return torch.stack(parts)
