@@ -8,8 +8,12 @@ and for MXFP6, one code per byte) and ``scale`` (float8_e8m0fnu), either as the 
 are that grid and its ``swizzled`` scales are those bytes in that order (flat); ``pairs`` and
 ``padded`` scales are regridded (a copy of the scales only). torchao has no partial blocks.
 
-NVFP4 (torchao's ``NVFP4Tensor``: E2M1 in blocks of 16 with float8_e4m3fn scales and a
-per-tensor fp32 scale) is not a qexact family, so there is nothing to convert from or to.
+NVFP4: torchao's ``NVFP4Tensor`` holds ``qdata`` (uint8, two E2M1 codes a byte, element 2k in the
+low nibble: qexact's nvfp4 payload bytes), ``scale`` (float8_e4m3fn, the grid
+``(*x.shape[:-1], K // 16)``: qexact's block scales) and an optional ``per_tensor_scale`` (a 0-dim
+float32 descale, amax / (448 * 6): the third output of qexact's ``tensor_scale="amax"``).
+``to_nvfp4tensor`` / ``from_nvfp4tensor`` convert both ways without copies; contracts whose
+tensor scale is another quantity (``multiplier``, ``te``) have no NVFP4Tensor form and are refused.
 """
 
 from __future__ import annotations
@@ -103,3 +107,63 @@ def from_mxtensor(t: Any) -> tuple[torch.Tensor, torch.Tensor]:
     payload = qdata.view(torch.float4_e2m1fn_x2) if t.elem_dtype == torch.float4_e2m1fn_x2 else qdata
     scale = t.scale.view(torch.float8_e8m0fnu)
     return payload, scale.reshape(-1) if t.is_swizzled_scales else scale
+
+
+def _nvfp4_contract(preset: str, params: dict[str, Any]) -> ContractInfo:
+    c = ContractInfo.of(preset, params)
+    if c.family != "nvfp4":
+        raise ValueError(f"torchao's NVFP4Tensor holds NVFP4; {c.describe()} is family {c.family}")
+    if c.params["tensor_scale"] not in ("none", "amax"):
+        raise ValueError(f"torchao's per_tensor_scale is a descale, amax / (448 * 6); {c.describe()} has "
+                         f"tensor_scale={c.params['tensor_scale']}, another quantity")
+    return c
+
+
+def to_nvfp4tensor(payload: Any, scale: Any, preset: str, *, tensor_scale_array: Any = None,
+                   shape: Optional[Sequence[int]] = None, orig_dtype: torch.dtype = torch.float32,
+                   **params: Any) -> Any:
+    """A torchao ``NVFP4Tensor`` over ``qexact.quantize(x, preset, **params)``'s outputs (tensors or
+    numpy arrays), sharing their memory: the payload as ``qdata``, the block scales as ``scale``
+    and, for ``tensor_scale="amax"``, ``tensor_scale_array`` as ``per_tensor_scale``.
+
+    shape: x's shape (default: the payload's with its last axis doubled); torchao needs two or
+    more dimensions and whole blocks of 16. orig_dtype: the dtype the NVFP4Tensor reports.
+    """
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
+
+    c = _nvfp4_contract(preset, params)
+    p = _as_tensor(payload, "payload").view(torch.uint8)
+    s = _as_tensor(scale, "scale")
+    if s.dtype == torch.uint8:
+        s = s.view(torch.float8_e4m3fn)
+    x_shape = list(shape) if shape is not None else [*p.shape[:-1], 2 * p.shape[-1]]
+    if len(x_shape) < 2 or x_shape[-1] % 16:
+        raise ValueError(f"torchao's NVFP4Tensor needs x of 2 or more dimensions with whole blocks of 16 along the "
+                         f"last axis, x has shape {tuple(x_shape)}")
+    t = None
+    if c.params["tensor_scale"] == "amax":
+        if tensor_scale_array is None:
+            raise ValueError(f"{c.describe()} has a tensor scale: pass its third output as tensor_scale_array")
+        t = _as_tensor(tensor_scale_array, "tensor_scale_array").to(torch.float32).reshape(())
+    elif tensor_scale_array is not None:
+        raise ValueError(f"{c.describe()} has no tensor scale, but a tensor_scale_array was given")
+    qdata = p.reshape(*x_shape[:-1], x_shape[-1] // 2)
+    return NVFP4Tensor(qdata, s.reshape(*x_shape[:-1], x_shape[-1] // 16), 16, orig_dtype, t, None, False)
+
+
+def from_nvfp4tensor(t: Any) -> tuple[torch.Tensor, ...]:
+    """``(payload, scale)``, or ``(payload, scale, tensor_scale)`` when it has a per-tensor scale,
+    of a torchao ``NVFP4Tensor`` as ``qexact.torch.quantize`` gives them for nvfp4 (payload
+    ``float4_e2m1fn_x2``, block scales ``float8_e4m3fn``, the tensor scale a 0-dim float32): for
+    ``compare``, ``dequantize`` (``tensor_scale_array=``) or a byte check. No copies."""
+    if t.block_size != 16:
+        raise ValueError(f"qexact's nvfp4 has blocks of 16; this NVFP4Tensor has {t.block_size}")
+    if t.is_swizzled_scales:
+        raise ValueError("the NVFP4Tensor's scales are swizzled: qexact's nvfp4 block scales are the plain grid")
+    if not t.qdata.is_contiguous():
+        raise ValueError("the NVFP4Tensor's data is transposed (blocks along dim -2): qexact's blocks run along the "
+                         "last axis; use the untransposed tensor")
+    if t.per_tensor_scale is not None and t.per_tensor_scale.dim() != 0:
+        raise ValueError("the NVFP4Tensor has per-expert scales (E, 1, 1): qexact's tensor scale is one per tensor")
+    out = (t.qdata.view(torch.float4_e2m1fn_x2), t.scale.view(torch.float8_e4m3fn))
+    return out if t.per_tensor_scale is None else (*out, t.per_tensor_scale.to(torch.float32))

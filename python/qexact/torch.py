@@ -49,17 +49,19 @@ import torch
 
 from . import _arrays, _core, _torch_io
 from ._contract import override_strings
-from ._torchao import from_mxtensor, to_mxtensor
+from ._torchao import from_mxtensor, from_nvfp4tensor, to_mxtensor, to_nvfp4tensor
 
 __all__ = [
     "FakeQuantize",
     "dequantize",
     "fake_quant",
     "from_mxtensor",
+    "from_nvfp4tensor",
     "hif4_pack",
     "hif4_unpack",
     "quantize",
     "to_mxtensor",
+    "to_nvfp4tensor",
 ]
 
 Tensor = torch.Tensor

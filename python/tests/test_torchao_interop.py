@@ -77,3 +77,58 @@ def test_what_torchao_cannot_hold_is_refused():
     three_d = x.reshape(2, 80, 128)
     with pytest.raises(ValueError, match="M = 80 to be a multiple of 128"):
         qt.to_mxtensor(*qexact.quantize(three_d, "mx.ocp", **SWIZZLED), "mx.ocp", **SWIZZLED)
+
+
+# ---- NVFP4Tensor ------------------------------------------------------------------------------
+
+from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor  # noqa: E402
+
+
+def nvfp4_x(dtype=torch.float32) -> torch.Tensor:
+    return torch.from_numpy(make_input("nvfp4.torchao", shape=(64, 128))).to(dtype)
+
+
+@pytest.mark.parametrize("tensor_scale", ["none", "amax"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_to_nvfp4tensor_is_torchaos_own_nvfp4tensor(tensor_scale, dtype):
+    """qexact's nvfp4.torchao outputs as an NVFP4Tensor hold torchao's bytes for the same x (its
+    to_nvfp4, with the per-tensor scale from the tensor's amax), and dequantize as torchao's."""
+    x = nvfp4_x(dtype)
+    outs = qt.quantize(x, "nvfp4.torchao", tensor_scale=tensor_scale)
+    t = qt.to_nvfp4tensor(outs[0], outs[1], "nvfp4.torchao", tensor_scale=tensor_scale,
+                          tensor_scale_array=outs[2] if len(outs) > 2 else None, orig_dtype=dtype)
+    assert isinstance(t, NVFP4Tensor) and t.shape == x.shape and t.dtype == dtype
+    per_tensor = None
+    if tensor_scale == "amax":
+        from torchao.prototype.mx_formats.nvfp4_tensor import per_tensor_amax_to_scale
+        per_tensor = per_tensor_amax_to_scale(x.abs().amax().float())
+    theirs = NVFP4Tensor.to_nvfp4(x, per_tensor_scale=per_tensor)
+    assert bits(t.qdata) == bits(theirs.qdata) and bits(t.scale) == bits(theirs.scale)
+    if per_tensor is not None:
+        assert bits(t.per_tensor_scale) == bits(theirs.per_tensor_scale.float())
+    assert bits(t.dequantize(torch.float32)) == bits(theirs.dequantize(torch.float32))
+    assert t.qdata.data_ptr() == outs[0].data_ptr()  # shared, not copied
+
+
+def test_from_nvfp4tensor_gives_qexacts_outputs():
+    x = nvfp4_x()
+    theirs = NVFP4Tensor.to_nvfp4(x)
+    payload, scale = qt.from_nvfp4tensor(theirs)
+    mine = qt.quantize(x, "nvfp4.torchao")
+    assert payload.dtype == mine[0].dtype and scale.dtype == mine[1].dtype
+    assert bits(payload) == bits(mine[0]) and bits(scale) == bits(mine[1])
+    assert bits(qexact.dequantize(payload, scale, "nvfp4.torchao")) == bits(qexact.dequantize(*mine, "nvfp4.torchao"))
+
+
+def test_nvfp4tensor_refuses_what_it_cannot_hold():
+    x = nvfp4_x()
+    p, s, t = qt.quantize(x, "nvfp4.ct")
+    with pytest.raises(ValueError, match="tensor_scale=multiplier, another quantity"):
+        qt.to_nvfp4tensor(p, s, "nvfp4.ct", tensor_scale_array=t)
+    p, s = qt.quantize(x, "nvfp4.torchao")
+    with pytest.raises(ValueError, match="has no tensor scale"):
+        qt.to_nvfp4tensor(p, s, "nvfp4.torchao", tensor_scale_array=torch.tensor(1.0))
+    with pytest.raises(ValueError, match="family mx"):
+        qt.to_nvfp4tensor(p, s, "mx.ocp")
+    with pytest.raises(ValueError, match="swizzled"):
+        qt.from_nvfp4tensor(NVFP4Tensor.to_nvfp4(x, is_swizzled_scales=True))
