@@ -24,18 +24,22 @@ struct LoadedCase {
 
 struct Diff {
   std::int64_t payload = 0, scale = 0;
-  std::int64_t misshapen = 0;  // device tensors (payload, output, scales) of another dtype or shape
+  // Device tensors of another dtype or shape than the contract's: payloads (or single outputs),
+  // then scales (block and tensor scales).
+  std::int64_t payload_misshapen = 0, scale_misshapen = 0;
   std::string note;
   std::int64_t total() const { return payload + scale; }
 };
 
-// The better explanation of the device: first the one that gives more of the device's tensors
-// their dtype and shape (a contract that cannot write a (M,) scale is not the device's, however
-// few bytes it leaves), then the fewer differing bytes.
+// The better explanation of the device: first the one that gives more of the device's payloads,
+// then of its scales, their dtype and shape (a contract that cannot write a (M,) scale is not
+// the device's, however few bytes it leaves), then the fewer differing bytes.
 bool better(const Diff& a, const Diff& b) {
-  return a.misshapen != b.misshapen ? a.misshapen < b.misshapen : a.total() < b.total();
+  if (a.payload_misshapen != b.payload_misshapen) return a.payload_misshapen < b.payload_misshapen;
+  if (a.scale_misshapen != b.scale_misshapen) return a.scale_misshapen < b.scale_misshapen;
+  return a.total() < b.total();
 }
-bool as_good(const Diff& a, const Diff& b) { return a.misshapen == b.misshapen && a.total() == b.total(); }
+bool as_good(const Diff& a, const Diff& b) { return !better(a, b) && !better(b, a); }
 
 bool misshapen(const Tensor& device, const Tensor& mine) {
   return device.dtype() != mine.dtype() || device.shape() != mine.shape();
@@ -75,8 +79,8 @@ Diff compare(const std::optional<DeviceOutput>& device, const ContractRun& run) 
   }
   d.payload = differing(device->payload, run.output->payload) + differing(device->output, run.output->output);
   d.scale = differing(device->scale, run.output->scale) + differing(device->tensor_scale, run.output->tensor_scale);
-  d.misshapen = misshapen(device->payload, run.output->payload) + misshapen(device->output, run.output->output) +
-                misshapen(device->scale, run.output->scale) + misshapen(device->tensor_scale, run.output->tensor_scale);
+  d.payload_misshapen = misshapen(device->payload, run.output->payload) + misshapen(device->output, run.output->output);
+  d.scale_misshapen = misshapen(device->scale, run.output->scale) + misshapen(device->tensor_scale, run.output->tensor_scale);
   return d;
 }
 
@@ -147,7 +151,8 @@ class Search {
       const Diff d = compare(k.device, try_contract(c, k.input.view(), run_));
       sum.payload += d.payload;
       sum.scale += d.scale;
-      sum.misshapen += d.misshapen;
+      sum.payload_misshapen += d.payload_misshapen;
+      sum.scale_misshapen += d.scale_misshapen;
     }
     cache_.emplace(key, sum);
     return sum;

@@ -8,8 +8,8 @@
 // ones, plus scale_min values read from the device's scales of all-zero domains); a change the
 // contract rejects is retried together with one change of another parameter that makes it
 // valid (e.g. layout=swizzled with tail=reject). The best single move is taken while it explains
-// the device better: first more of the device's tensors given their dtype and shape, then fewer
-// differing bytes; the best end point over all starts wins. Candidates run on the
+// the device better: first more of the device's payloads, then of its scales, given their dtype
+// and shape, then fewer differing bytes; the best end point over all starts wins. Candidates run on the
 // fast engine. A parameter another value of which fits the outputs just as well is reported as
 // undetermined, not guessed. A case the device refused (no outputs) matches a candidate that
 // rejects it too; otherwise all of the bytes of the side that has outputs count as differing.
