@@ -13,7 +13,8 @@ A tensor on another device raises TypeError naming it (qexact computes on the CP
 given meta tensors (as ``torch.compile`` traces them) compute only shapes and dtypes.
 
 Ops (``torch.ops.qexact.<name>``, each with a fake kernel, so ``torch.compile(fullgraph=True)``
-traces them; shapes are read as constants, so each new shape compiles anew):
+traces them; their output shapes are computed from torch's symbolic sizes, so a compiled
+function whose batch or sequence size changes traces once, ``dynamic=True`` or not):
 
 * ``quantize(x, preset, overrides, engine, threads) -> (payload, scale)`` (contracts without a
   tensor scale)
@@ -126,11 +127,69 @@ def _quantized(x: Tensor, preset: str, overrides: list[str], engine: str, thread
     return [_torch_io.from_numpy(a, _output_dtype(p, names[i])) for i, a in enumerate(arrays)]
 
 
+def _ceil_div(a: Any, b: int) -> Any:
+    return (a + (b - 1)) // b
+
+
+def _prod(dims: Sequence[Any]) -> Any:
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _symbolic_outputs(p: Mapping[str, str], shape: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    """(name, shape) of every output, as the core's output_specs gives them (family_table.cpp,
+    scale_grain.cpp), in arithmetic that keeps torch's symbolic sizes symbolic: the fake kernels
+    of a compiled function whose batch or sequence size changes trace once. The shape checks
+    stay the real kernel's (and the core's, for concrete shapes: _fake_outputs)."""
+    x = list(shape)
+    lead, k = x[:-1], x[-1]
+    family = p["family"]
+    if family == "mx":
+        groups = _ceil_div(k, int(p["block"]))
+        payload = [*lead, _ceil_div(k, 2)] if p["element"] == "e2m1" else x
+        rows = _prod(lead)
+        scale = {"pairs": lambda: [*lead, _ceil_div(groups, 2), 2],
+                 "rowmajor": lambda: [*lead, groups],
+                 "padded": lambda: [_ceil_div(rows, 128) * 128, _ceil_div(groups, 4) * 4],
+                 "swizzled": lambda: [_ceil_div(rows, 128) * 128 * (_ceil_div(groups, 4) * 4)]}[p["layout"]]()
+        return [("payload", payload), ("scale", scale)]
+    if family == "int8.block":
+        return [("payload", x), ("scale", [x[0], x[2], _ceil_div(x[1], int(p["token_block"]))])]
+    if family == "int8.token":
+        return [("payload", x), ("scale", lead)]
+    if family == "int8.group":
+        return [("payload", x), ("scale", [*lead, k // int(p["group"])])]
+    if family == "fp8.scaled":
+        kind, _, size = p["granularity"].partition(":")
+        if kind == "tensor":
+            scale = []
+        elif kind == "row":
+            scale = lead
+        elif kind == "group":
+            scale = [*lead, _ceil_div(k, int(size))]
+        elif kind == "tile":
+            m, n = (int(v) for v in size.split("x"))
+            scale = [_ceil_div(_prod(lead), m), _ceil_div(k, n)]
+        else:  # head_block:T of (B, S, N, D)
+            scale = [x[0], x[2], _ceil_div(x[1], int(size))]
+        return [("payload", x), ("scale", scale)]
+    if family == "nvfp4":
+        out = [("payload", [*lead, _ceil_div(k, 2)]), ("scale", [*lead, k // 16])]
+        return out + ([("tensor_scale", [])] if _has_tensor_scale(p) else [])
+    raise ValueError(f"{family} has no quantize outputs")
+
+
 def _fake_outputs(x: Tensor, preset: str, overrides: list[str]) -> list[Tensor]:
     p = _params(preset, tuple(overrides))
     _check_quantizer(preset, p)
     _check_float(x)
-    return [x.new_empty(dims, dtype=_output_dtype(p, name)) for name, dims in _outputs(preset, overrides, x)]
+    if all(isinstance(d, int) for d in x.shape):  # concrete: the core checks the shape and gives the sizes
+        specs = _outputs(preset, overrides, x)
+    else:
+        specs = _symbolic_outputs(p, x.shape)
+    return [x.new_empty(dims, dtype=_output_dtype(p, name)) for name, dims in specs]
 
 
 def _two_outputs(preset: str, p: Mapping[str, str]) -> None:
@@ -191,12 +250,12 @@ def _check_payload(payload: Tensor, preset: str, p: Mapping[str, str], scale: Op
         _arrays.check_code_type(scale, "scale", preset, codes, "scale")
 
 
-def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, str]) -> list[int]:
-    if shape is not None:
-        return [int(d) for d in shape]
-    out = [int(d) for d in payload.shape]
-    if p.get("codes.payload") == "e2m1x2" and out:
-        out[-1] *= 2
+def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, str]) -> list[Any]:
+    """x's shape: `shape`, or the payload's with packed E2M1 pairs doubled; symbolic sizes stay
+    symbolic (the fake kernel), the real kernel makes them ints."""
+    out = list(shape) if shape is not None else list(payload.shape)
+    if shape is None and p.get("codes.payload") == "e2m1x2" and out:
+        out[-1] = out[-1] * 2
     return out
 
 
@@ -219,7 +278,7 @@ def _dequantize_op(payload: Tensor, scale: Tensor, shape: Optional[list[int]], p
     t = None if tensor_scale is None else _torch_io.readable(tensor_scale, "tensor_scale")
     y = _core.dequantize(_torch_io.readable(payload, "payload", as_bytes=True),
                          _torch_io.readable(scale, "scale", as_bytes=True),
-                         _x_shape(payload, shape, p), preset, overrides, engine, threads, t)
+                         [int(d) for d in _x_shape(payload, shape, p)], preset, overrides, engine, threads, t)
     return _torch_io.from_numpy(y)
 
 

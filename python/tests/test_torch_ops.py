@@ -235,3 +235,52 @@ def _stack_bytes(parts):
     if parts[0].element_size() == 1:
         return torch.stack([p.view(torch.uint8) for p in parts])
     return torch.stack(parts)
+
+
+SHAPES = [(3, 64), (5, 96), (130, 256), (1, 2, 128), (2, 70, 3, 64), (257, 32), (4, 100, 2, 16), (7, 4096)]
+
+
+@pytest.mark.parametrize("preset", QUANTIZE_PRESETS)
+def test_symbolic_output_shapes_are_the_cores(preset):
+    """The fake kernels' shape arithmetic (kept symbolic under compile) gives the core's shapes."""
+    p = qt._params(preset, ())
+    checked = 0
+    for shape in SHAPES:
+        try:
+            want = [(n, list(d)) for n, _, d in qexact.outputs(preset, shape)]
+        except ValueError:
+            continue  # a shape this contract refuses
+        assert qt._symbolic_outputs(p, shape) == want, shape
+        checked += 1
+    assert checked >= 2
+
+
+def count_compiles(fn):
+    compiles = []
+
+    def backend(gm, example_inputs):
+        compiles.append(gm)
+        return gm.forward
+    return torch.compile(fn, backend=backend, fullgraph=True), compiles
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+@pytest.mark.parametrize("preset", ["mxfp8.ascend", "mx.ocp.e2m1", "nvfp4.torchao", "fp8.ascend.token",
+                                    "int8.token.blaze"])
+def test_changing_shapes_compile_once(preset, dynamic):
+    """quantize then dequantize over 12 batch sizes: one graph (marked dynamic up front), or the
+    first static graph and one dynamic one (torch's automatic dynamic shapes), with eager's bytes."""
+    def f(t):
+        outs = qt.quantize(t, preset)
+        return outs, qt.dequantize(outs[0], outs[1], preset, tensor_scale_array=outs[2] if len(outs) > 2 else None)
+
+    torch._dynamo.reset()
+    compiled, compiles = count_compiles(f)
+    for rows in range(2, 14):
+        x = tensor(preset, shape=(rows, 64))
+        if dynamic:
+            torch._dynamo.mark_dynamic(x, 0)
+        outs, y = compiled(x)
+        want_outs, want_y = f(x)
+        assert [bits(o) for o in outs] == [bits(o) for o in want_outs] and bits(y) == bits(want_y)
+    assert len(compiles) == (1 if dynamic else 2), len(compiles)
