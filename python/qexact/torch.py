@@ -416,15 +416,47 @@ for _name in ("quantize", "quantize_outputs", "fake_quant"):
 
 # -- the functions: keywords in, ops called ----------------------------------------------------
 
-def quantize(x: Tensor, preset: str, *, engine: str = "fast", threads: int = 0,
+def quantize(x: Tensor, preset: str, *, like: str = "qexact", engine: str = "fast", threads: int = 0,
              **params: Any) -> tuple[Tensor, ...]:
     """``qexact.quantize`` for a CPU tensor: ``(payload, scale)`` tensors in torch's dtypes, or
     ``(payload, scale, tensor_scale)`` (float32, shape ``()``) for a contract with a tensor
-    scale (nvfp4 ``tensor_scale="amax"``); runs ``torch.ops.qexact.quantize_outputs``."""
+    scale (nvfp4 ``tensor_scale="amax"``); runs ``torch.ops.qexact.quantize_outputs``.
+
+    like: the scales' convention, the bytes of every output unchanged otherwise.
+
+    * ``"qexact"``: qexact's shapes, as the CLI writes them (row scales ``x.shape[:-1]``,
+      swizzled MX scales flat).
+    * ``"torchao"``: torchao's shapes: fp8.scaled row scales ``(*x.shape[:-1], 1)`` (its
+      ``_scale``), MX scales as its ``MXTensor`` holds them (the grid, or swizzled 2-D).
+    * ``"scaled_mm"``: fp8.scaled scales as ``torch._scaled_mm`` takes them: descales (a
+      multiplier becomes ``torch.reciprocal`` of it, what torchao passes), row scales
+      ``(M, 1)``; for the second operand pass ``scale.t()`` with ``payload.t()``.
+
+    A convention other than ``"qexact"`` reads the contract's parameters in Python: call it
+    outside ``torch.compile`` (the default traces as one op).
+    """
     _torch_io.check_cpu(x, "x")
     # One op for every contract: the number of outputs is the op's to know (no call into the
     # core here, which torch.compile could not trace).
-    return tuple(torch.ops.qexact.quantize_outputs(x, preset, override_strings(params), engine, threads))
+    overrides = override_strings(params)
+    outs = tuple(torch.ops.qexact.quantize_outputs(x, preset, overrides, engine, threads))
+    if like == "qexact":
+        return outs
+    if like not in ("torchao", "scaled_mm"):
+        raise ValueError(f"like must be 'qexact', 'torchao' or 'scaled_mm', got {like!r}")
+    p = _params(preset, tuple(overrides))
+    scale = outs[1]
+    if p["family"] == "fp8.scaled":
+        if p["granularity"] == "row":
+            scale = scale.unsqueeze(-1)
+        if like == "scaled_mm" and p["scale_kind"] == "multiplier" and p["stored"] != "inverse":
+            scale = torch.reciprocal(scale)
+    elif like == "scaled_mm":
+        raise ValueError(f"like='scaled_mm' is for fp8.scaled presets (torch._scaled_mm's float8 operands); "
+                         f"{preset} is family {p['family']}")
+    elif p["family"] == "mx":
+        scale = to_mxtensor(outs[0], scale, preset, shape=x.shape, **params).scale
+    return (outs[0], scale, *outs[2:])
 
 
 def dequantize(payload: Tensor, scale: Tensor, preset: str, *, shape: Optional[Sequence[int]] = None,

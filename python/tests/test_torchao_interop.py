@@ -132,3 +132,54 @@ def test_nvfp4tensor_refuses_what_it_cannot_hold():
         qt.to_nvfp4tensor(p, s, "mx.ocp")
     with pytest.raises(ValueError, match="swizzled"):
         qt.from_nvfp4tensor(NVFP4Tensor.to_nvfp4(x, is_swizzled_scales=True))
+
+
+# ---- like="torchao" / "scaled_mm" -----------------------------------------------------------------
+
+from torchao.float8.config import ScalingGranularity  # noqa: E402
+from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic  # noqa: E402
+from torchao.float8.float8_training_tensor import LinearMMConfig  # noqa: E402
+
+
+@pytest.mark.parametrize("granularity", ["tensorwise", "rowwise"])
+def test_like_torchao_gives_torchaos_float8_scale(granularity):
+    x = torch.from_numpy(make_input("fp8.torchao.rowwise", shape=(48, 64)))
+    theirs = hp_tensor_to_float8_dynamic(
+        x, torch.float8_e4m3fn, LinearMMConfig(),
+        scaling_granularity=ScalingGranularity.TENSORWISE if granularity == "tensorwise" else ScalingGranularity.AXISWISE,
+        axiswise_dim=-1 if granularity == "rowwise" else None)
+    payload, scale = qt.quantize(x, f"fp8.torchao.{granularity}", like="torchao")
+    assert scale.shape == theirs._scale.shape
+    assert bits(payload) == bits(theirs._data) and bits(scale) == bits(theirs._scale)
+    assert bits(qt.quantize(x, f"fp8.torchao.{granularity}")[1].reshape(scale.shape)) == bits(scale)
+
+
+def test_like_torchao_gives_mxtensors_scales():
+    x = x_of()
+    for params in ({}, SWIZZLED):
+        payload, scale = qt.quantize(x, "mxfp8.torchao.floor", like="torchao", **params)
+        mx = qt.to_mxtensor(*qt.quantize(x, "mxfp8.torchao.floor", **params), "mxfp8.torchao.floor", **params)
+        assert scale.shape == mx.scale.shape and bits(scale) == bits(mx.scale)
+
+
+def test_like_scaled_mm_feeds_torch_scaled_mm_as_torchao_does():
+    """Descales in _scaled_mm's shapes: the product is the one torchao's own float8 tensors give."""
+    a = torch.from_numpy(make_input("fp8.torchao.rowwise", shape=(32, 64)))
+    b = torch.from_numpy(make_input("fp8.torchao.rowwise", shape=(48, 64), seed=7))
+    qa, sa = qt.quantize(a, "fp8.torchao.rowwise", like="scaled_mm")
+    qb, sb = qt.quantize(b, "fp8.torchao.rowwise", like="scaled_mm")
+    assert sa.shape == (32, 1) and sb.shape == (48, 1)
+    y = torch._scaled_mm(qa, qb.t(), scale_a=sa, scale_b=sb.t(), out_dtype=torch.float32)
+    ta, tb = (hp_tensor_to_float8_dynamic(t, torch.float8_e4m3fn, LinearMMConfig(),
+                                          scaling_granularity=ScalingGranularity.AXISWISE, axiswise_dim=-1)
+              for t in (a, b))
+    want = torch._scaled_mm(ta._data, tb._data.t(), scale_a=ta._scale.reciprocal(), scale_b=tb._scale.reciprocal().t(),
+                            out_dtype=torch.float32)
+    assert bits(y) == bits(want)
+    # a descale preset keeps its scales' values
+    qd, sd = qt.quantize(a, "fp8.ascend.token", like="scaled_mm")
+    assert bits(sd.reshape(-1)) == bits(qt.quantize(a, "fp8.ascend.token")[1])
+    with pytest.raises(ValueError, match="like='scaled_mm' is for fp8.scaled presets"):
+        qt.quantize(a, "mxfp8.torchao.floor", like="scaled_mm")
+    with pytest.raises(ValueError, match="like must be"):
+        qt.quantize(a, "fp8.ascend.token", like="numpy")
