@@ -255,32 +255,49 @@ def test_symbolic_output_shapes_are_the_cores(preset):
     assert checked >= 2
 
 
-def count_compiles(fn):
+def count_compiles(fn, dynamic=None):
     compiles = []
 
     def backend(gm, example_inputs):
         compiles.append(gm)
         return gm.forward
-    return torch.compile(fn, backend=backend, fullgraph=True), compiles
+    return torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic), compiles
 
 
-@pytest.mark.parametrize("dynamic", [True, None])
+@pytest.mark.parametrize("dynamic", ["marked", "compile", None])
 @pytest.mark.parametrize("preset", ["mxfp8.ascend", "mx.ocp.e2m1", "nvfp4.torchao", "fp8.ascend.token",
                                     "int8.token.blaze"])
 def test_changing_shapes_compile_once(preset, dynamic):
-    """quantize then dequantize over 12 batch sizes: one graph (marked dynamic up front), or the
-    first static graph and one dynamic one (torch's automatic dynamic shapes), with eager's bytes."""
+    """quantize then dequantize over 12 batch sizes: one graph (the size marked dynamic, or
+    torch.compile(dynamic=True)), or the first static graph and one dynamic one (torch's automatic
+    dynamic shapes), with eager's bytes."""
     def f(t):
         outs = qt.quantize(t, preset)
         return outs, qt.dequantize(outs[0], outs[1], preset, tensor_scale_array=outs[2] if len(outs) > 2 else None)
 
     torch._dynamo.reset()
-    compiled, compiles = count_compiles(f)
+    compiled, compiles = count_compiles(f, dynamic=True if dynamic == "compile" else None)
     for rows in range(2, 14):
         x = tensor(preset, shape=(rows, 64))
-        if dynamic:
+        if dynamic == "marked":
             torch._dynamo.mark_dynamic(x, 0)
         outs, y = compiled(x)
         want_outs, want_y = f(x)
         assert [bits(o) for o in outs] == [bits(o) for o in want_outs] and bits(y) == bits(want_y)
     assert len(compiles) == (1 if dynamic else 2), len(compiles)
+
+
+@pytest.mark.parametrize("preset", ["mxfp8.ascend", "fp8.torchao.rowwise", "int8.block.ascend"])
+def test_changing_sequence_length_compiles_once(preset):
+    """(B, T, H) activations (int8.block: (B, S, N, D)) whose sequence length changes: one graph."""
+    def f(t):
+        return qt.quantize(t, preset)
+
+    torch._dynamo.reset()
+    compiled, compiles = count_compiles(f)
+    for seq in range(2, 14):
+        shape = (2, seq, 3, 16) if preset.startswith("int8.block") else (2, seq, 64)
+        x = tensor(preset, shape=shape)
+        torch._dynamo.mark_dynamic(x, 1)
+        assert [bits(o) for o in compiled(x)] == [bits(o) for o in f(x)]
+    assert len(compiles) == 1, len(compiles)

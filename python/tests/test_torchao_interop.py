@@ -108,6 +108,9 @@ def test_to_nvfp4tensor_is_torchaos_own_nvfp4tensor(tensor_scale, dtype):
         assert bits(t.per_tensor_scale) == bits(theirs.per_tensor_scale.float())
     assert bits(t.dequantize(torch.float32)) == bits(theirs.dequantize(torch.float32))
     assert t.qdata.data_ptr() == outs[0].data_ptr()  # shared, not copied
+    # torchao's matmul path on CPU (F.linear with the NVFP4Tensor weight) gives its own product
+    a = torch.from_numpy(make_input("nvfp4.torchao", shape=(8, 128), seed=5)).to(dtype)
+    assert bits(torch.nn.functional.linear(a, t)) == bits(torch.nn.functional.linear(a, theirs))
 
 
 def test_from_nvfp4tensor_gives_qexacts_outputs():
