@@ -48,6 +48,8 @@ TEST(PerfKernelList, HoldsTheIssuesKernels) {
                                                        {"mxfp8.te", Op::quantize},
                                                        {"mx.ocp.e2m1", Op::quantize},
                                                        {"int8.token.blaze", Op::quantize},
+                                                       {"int8.ct.token", Op::quantize},
+                                                       {"int8.modelopt.channel", Op::quantize},
                                                        {"int8.block.ascend", Op::quantize},
                                                        {"q8_0.ggml", Op::quantize},
                                                        {"hif4", Op::fake_quant},

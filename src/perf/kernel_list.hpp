@@ -35,6 +35,8 @@ Shape layout_shape(Layout layout, std::int64_t elements);
   X(mxfp8_te_quantize, "mxfp8.te", "", quantize, bf16, rows, 0.9)                                        \
   X(mxfp4_ocp_quantize, "mx.ocp.e2m1", "", quantize, bf16, rows, 0.0)                                    \
   X(int8_token_blaze_quantize, "int8.token.blaze", "", quantize, bf16, rows, 0.9)                        \
+  X(int8_ct_token_quantize, "int8.ct.token", "", quantize, bf16, rows, 0.0)                              \
+  X(int8_modelopt_channel_quantize, "int8.modelopt.channel", "", quantize, bf16, rows, 0.0)              \
   X(int8_block_ascend_quantize, "int8.block.ascend", "", quantize, bf16, heads, 0.9)                     \
   X(q8_0_ggml_quantize, "q8_0.ggml", "", quantize, f32, rows, 0.0)                                       \
   X(fp8_ascend_token_quantize, "fp8.ascend.token", "", quantize, bf16, rows, 0.0)                        \
