@@ -20,6 +20,7 @@
 
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
+#include "formats/float_dtype.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/element.hpp"
 #include "qexact/formats/fp16.hpp"
@@ -111,13 +112,8 @@ float to_pow2(ScalePow2 rule, float s) {
 // A value rounded to the input's dtype, as torch rounds each operation on a bf16 / f16 tensor:
 // RNE; a NaN becomes bf16's canonical positive NaN (c10::BFloat16), or keeps its sign in f16.
 float in_dtype(DType dt, float v) {
-  if (dt == DType::bf16) return std::isnan(v) ? from_bits(kPositiveQuietNaN) : round_bf16(v);
-  if (dt == DType::f16) return round_f16(v);
-  return v;
+  return dt == DType::bf16 && std::isnan(v) ? from_bits(kPositiveQuietNaN) : round_to_dtype(dt, v);
 }
-
-// torch.finfo(dtype).eps of the scale's arithmetic.
-float eps_of(DType dt) { return dt == DType::bf16 ? 0x1p-7f : dt == DType::f16 ? 0x1p-10f : 0x1p-23f; }
 
 struct DomainScale {
   bool zero = false;  // zero_group=zero and amax == 0: scale 0, payload 0
@@ -151,7 +147,7 @@ DomainScale scale_of(const Contract& c, float amax, DType dt) {
     if (c.scale_arith == ScaleArith::input) s = in_dtype(dt, s);
   }
   s = to_pow2(c.scale_pow2, s);
-  if (c.zero_group == ZeroGroup::eps && s == 0.0f) s = eps_of(c.scale_arith == ScaleArith::input ? dt : DType::f32);
+  if (c.zero_group == ZeroGroup::eps && s == 0.0f) s = dtype_eps(c.scale_arith == ScaleArith::input ? dt : DType::f32);
   return {false, s};
 }
 

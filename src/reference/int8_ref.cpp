@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "contracts/family_table.hpp"
-#include "qexact/formats/bf16.hpp"
+#include "formats/float_dtype.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/formats/int8.hpp"
 #include "reference/int8_steps.hpp"
@@ -18,18 +18,6 @@ namespace int8 {
 
 float fold_abs_max(float amax, float x) { return std::max(amax, std::fabs(x)); }
 
-namespace {
-
-// v rounded to the input's dtype as torch rounds an operation on a bf16 / f16 tensor (RNE).
-float in_input_dtype(DType input, float v) {
-  return input == DType::bf16 ? round_bf16(v) : input == DType::f16 ? round_f16(v) : v;
-}
-
-// torch.finfo(dtype).eps.
-float eps_of(DType d) { return d == DType::bf16 ? 0x1p-7f : d == DType::f16 ? 0x1p-10f : 0x1p-23f; }
-
-}  // namespace
-
 float scale_from_amax(const ScaleSpec& c, float amax, DType input) {
   float s = 0.0f;
   switch (c.scale_mode) {
@@ -41,8 +29,8 @@ float scale_from_amax(const ScaleSpec& c, float amax, DType input) {
       break;
   }
   const DType arith = c.scale_arith == ScaleArith::input ? input : DType::f32;
-  s = in_input_dtype(arith, s);
-  if (s == 0.0f && c.zero_group == ZeroGroup::eps) s = eps_of(arith);
+  s = round_to_dtype(arith, s);
+  if (s == 0.0f && c.zero_group == ZeroGroup::eps) s = dtype_eps(arith);
   return s;
 }
 
@@ -82,7 +70,7 @@ QuotientOp quotient_for_given(const ScaleSpec& c, float amax, float given, DType
 float quotient_value(const QuotientOp& q, float x) {
   switch (q.op) {
     case QuotientOp::Op::zero_payload: return 0.0f;
-    case QuotientOp::Op::divide: return in_input_dtype(q.round_to, x / q.operand);
+    case QuotientOp::Op::divide: return round_to_dtype(q.round_to, x / q.operand);
     case QuotientOp::Op::multiply: return x * q.operand;
   }
   return 0.0f;

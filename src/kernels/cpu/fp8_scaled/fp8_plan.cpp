@@ -8,9 +8,8 @@
 
 #include "contracts/ceil_div.hpp"
 #include "contracts/scale_grain.hpp"
-#include "qexact/formats/bf16.hpp"
+#include "formats/float_dtype.hpp"
 #include "qexact/formats/element.hpp"
-#include "qexact/formats/fp16.hpp"
 
 namespace qexact::kernels {
 namespace {
@@ -132,13 +131,11 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
       s = floored_f / p.max;
     }
     // scale_arith=input: torch's bf16 / f16 division is the fp32 one rounded once more.
-    if (p.arith == ScaleArith::input && p.dtype == DType::bf16) s = bf16_to_f32(f32_to_bf16(s));
-    if (p.arith == ScaleArith::input && p.dtype == DType::f16) s = f16_to_f32(f32_to_f16(s));
+    if (p.arith == ScaleArith::input) s = round_to_dtype(p.dtype, s);
   }
   s = pow2_of(p.pow2, s);
   if (p.zero_group == ZeroGroup::eps && s == 0.0f) {
-    const DType arith = p.arith == ScaleArith::input ? p.dtype : DType::f32;  // torch.finfo(that).eps
-    s = arith == DType::bf16 ? 0x1p-7f : arith == DType::f16 ? 0x1p-10f : 0x1p-23f;
+    s = dtype_eps(p.arith == ScaleArith::input ? p.dtype : DType::f32);
   }
   r.stored = p.stored_inverse ? inverse_of(s) : s;
   r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
@@ -150,9 +147,7 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
 float fp8_special_quotient(const Fp8Plan& p, float x, float operand) {
   float q = p.quotient == Fp8Quotient::divide ? x / operand : x * operand;
   if (q == q) {
-    if (p.quotient_round == DType::bf16) q = bf16_to_f32(f32_to_bf16(q));
-    if (p.quotient_round == DType::f16) q = f16_to_f32(f32_to_f16(q));
-    return q;
+    return round_to_dtype(p.quotient_round, q);
   }
   // torch's bf16 rounding makes every NaN the canonical positive one (c10::BFloat16).
   if (p.quotient_round == DType::bf16) return as_float(0x7FC00000u);

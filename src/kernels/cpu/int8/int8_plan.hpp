@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "formats/float_dtype.hpp"
 #include "qexact/contract.hpp"
-#include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 #include "qexact/tensor.hpp"
 
@@ -100,10 +100,8 @@ HWY_INLINE Int8Quotient int8_scale_domain(const Int8Plan& p, float amax, std::in
   // Step 2. std::max keeps its first argument on ties, as the contract's max(a, b) is read.
   float s = p.scale_mode == ScaleMode::before ? std::max(amax, p.scale_min) / p.qmax
                                               : std::max(amax / p.qmax, p.scale_min);
-  if (p.scale_round == DType::bf16) s = bf16_to_f32(f32_to_bf16(s));
-  if (p.scale_round == DType::f16) s = f16_to_f32(f32_to_f16(s));
-  if (s == 0.0f && p.zero_group == ZeroGroup::eps)  // torch.finfo(the scale's dtype).eps
-    s = p.scale_round == DType::bf16 ? 0x1p-7f : p.scale_round == DType::f16 ? 0x1p-10f : 0x1p-23f;
+  s = round_to_dtype(p.scale_round, s);
+  if (s == 0.0f && p.zero_group == ZeroGroup::eps) s = dtype_eps(p.scale_round);
   // Step 3.
   float stored = s;
   const auto i = static_cast<std::size_t>(index);
