@@ -41,14 +41,14 @@ bool better(const Diff& a, const Diff& b) {
 }
 bool as_good(const Diff& a, const Diff& b) { return !better(a, b) && !better(b, a); }
 
+// (A missing tensor, such as a tensor scale one side lacks, has no bytes: misshapen too.)
 bool misshapen(const Tensor& device, const Tensor& mine) {
-  return device.dtype() != mine.dtype() || device.shape() != mine.shape();
+  return device.dtype() != mine.dtype() || device.shape() != mine.shape() || device.nbytes() != mine.nbytes();
 }
 
 // Bytes that differ; tensors of another dtype or shape differ in all their bytes.
 std::int64_t differing(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.nbytes() != b.nbytes())
-    return static_cast<std::int64_t>(std::max(a.nbytes(), b.nbytes()));
+  if (misshapen(a, b)) return static_cast<std::int64_t>(std::max(a.nbytes(), b.nbytes()));
   const auto* p = static_cast<const std::uint8_t*>(a.raw());
   const auto* q = static_cast<const std::uint8_t*>(b.raw());
   std::int64_t n = 0;

@@ -98,10 +98,11 @@ const char* name_of(const EnumName<E> (&table)[N], E v) {
 
 template <class E, std::size_t N>
 E parse_enum(const EnumName<E> (&table)[N], const std::string& key, const std::string& s) {
+  for (const auto& e : table)
+    if (s == e.name) return e.value;
   std::string choices;
   std::vector<std::string> names;
   for (const auto& e : table) {
-    if (s == e.name) return e.value;
     choices += (choices.empty() ? "" : ", ") + std::string(e.name);
     names.emplace_back(e.name);
   }
