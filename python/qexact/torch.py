@@ -394,10 +394,14 @@ def _stacked(parts: list[Tensor]) -> Tensor:
     return torch.stack(parts)
 
 
+def _batched(d: Any) -> bool:
+    """Whether a vmap in_dims entry batches its argument (a list argument's entry is a list)."""
+    return any(_batched(e) for e in d) if isinstance(d, (list, tuple)) else d is not None
+
+
 def _per_sample_vmap(op: Any) -> Any:
     def rule(info: Any, in_dims: tuple[Optional[int], ...], x: Tensor, *rest: Any) -> tuple[Any, Any]:
-        if any(d is not None and d != [] and not (isinstance(d, (list, tuple)) and all(e is None for e in d))
-               for d in in_dims[1:]):
+        if any(_batched(d) for d in in_dims[1:]):
             raise NotImplementedError(f"qexact ops batch over x only, got in_dims {in_dims}")
         if in_dims[0] is None:
             out = op(x, *rest)
