@@ -1,5 +1,6 @@
 #include "qexact/tensor.hpp"
 
+#include <cstring>
 #include <limits>
 
 #include "qexact/formats/bf16.hpp"
@@ -119,6 +120,11 @@ void Tensor::reshape(Shape shape) {
   if (shape_numel(shape) != numel_)
     fail(ErrorKind::bad_argument, "cannot reshape " + shape_str(shape_) + " to " + shape_str(shape));
   shape_ = std::move(shape);
+}
+
+bool same_contents(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
+         (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
 }
 
 Tensor contiguous_copy(const TensorView& v) {

@@ -16,11 +16,9 @@ inline QuantResult quantize_f32(const Contract& c, const std::vector<float>& val
   const TensorView x = make_view(DType::f32, shape, values.data());
   QuantResult ref = quantize(c, x, RunOptions{Engine::reference, 1});
   const QuantResult fast = quantize(c, x, RunOptions{Engine::fast, 2});
-  EXPECT_TRUE(ref.payload.nbytes() == fast.payload.nbytes() &&
-              std::memcmp(ref.payload.raw(), fast.payload.raw(), ref.payload.nbytes()) == 0)
+  EXPECT_TRUE(same_contents(ref.payload, fast.payload))
       << "fast payload differs from the reference";
-  EXPECT_TRUE(ref.scale.nbytes() == fast.scale.nbytes() &&
-              std::memcmp(ref.scale.raw(), fast.scale.raw(), ref.scale.nbytes()) == 0)
+  EXPECT_TRUE(same_contents(ref.scale, fast.scale))
       << "fast scale differs from the reference";
   return ref;
 }

@@ -90,7 +90,7 @@ int chunked_int8_token_device(const fs::path& dir) {
     const std::int64_t k = x.shape().empty() ? 0 : x.shape().back();
     if (k <= 64 || k % 64 != 0) continue;
     const QuantResult q = quantize(chunked, x.view());
-    if (std::memcmp(q.payload.raw(), out->payload.raw(), q.payload.nbytes()) == 0) continue;
+    if (same_contents(q.payload, out->payload)) continue;
     const auto p = npy::encode(q.payload.view());
     std::ofstream(dir / e.name / "payload.npy", std::ios::binary)
         .write(reinterpret_cast<const char*>(p.data()), static_cast<std::streamsize>(p.size()));

@@ -117,6 +117,10 @@ class Tensor {
 // Copy of any view (strided or not) into a contiguous tensor of the same dtype.
 Tensor contiguous_copy(const TensorView& v);
 
+// Same dtype, same shape and the same bytes. Safe on empty tensors, whose storage may be null
+// (memcmp's arguments may not be, even for zero bytes).
+bool same_contents(const Tensor& a, const Tensor& b);
+
 // The values of a float view (f32, bf16, f16; any strides) as fp32, in C order. Exact: every
 // bf16 and f16 value is an fp32 value. Throws bad_argument for other dtypes.
 std::vector<float> to_f32_vector(const TensorView& v);

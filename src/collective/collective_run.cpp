@@ -115,7 +115,7 @@ Tensor join_chunks(const std::vector<std::uint8_t>& recv, const Tensor& local, i
 }
 
 void require_same(const Tensor& a, const Tensor& b, const std::string& what) {
-  if (a.shape() != b.shape() || a.nbytes() != b.nbytes() || std::memcmp(a.raw(), b.raw(), a.nbytes()) != 0)
+  if (!same_contents(a, b))
     throw std::logic_error(what + ": the bf16 collective did not deliver the expected tensor");
 }
 

@@ -27,10 +27,6 @@ namespace {
 
 const RunOptions kRef{Engine::reference, 1};
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-
 Diagnosis make(const std::string& signature, std::vector<std::pair<std::string, std::int64_t>> evidence,
                const std::string& explanation, bool confirmed) {
   return Diagnosis{signature, std::move(evidence), explanation, confirmed};
@@ -124,7 +120,7 @@ class Stager {
     if (!v) return false;
     try {
       const ContractOutput o = run_contract(*v, x_, kRef);
-      return same_bytes(o.payload, dev_.payload) && same_bytes(o.scale, dev_.scale);
+      return same_contents(o.payload, dev_.payload) && same_contents(o.scale, dev_.scale);
     } catch (const Error&) {
       return false;  // the contract_variant refuses the input the device quantized: not this device
     }
@@ -208,7 +204,7 @@ class Stager {
               ") are what the scale rule " + changes_words(s.changes) + " gives, not the contract's";
       why += " (re-running the contract with " + changes_words(s.changes) + " reproduces every scale";
       const ContractOutput o = run_contract(*v, x_, kRef);
-      const bool everything = same_bytes(o.payload, dev_.payload) && same_bytes(o.scale, dev_.scale);
+      const bool everything = same_contents(o.payload, dev_.payload) && same_contents(o.scale, dev_.scale);
       why += everything ? " and payload byte)" : ")";
       out.push_back(make(s.signature,
                          {{"scale_groups_differing", n},
@@ -493,7 +489,7 @@ std::vector<Diagnosis> diagnose_pool(const Contract& c, const TensorView& x, con
   }
   const std::string other = c.divisor == PoolDivisor::true_length ? "uniform" : "true_length";
   const std::optional<Contract> v = contract_variant(c, {{"divisor", other}});
-  const bool confirmed = v && same_bytes(run_contract(*v, x, kRef).output, dev.output);
+  const bool confirmed = v && same_contents(run_contract(*v, x, kRef).output, dev.output);
   if (!confirmed && (in_tail != differing || !grid.has_tail())) return {};
   const std::int64_t len = x.shape[1];
   std::string why = "only the tail cells differ (" + std::to_string(differing) + " values)";
@@ -523,7 +519,7 @@ std::optional<Diagnosis> payload_of_another_granularity(const Contract& c, const
     } catch (const Error&) {
       continue;  // a shape this granularity refuses
     }
-    if (!same_bytes(o->payload, dev.payload)) continue;
+    if (!same_contents(o->payload, dev.payload)) continue;
     if (!best || o->scale.numel() < best_scales) {
       best = &a;
       best_scales = o->scale.numel();
@@ -550,7 +546,7 @@ std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, con
   if (diagnosed_by_search(c)) return diagnose_by_search(c, x, ref, dev);
 
   const bool same_shape = dev.scale.shape() == ref.scale.shape();
-  if (!layout_checked && (!same_shape || !same_bytes(dev.scale, ref.scale))) {
+  if (!layout_checked && (!same_shape || !same_contents(dev.scale, ref.scale))) {
     // Stage 1 (§8.5): another granularity or layout with the device's scale shape.
     const std::int64_t own = same_shape ? matching_bytes(ref.scale, dev.scale) : -1;
     const ScaleAlternative* best = nullptr;
@@ -611,7 +607,7 @@ std::vector<Diagnosis> diagnose_impl(const Contract& c, const TensorView& x, con
       return out;
     }
   }
-  if (same_shape && !same_bytes(dev.payload, ref.payload))
+  if (same_shape && !same_contents(dev.payload, ref.payload))
     if (std::optional<Diagnosis> d = payload_of_another_granularity(c, x, dev)) return {*d};
   return Stager(c, x, ref, dev).run();
 }
