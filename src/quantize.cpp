@@ -39,6 +39,7 @@ const char* output_codes_name(OutputCodes codes) {
     case OutputCodes::e2m3: return "e2m3";
     case OutputCodes::e3m2: return "e3m2";
     case OutputCodes::e2m1_pairs: return "e2m1x2";
+    case OutputCodes::e2m1_halves: return "e2m1x2_halves";
     case OutputCodes::e8m0: return "e8m0";
     case OutputCodes::int8: return "int8";
     case OutputCodes::f32: return "f32";

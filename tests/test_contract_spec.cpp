@@ -32,6 +32,7 @@ const std::map<std::string, Part>& documented_parts() {
       {"amax_floor", Part::scale},        {"zero_group", Part::scale},      {"quotient", Part::scale},
       {"scale_store", Part::scale},       {"stored", Part::scale},          {"layout", Part::scale},
       {"block_arith", Part::scale},       {"block_min", Part::scale},       {"zero_block", Part::scale},
+      {"scale_wrap", Part::scale},        {"finite_products", Part::scale}, {"packing", Part::scale},
       {"tensor_scale", Part::tensor_scale},
       {"budget", Part::family},           {"pool", Part::family},           {"divisor", Part::family},
       {"out", Part::family},

@@ -56,6 +56,12 @@ std::vector<Contract> mx_contracts() {
       {"nonfinite=ct", "element=e2m1", "quotient_arith=input"}, {"nonfinite=ct", "scale_rule=floor"},
       {"quotient_arith=input", "signed_zero=underflow", "element=e5m2"},
       {"quotient_arith=input", "signed_zero=negative", "element=e2m1", "rounding=ties_zero"},
+      // ggml's rules.
+      {"scale_wrap=true"},             {"scale_wrap=true", "log2_fp32=true", "element=e5m2"},
+      {"finite_products=true"},        {"finite_products=true", "element=e5m2", "overflow=inf"},
+      {"finite_products=true", "element=e2m1", "rounding=ties_zero"},
+      {"nonfinite=ggml"},              {"nonfinite=ggml", "element=e2m1", "byte0=flush"},
+      {"element=e2m1", "packing=halves", "tail=reject"}, {"element=e2m1", "packing=halves", "tail=reject", "block=16"},
   };
   for (const auto& v : variants) out.push_back(make_contract("mx.ocp", v));
   out.push_back(make_contract("mxfp8.torchao.floor", {"layout=swizzled"}));
@@ -144,6 +150,28 @@ TEST_P(FastMx, Fp32Log2CeilAtEveryPowerOfTwo) {
     const Storage st(v);
     expect_same(c, st.view(DType::f32, {static_cast<std::int64_t>(v.size()) / 32, 32}), 2,
                 std::string(preset) + " ratios around every power of two");
+  }
+}
+
+// floor with log2_fp32 and scale_wrap (mxfp4.ggml): amaxes at, and 1 to 64 ulps either side of,
+// every power of two from 2^-149 to 2^127 (subnormal amaxes, whose wrapped byte reads the fp32
+// log2, included), and every subnormal bit pattern 2^k - j for small j.
+TEST_P(FastMx, Fp32Log2FloorWrappedAtEveryPowerOfTwo) {
+  for (const char* preset : {"mxfp4.ggml"}) {
+    const Contract c = make_contract(preset);
+    std::vector<float> v;
+    for (int k = -149; k <= 127; ++k) {
+      const float p = std::ldexp(1.0f, k);
+      for (int u = -64; u <= 64; ++u) {
+        float a = p;
+        for (int j = 0; j < std::abs(u); ++j) a = std::nextafter(a, u < 0 ? 0.0f : 3.4e38f);
+        if (!std::isfinite(a) || a == 0.0f) continue;
+        for (int i = 0; i < 32; ++i) v.push_back(i == 5 ? -a : a * static_cast<float>(i) / 40.0f);
+      }
+    }
+    const Storage st(v);
+    expect_same(c, st.view(DType::f32, {static_cast<std::int64_t>(v.size()) / 32, 32}), 2,
+                std::string(preset) + " amaxes around every power of two");
   }
 }
 

@@ -69,6 +69,16 @@ enum class NonFiniteRule : std::uint8_t {
                // an all-ones pattern whose power-of-two rounding carries to +0), elements against
                // 2^-127 as byte0_nan; an inf amax, or one whose power-of-two rounding overflows,
                // gives byte 0x7F (127 + int(inf) wraps) and elements x / inf (zeros; inf -> NaN)
+  ggml,        // gguf-py's MXFP4: a NaN amax fails its `d > 0` test and an inf one's uint8 cast gives
+               // 0, so the group has byte 0; its finite elements are quantized against 2^-127, its
+               // NaN and inf elements are code 0 (the argmin of all-NaN or all-inf errors is the
+               // table's first entry)
+};
+// How two E2M1 codes share a payload byte.
+enum class Packing : std::uint8_t {
+  adjacent,  // element 2k in the low nibble of byte k, 2k + 1 in the high one (OCP, torchao)
+  halves,    // ggml's block_mxfp4: in each group of B, byte j of the group's B/2 holds element j
+             // (low nibble) and element j + B/2 (high nibble)
 };
 // Whether an element that rounds to zero keeps its sign.
 enum class SignedZero : std::uint8_t {
@@ -262,6 +272,9 @@ struct ScaleSpec {
   // Rule: the scale from the amax.
   ScaleRule scale_rule = ScaleRule::floor;  // mx
   bool log2_fp32 = false;          // mx: floor(log2 amax) evaluated in fp32, as torch.log2 does
+  bool scale_wrap = false;         // mx scale_rule=floor: below byte 0 the byte wraps modulo 256
+                                   // (ggml's uint8 cast of a negative exponent) instead of clamping
+                                   // to 0, and byte 255 is the scale 2^128, not NaN
   RatioOp ratio = RatioOp::divide; // mx rceil
   ScaleMode scale_mode = ScaleMode::after;  // int8
   float scale_min = 0.0f;          // int8
@@ -282,6 +295,10 @@ struct ScaleSpec {
 
   // Quotient: how an element meets its scale.
   Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
+  bool finite_products = false;    // mx: an element is the nearest value v whose product v * scale
+                                   // is finite in fp32 (ggml compares x with each v * scale, so a
+                                   // product that overflows is never chosen: E2M1's 4 and 6 under
+                                   // byte 253)
   Quotient quotient = Quotient::divide;            // int8 "quotient"
   Fp8Quotient fp8_quotient = Fp8Quotient::divide;  // fp8.scaled "quotient"
   QuotientArith quotient_arith = QuotientArith::fp32;  // mx, fp8.scaled, int8 (with quotient=divide)
@@ -291,6 +308,7 @@ struct ScaleSpec {
   ScaleStore scale_store = ScaleStore::f32;  // int8: the scale's IEEE width (encoding fp32 | f16)
   StoredScale stored = StoredScale::computed;  // fp8.scaled: the scale or its reciprocal
   ScaleLayout layout = ScaleLayout::rowmajor;  // mx: where each scale byte sits
+  Packing packing = Packing::adjacent;         // mx e2m1: which two codes share a payload byte
 
   bool operator==(const ScaleSpec&) const = default;
 };

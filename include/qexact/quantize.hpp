@@ -44,10 +44,12 @@ struct QuantResult {
 enum class OutputCodes : std::uint8_t {
   e4m3, e5m2, e2m3, e3m2,  // one FP8 / FP6 element code per byte (FP6 in the low 6 bits)
   e2m1_pairs,              // two E2M1 codes per byte, element 2k in the low nibble
+  e2m1_halves,             // two E2M1 codes per byte, ggml's order (packing=halves): byte j of a
+                           // group of B holds elements j (low nibble) and j + B/2
   e8m0,                    // biased power-of-two exponents (MX scales)
   int8, f32, f16,          // the stored type is the value
 };
-// "e4m3", "e5m2", "e2m3", "e3m2", "e2m1x2", "e8m0", "int8", "f32", "f16".
+// "e4m3", "e5m2", "e2m3", "e3m2", "e2m1x2", "e2m1x2_halves", "e8m0", "int8", "f32", "f16".
 const char* output_codes_name(OutputCodes codes);
 
 // One output a contract produces for an input shape: its file stem (payload.npy, scale.npy,

@@ -27,7 +27,7 @@ PAYLOAD_TYPES: Mapping[str, Any] = {
 def packs_pairs(codes: Mapping[str, str]) -> bool:
     """Whether the contract's payload packs two E2M1 codes per byte (MX E2M1, nvfp4): the input's
     last dimension is then twice the payload's (for an even length). ``codes``: ContractInfo.codes."""
-    return codes.get("payload") == "e2m1x2"
+    return codes.get("payload") in ("e2m1x2", "e2m1x2_halves")
 
 
 def typed_output(codes: Mapping[str, str], name: str, array: Any) -> Any:

@@ -31,8 +31,8 @@ def override_strings(params: Mapping[str, Any]) -> list[str]:
 @dataclass(frozen=True)
 class ContractInfo:
     """A validated contract: its preset, the overrides given, its family, every parameter and what
-    each output's elements are (``codes``: output name -> e4m3, e5m2, e2m3, e3m2, e2m1x2, e8m0,
-    int8, f32 or f16; empty for hif4 and pool)."""
+    each output's elements are (``codes``: output name -> e4m3, e5m2, e2m3, e3m2, e2m1x2, e2m1x2_halves
+    (ggml's nibble order), e8m0, int8, f32 or f16; empty for hif4 and pool)."""
 
     preset: str
     overrides: tuple[str, ...]

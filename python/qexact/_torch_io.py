@@ -61,7 +61,8 @@ def one_byte_floats() -> tuple[Any, ...]:
 
 
 def code_dtype(code: str) -> Any:
-    """The torch dtype of a contract output's codes (ContractInfo.codes values), or None."""
+    """The torch dtype of a contract output's codes (ContractInfo.codes values), or None (uint8
+    stays: e2m1x2_halves among them, since float4_e2m1fn_x2 means adjacent nibbles)."""
     torch = torch_module()
     return {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m1x2": torch.float4_e2m1fn_x2,
             "e8m0": torch.float8_e8m0fnu, "int8": torch.int8, "f32": torch.float32,

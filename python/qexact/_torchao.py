@@ -67,6 +67,9 @@ def to_mxtensor(payload: Any, scale: Any, preset: str, *, shape: Optional[Sequen
 
     c = _mx_contract(preset, params)
     element, block = c.params["element"], int(c.params["block"])
+    if c.params.get("packing", "adjacent") != "adjacent":
+        raise ValueError(f"torchao's MXTensor packs element 2k in the low nibble of byte k; {preset} has "
+                         f"packing={c.params['packing']} (ggml's order): its payload would be read out of order")
     p = _as_tensor(payload, "payload")
     s = _as_tensor(scale, "scale")
     if s.dtype == torch.uint8:

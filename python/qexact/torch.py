@@ -254,7 +254,7 @@ def _x_shape(payload: Tensor, shape: Optional[Sequence[int]], p: Mapping[str, st
     """x's shape: `shape`, or the payload's with packed E2M1 pairs doubled; symbolic sizes stay
     symbolic (the fake kernel), the real kernel makes them ints."""
     out = list(shape) if shape is not None else list(payload.shape)
-    if shape is None and p.get("codes.payload") == "e2m1x2" and out:
+    if shape is None and p.get("codes.payload") in ("e2m1x2", "e2m1x2_halves") and out:
         out[-1] = out[-1] * 2
     return out
 

@@ -24,7 +24,9 @@ def expected_dtypes(preset: str) -> tuple[torch.dtype, ...]:
     """The torch dtypes of the preset's outputs, in qexact.outputs order."""
     params = qexact.params(preset)
     if FAMILY[preset] == "mx":
-        return PAYLOAD_DTYPES[params["element"]], torch.float8_e8m0fnu
+        # torch's float4_e2m1fn_x2 means adjacent nibbles: ggml's halves order stays uint8.
+        payload = torch.uint8 if params["packing"] == "halves" else PAYLOAD_DTYPES[params["element"]]
+        return payload, torch.float8_e8m0fnu
     if FAMILY[preset] == "fp8.scaled":
         return PAYLOAD_DTYPES[params["element"]], torch.float32
     if FAMILY[preset] == "nvfp4":

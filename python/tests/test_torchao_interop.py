@@ -77,6 +77,8 @@ def test_what_torchao_cannot_hold_is_refused():
     three_d = x.reshape(2, 80, 128)
     with pytest.raises(ValueError, match="M = 80 to be a multiple of 128"):
         qt.to_mxtensor(*qexact.quantize(three_d, "mx.ocp", **SWIZZLED), "mx.ocp", **SWIZZLED)
+    with pytest.raises(ValueError, match="packing=halves"):
+        qt.to_mxtensor(*qexact.quantize(x, "mxfp4.ggml"), "mxfp4.ggml")
 
 
 # ---- NVFP4Tensor ------------------------------------------------------------------------------

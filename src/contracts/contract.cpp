@@ -42,7 +42,9 @@ constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::torchao_rceil_compiled, "torchao_rceil_compiled"},
                                                   {NonFiniteRule::byte0_nan, "byte0_nan"},
                                                   {NonFiniteRule::negative_zero, "negative_zero"},
-                                                  {NonFiniteRule::ct, "ct"}};
+                                                  {NonFiniteRule::ct, "ct"},
+                                                  {NonFiniteRule::ggml, "ggml"}};
+constexpr EnumName<Packing> kPackings[] = {{Packing::adjacent, "adjacent"}, {Packing::halves, "halves"}};
 // "true" and "false" keep their boolean spellings (and parse_bool's 1/yes, 0/no below).
 constexpr EnumName<SignedZero> kSignedZero[] = {
     {SignedZero::drop, "false"}, {SignedZero::keep, "true"}, {SignedZero::underflow, "underflow"},
@@ -212,6 +214,8 @@ const std::vector<ParamDef>& param_defs() {
       QX_ENUM_PARAM("scale_rule", scale_rule, kScaleRules, F::mx),
       {"log2_fp32", {F::mx}, [](const Contract& c) { return std::string(c.log2_fp32 ? "true" : "false"); },
        [](Contract& c, const std::string& s) { c.log2_fp32 = parse_bool("log2_fp32", s); }},
+      {"scale_wrap", {F::mx}, [](const Contract& c) { return std::string(c.scale_wrap ? "true" : "false"); },
+       [](Contract& c, const std::string& s) { c.scale_wrap = parse_bool("scale_wrap", s); }},
       QX_ENUM_PARAM("ratio", ratio, kRatio, F::mx),
       {"round_mbits", {F::mx}, [](const Contract& c) { return std::to_string(c.round_mbits); },
        [](Contract& c, const std::string& s) { c.round_mbits = static_cast<int>(parse_int("round_mbits", s)); }},
@@ -221,6 +225,8 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.overflow = parse_overflow(s); }},
       QX_ENUM_PARAM("nonfinite", nonfinite, kNonFinite, F::mx),
       QX_ENUM_PARAM("byte0", byte0, kByte0, F::mx),
+      {"finite_products", {F::mx}, [](const Contract& c) { return std::string(c.finite_products ? "true" : "false"); },
+       [](Contract& c, const std::string& s) { c.finite_products = parse_bool("finite_products", s); }},
       {"signed_zero", {F::mx, F::fp8_scaled, F::nvfp4}, [](const Contract& c) { return std::string(name_of(kSignedZero, c.signed_zero)); },
        [](Contract& c, const std::string& s) {
          if (s == "1" || s == "yes" || s == "0" || s == "no")  // parse_bool's other spellings
@@ -230,6 +236,7 @@ const std::vector<ParamDef>& param_defs() {
        }},
       QX_ENUM_PARAM("prequant_round", prequant, kPrequant, F::mx),
       QX_ENUM_PARAM("layout", layout, kLayouts, F::mx),
+      QX_ENUM_PARAM("packing", packing, kPackings, F::mx),
       QX_ENUM_PARAM("tail", tail, kTails, F::mx),
       {"token_block", {F::int8_block}, [](const Contract& c) { return std::to_string(c.token_block); },
        [](Contract& c, const std::string& s) { c.token_block = static_cast<int>(parse_int("token_block", s)); }},
@@ -376,7 +383,8 @@ std::vector<std::string> param_choices(const std::string& key) {
     return out;
   }
   if (key == "overflow") return {"saturate", "nan", "inf"};
-  if (key == "log2_fp32") return {"false", "true"};
+  if (key == "log2_fp32" || key == "scale_wrap" || key == "finite_products") return {"false", "true"};
+  if (key == "packing") return names(kPackings);
   if (key == "signed_zero") return names(kSignedZero);
   if (key == "scale_rule") return names(kScaleRules);
   if (key == "ratio") return names(kRatio);
@@ -445,6 +453,11 @@ void validate(const Contract& c) {
         bad("round_mbits applies to scale_rule=even only (the bits amax is rounded to)");
       if ((c.layout == ScaleLayout::padded || c.layout == ScaleLayout::swizzled) && c.tail == TailRule::partial)
         bad("the padded and swizzled layouts need tail=reject (whole groups)");
+      if (c.scale_wrap && c.scale_rule != ScaleRule::floor) bad("scale_wrap applies to scale_rule=floor only");
+      if (c.packing == Packing::halves && c.element != ElemFormat::e2m1)
+        bad(std::string("packing=halves pairs E2M1 codes in a byte: it needs element=e2m1, got ") + t.name);
+      if (c.packing == Packing::halves && c.tail == TailRule::partial)
+        bad("packing=halves pairs element j with j + block/2 of each group: it needs tail=reject (whole groups)");
       break;
     }
     case Family::int8_block:

@@ -50,7 +50,7 @@ OutputCodes element_codes(const Contract& c) {
     case ElemFormat::e5m2: return OutputCodes::e5m2;
     case ElemFormat::e2m3: return OutputCodes::e2m3;
     case ElemFormat::e3m2: return OutputCodes::e3m2;
-    case ElemFormat::e2m1: return OutputCodes::e2m1_pairs;
+    case ElemFormat::e2m1: return c.packing == Packing::halves ? OutputCodes::e2m1_halves : OutputCodes::e2m1_pairs;
   }
   return OutputCodes::e4m3;
 }

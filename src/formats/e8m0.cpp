@@ -47,6 +47,10 @@ std::uint8_t e8m0_floor(float amax, int emax_elem) {
 
 std::uint8_t e8m0_floor_log2_fp32(float amax, int emax_elem) {
   if (!(amax > 0.0f)) return 0;
+  return clamp_byte(127 + floor_of_fp32_log2(amax) - emax_elem);
+}
+
+int floor_of_fp32_log2(float amax) {
   int e = floor_log2_exact(amax);
   // log2(amax) in (e, e+1). Its fp32 rounding reaches k = e+1 iff log2(amax) >= k - h, h half
   // the fp32 spacing there (a tie rounds to k, whose significand is even), i.e. iff
@@ -57,7 +61,7 @@ std::uint8_t e8m0_floor_log2_fp32(float amax, int emax_elem) {
     const double threshold = std::ldexp(exp_tiny(-h * 0.69314718055994530942), k);
     if (static_cast<double>(amax) >= threshold) e = k;
   }
-  return clamp_byte(127 + e - emax_elem);
+  return e;
 }
 
 std::uint8_t e8m0_rceil(float amax, float max_elem, bool reciprocal) {

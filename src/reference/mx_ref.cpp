@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "contracts/ceil_div.hpp"
 #include "formats/torchao_nan.hpp"
@@ -37,10 +38,19 @@ GroupScan scan(const float* x, std::int64_t n) {
   return s;
 }
 
+// ggml's byte: (uint8)(floor(log2 amax) - emax + 127), a negative exponent wrapping modulo 256.
+std::uint8_t wrapped_floor_byte(const Contract& c, float amax) {
+  if (!(amax > 0.0f)) return 0;
+  const int e = c.log2_fp32 ? floor_of_fp32_log2(amax) : floor_log2_exact(amax);
+  const int byte = 127 + e - elem_traits(c.element).emax;
+  return static_cast<std::uint8_t>(byte < 0 ? byte + 256 : std::min(byte, 254));
+}
+
 std::uint8_t scale_byte(const Contract& c, float amax) {
   const ElemTraits& t = elem_traits(c.element);
   switch (c.scale_rule) {
     case ScaleRule::floor:
+      if (c.scale_wrap) return wrapped_floor_byte(c, amax);
       return c.log2_fp32 ? e8m0_floor_log2_fp32(amax, t.emax) : e8m0_floor(amax, t.emax);
     case ScaleRule::rceil:
       return c.log2_fp32 ? e8m0_rceil_log2_fp32(amax, t.max, c.ratio == RatioOp::reciprocal)
@@ -52,6 +62,13 @@ std::uint8_t scale_byte(const Contract& c, float amax) {
 }
 
 }  // namespace
+
+// The scale a byte stands for, in double (exact): 2^(byte - 127); under scale_wrap byte 255 is
+// 2^128 (ggml's E8M0 has no NaN), elsewhere NaN.
+double scale_value(const ScaleSpec& c, std::uint8_t byte) {
+  if (byte == 255 && !c.scale_wrap) return std::numeric_limits<double>::quiet_NaN();
+  return std::ldexp(1.0, static_cast<int>(byte) - 127);
+}
 
 // The fp32 value elements are divided by. torchao 0.18 FLOOR/CEIL/EVEN clamp their fp32 scale to the
 // smallest normal, TransformerEngine multiplies byte-0 groups by 1.0, and TransformerEngine's
@@ -77,6 +94,48 @@ std::uint8_t encode(const ElementSpec& c, float v) {
   // `negative`: a zero value (+0.0 too) is the negative zero code; a nonzero one keeps its sign.
   if (c.signed_zero == SignedZero::negative && v == 0.0f) q = sign_bit;
   return q;
+}
+
+// finite_products: ggml picks the nearest value v whose fp32 product v * scale is finite, so a
+// code whose product overflows gives way to the largest code of its sign whose product does not
+// (the value was above every such code). Found by search over the codes.
+std::uint8_t with_finite_product(const ElementSpec& c, std::uint8_t q, double scale) {
+  const ElemTraits& t = elem_traits(c.element);
+  const double limit = std::ldexp(1.0, 128);
+  const double v = elem_decode(c.element, q);
+  if (!std::isfinite(v) || std::fabs(v) * scale < limit) return q;
+  const std::uint8_t sign_bit = static_cast<std::uint8_t>(q & (1u << (t.bits - 1)));
+  std::uint8_t best = sign_bit;  // a zero of the same sign
+  double best_mag = 0.0;
+  for (unsigned code = 0; code < (1u << t.bits); ++code) {
+    const auto cand = static_cast<std::uint8_t>(code);
+    if ((cand & (1u << (t.bits - 1))) != sign_bit) continue;
+    const double m = std::fabs(static_cast<double>(elem_decode(c.element, cand)));
+    if (std::isfinite(m) && m * scale < limit && m > best_mag) {
+      best = cand;
+      best_mag = m;
+    }
+  }
+  return best;
+}
+
+// ggml's best_index: the first code, in code order, whose fp32 error |fl(v * scale) - x| is the
+// least (fp32 arithmetic throughout, as gguf-py computes it).
+std::uint8_t first_nearest_in_fp32(const ElementSpec& c, float x, float scale) {
+  const ElemTraits& t = elem_traits(c.element);
+  std::uint8_t best = 0;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (unsigned code = 0; code < (1u << t.bits); ++code) {
+    const float v = elem_decode(c.element, static_cast<std::uint8_t>(code));
+    if (!std::isfinite(v)) continue;
+    const float product = v * scale;
+    const float err = std::fabs(product - x);
+    if (err < best_err) {
+      best = static_cast<std::uint8_t>(code);
+      best_err = err;
+    }
+  }
+  return best;
 }
 
 std::uint32_t bits_of(float f) {
@@ -169,6 +228,16 @@ GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_
         std::fill(out.codes.begin(), out.codes.end(), negative_zero);
         return out;
       }
+      case NonFiniteRule::ggml: {
+        // Byte 0; NaN and inf elements code 0; finite ones by gguf-py's own search, whose fp32
+        // errors round to |x| for every value once |x| is far above the scale (ties: code 0).
+        out.scale_byte = given ? *given : 0;
+        if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;
+        const float scale = mx_divisor(c, out.scale_byte);
+        for (std::int64_t i = 0; i < n; ++i)
+          if (std::isfinite(x[i])) out.codes[i] = first_nearest_in_fp32(c, x[i], scale);
+        return out;
+      }
       case NonFiniteRule::byte0_nan:
       case NonFiniteRule::ct:
         if (s.has_nan) {
@@ -208,11 +277,15 @@ GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_
   if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;  // literal +0 payload
 
   const float scale = mx_divisor(c, out.scale_byte);
+  const double exact_scale = scale_value(c, out.scale_byte);
   for (std::int64_t i = 0; i < n; ++i) {
     // Only the te rules (and torchao's inf groups, whose inf / 2^k saturates) reach here with
-    // non-finite elements: the device's NaN is canonical.
-    const float v = scaled_value(c, dt, x[i] / scale);
+    // non-finite elements: the device's NaN is canonical. A wrapped byte 255 (2^128, beyond
+    // fp32) divides in double, then rounds once.
+    const float q = c.scale_wrap && out.scale_byte == 255 ? static_cast<float>(x[i] / exact_scale) : x[i] / scale;
+    const float v = scaled_value(c, dt, q);
     out.codes[i] = std::isnan(v) ? nan_code(c, v, false) : encode(c, v);
+    if (c.finite_products) out.codes[i] = with_finite_product(c, out.codes[i], exact_scale);
   }
   return out;
 }
@@ -235,6 +308,13 @@ std::int64_t mx_scale_offset(const ScaleSpec& c, std::int64_t t, std::int64_t g,
 }
 
 namespace {
+
+// Where column `col`'s E2M1 code sits in its row's payload: (byte, high nibble?).
+std::pair<std::int64_t, bool> nibble_of(const ScaleSpec& c, std::int64_t col) {
+  if (c.packing == Packing::adjacent) return {col / 2, col % 2 == 1};
+  const std::int64_t half = c.block / 2, in_group = col % c.block;
+  return {(col - in_group) / 2 + in_group % half, in_group >= half};
+}
 
 // Both entry points: the contract's own scales, or `given` (a u8 tensor in the scale shape).
 QuantResult quantize_mx_impl(const Contract& c, const TensorView& x, const TensorView* given) {
@@ -278,8 +358,9 @@ QuantResult quantize_mx_impl(const Contract& c, const TensorView& x, const Tenso
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t col = begin + i;
         if (fp4) {
-          std::uint8_t& b = payload[t * row_bytes + col / 2];
-          b = static_cast<std::uint8_t>(col % 2 == 0 ? (b & 0xF0) | go.codes[i] : (b & 0x0F) | (go.codes[i] << 4));
+          const auto [at_byte, high] = nibble_of(c, col);
+          std::uint8_t& b = payload[t * row_bytes + at_byte];
+          b = static_cast<std::uint8_t>(high ? (b & 0x0F) | (go.codes[i] << 4) : (b & 0xF0) | go.codes[i]);
         } else {
           payload[t * row_bytes + col] = go.codes[i];
         }
@@ -313,9 +394,16 @@ Tensor dequantize_mx(const Contract& c, const TensorView& payload, const TensorV
   for (std::int64_t t = 0; t < rows; ++t) {
     for (std::int64_t col = 0; col < k; ++col) {
       const std::uint8_t byte = s.data<std::uint8_t>()[mx_scale_offset(c, t, col / c.block, groups)];
-      std::uint8_t code = p.data<std::uint8_t>()[t * row_bytes + (fp4 ? col / 2 : col)];
-      if (fp4) code = static_cast<std::uint8_t>(col % 2 == 0 ? code & 0x0F : code >> 4);
-      const float v = elem_decode(c.element, code) * e8m0_decode(byte);
+      std::uint8_t code;
+      if (fp4) {
+        const auto [at_byte, high] = nibble_of(c, col);
+        code = p.data<std::uint8_t>()[t * row_bytes + at_byte];
+        code = static_cast<std::uint8_t>(high ? code >> 4 : code & 0x0F);
+      } else {
+        code = p.data<std::uint8_t>()[t * row_bytes + col];
+      }
+      // In double: exact, then one rounding to fp32 (a wrapped byte 255's 2^128 included).
+      const float v = static_cast<float>(static_cast<double>(elem_decode(c.element, code)) * scale_value(c, byte));
       // Every NaN comes out as the canonical quiet NaN: its sign and payload carry nothing.
       o[t * k + col] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
     }

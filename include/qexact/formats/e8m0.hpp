@@ -21,6 +21,8 @@ std::uint8_t e8m0_floor(float amax, int emax_elem);
 // floor with log2 evaluated in fp32 (torch.log2 on an fp32 tensor): an amax a hair below 2^k
 // whose correctly rounded fp32 log2 is the integer k gets exponent k.
 std::uint8_t e8m0_floor_log2_fp32(float amax, int emax_elem);
+// floor(log2(amax)) with log2 rounded to fp32 first, for finite amax > 0: -149 .. 128.
+int floor_of_fp32_log2(float amax);
 // rceil: the fp32 ratio d (amax / max_elem, or amax * fp32(1 / max_elem) when `reciprocal`)
 // rounded up to a power of two, 127 + ceil(log2 d) clamped to [0, 254]; d = 0 gives 0.
 std::uint8_t e8m0_rceil(float amax, float max_elem, bool reciprocal);

@@ -20,13 +20,16 @@ inline float ScaleValue(std::uint8_t byte) {
   return byte == 0 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(byte) << 23);
 }
 
-// fp32 value of element code c (scalar twin of DecodeBytes, for FP4 nibbles).
+// fp32 value of element code c (scalar twin of DecodeBytes: FP4 nibbles, and the byte-wide
+// codes of a group's tail or of a group the vector path leaves out).
 inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
   const std::uint32_t sign = (c >> (p.elem_bits - 1)) & 1u;
   const std::uint32_t mag = c & ((1u << (p.elem_bits - 1)) - 1u);
   const std::uint32_t e = mag >> p.mbits, m = mag & ((1u << p.mbits) - 1u);
   float v = e == 0 ? static_cast<float>(m) * bits_to_float(static_cast<std::uint32_t>(127 + 1 - p.bias - p.mbits) << 23)
                    : bits_to_float(((e - p.bias + 127) << 23) | (m << (23 - p.mbits)));
+  if (p.has_inf && e == 31) v = m == 0 ? bits_to_float(0x7F800000u) : bits_to_float(0x7FC00000u);  // E5M2
+  else if (p.has_nan && !p.has_inf && mag == 0x7Fu) v = bits_to_float(0x7FC00000u);          // E4M3
   return sign ? -v : v;
 }
 
@@ -66,11 +69,16 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
     const std::uint8_t* in = payload + row * p.payload_row_bytes;
     float* o = out + row * p.k;
     for (std::int64_t g = 0; g < p.groups; ++g) {
-      const float s = ScaleValue(scale[mx_scale_offset(p, row, g)]);
+      const std::uint8_t byte = scale[mx_scale_offset(p, row, g)];
+      // scale_wrap's byte 255 is 2^128, beyond fp32: (2v) * 2^127, exact then one rounding as
+      // v * 2^128 would be (ggml's half-scale times the doubled value).
+      const bool wrapped_top = p.scale_wrap && byte == 255;
+      const float s = wrapped_top ? 0x1p127f : ScaleValue(byte);
+      const float v_factor = wrapped_top ? 2.0f : 1.0f;
       const std::int64_t begin = g * p.block;
       const std::int64_t end = std::min(p.k, begin + p.block);
       std::int64_t i = begin;
-      if (!p.fp4 && p.elem_bits == 8) {
+      if (!p.fp4 && p.elem_bits == 8 && !wrapped_top) {
         PrefetchAhead(in + begin);
         const auto vs = hn::Set(df, s);
         // Streaming stores (the output is not read again) where the destination is aligned.
@@ -82,9 +90,16 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
           else hn::StoreU(y, df, o + i);
         }
       }
+      const std::int64_t half = p.block / 2;
       for (; i < end; ++i) {
-        const std::uint32_t c = p.fp4 ? (in[i / 2] >> (4 * (i % 2))) & 0xFu : in[i];
-        const float v = (p.fp4 ? fp4_table[c] : DecodeScalar(p, c)) * s;
+        std::uint32_t c;
+        if (p.fp4 && p.packing_halves) {  // whole groups: byte j of the group holds j and j + half
+          const std::int64_t j = i - begin;
+          c = (in[begin / 2 + j % half] >> (j >= half ? 4 : 0)) & 0xFu;
+        } else {
+          c = p.fp4 ? (in[i / 2] >> (4 * (i % 2))) & 0xFu : in[i];
+        }
+        const float v = ((p.fp4 ? fp4_table[c] : DecodeScalar(p, c)) * v_factor) * s;
         o[i] = v != v ? bits_to_float(0x7FC00000u) : v;  // the canonical quiet NaN
       }
     }

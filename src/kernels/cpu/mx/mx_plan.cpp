@@ -53,6 +53,15 @@ std::array<std::uint32_t, 256> build_log2_above_from() {
   return t;
 }
 
+// Each element format's value per code, 0 .. 2^bits - 1 (the rest 0).
+std::array<std::array<float, 256>, 5> build_code_values() {
+  std::array<std::array<float, 256>, 5> t{};
+  for (ElemFormat f : {ElemFormat::e4m3, ElemFormat::e5m2, ElemFormat::e2m3, ElemFormat::e3m2, ElemFormat::e2m1})
+    for (unsigned code = 0; code < (1u << elem_traits(f).bits); ++code)
+      t[static_cast<std::size_t>(f)][code] = elem_decode(f, static_cast<std::uint8_t>(code));
+  return t;
+}
+
 }  // namespace
 
 MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payload, std::uint8_t* scale) {
@@ -77,7 +86,20 @@ MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payloa
   p.inv_max_value = 1.0f / t.max;
   p.log2_up_from = log2_up_from.data();
   p.log2_above_from = log2_above_from.data();
+  static const std::array<std::array<float, 256>, 5> code_values = build_code_values();
+  p.code_values = code_values[static_cast<std::size_t>(c.element)].data();
   p.nan_keeps_sign = c.nonfinite == NonFiniteRule::byte0_nan || c.nonfinite == NonFiniteRule::ct;
+  p.scale_wrap = c.scale_wrap;
+  p.finite_products = c.finite_products;
+  for (int byte = 240; c.finite_products && byte < 256; ++byte) {
+    // Codes 0..max_code grow in magnitude: the cap is the last whose product stays below 2^128.
+    int cap = 0;
+    for (int code = 0; code <= t.max_code; ++code)
+      if (std::ldexp(static_cast<double>(elem_decode(c.element, static_cast<std::uint8_t>(code))), byte - 127) <
+          std::ldexp(1.0, 128))
+        cap = code;
+    p.product_cap[byte - 240] = static_cast<std::uint8_t>(cap);
+  }
   if (c.quotient_arith == QuotientArith::input) {
     // bf16: RNE at bit 16 of the fp32 bits sends 0x8000 (2^-134, a tie) and below to 0; f16: 2^-25
     // (a tie with 0) and below.
@@ -92,6 +114,7 @@ MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payloa
   p.prequant_bf16 = c.prequant == Prequant::bf16;
   p.block = c.block;
   p.layout = c.layout;
+  p.packing_halves = c.packing == Packing::halves;
 
   p.dtype = x.dtype;
   p.data = static_cast<const std::uint8_t*>(x.data);

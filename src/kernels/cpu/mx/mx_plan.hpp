@@ -16,6 +16,7 @@ struct MxPlan {
   // Scale rule.
   ScaleRule rule = ScaleRule::floor;
   bool log2_fp32 = false;
+  bool scale_wrap = false;  // floor: a negative byte wraps modulo 256; byte 255 is 2^128
   bool ratio_reciprocal = false;
   int round_mbits = 3;  // scale_rule=even: the mantissa bits amax is rounded to
   float max_value = 448.0f, inv_max_value = 1.0f / 448.0f;
@@ -30,6 +31,11 @@ struct MxPlan {
   Byte0Rule byte0 = Byte0Rule::flush;
   SignedZero signed_zero = SignedZero::keep;
   bool nan_keeps_sign = false;  // a NaN element's code keeps its sign (byte0_nan, ct)
+  // finite_products: for bytes 240..255 (index byte - 240), the largest code magnitude whose
+  // value times 2^(byte - 127) is finite in fp32 (max_code where all are; below 240 all are).
+  bool finite_products = false;
+  const float* code_values = nullptr;  // [256]: the element value of each code (NaN / inf codes too)
+  std::uint8_t product_cap[16] = {};
   // quotient_arith=input: the scaled values' dtype. Scaling by a power of two, its rounding can
   // change only values below that dtype's normals, all of which are a zero code: what it decides
   // is the zero's sign (the largest magnitude bits that round to zero there) and, in bf16, a
@@ -39,6 +45,7 @@ struct MxPlan {
   bool prequant_bf16 = false;
   int block = 32;
   ScaleLayout layout = ScaleLayout::rowmajor;
+  bool packing_halves = false;  // E2M1: byte j of a group holds elements j and j + block / 2
 
   // Input: rows x k values; row r starts at element offset row_offset(r) of `data`.
   DType dtype = DType::f32;

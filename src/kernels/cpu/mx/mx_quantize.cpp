@@ -41,8 +41,9 @@ HWY_INLINE VI RoundBf16Bits(VI bits) {
 
 // Element codes (in int32 lanes) of already scaled values, by bit arithmetic. `e_min` is the
 // format's smallest normal exponent; below it the grid is the subnormal one.
+// `cap`: the largest code magnitude the group may take (finite_products; p.max_code otherwise).
 template <bool kRneSaturate>
-HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
+HWY_INLINE VI EncodeElements(const MxPlan& p, VF v, int cap) {
   const DF df;
   const DI di;
   const VI bits = hn::BitCast(di, v);
@@ -113,6 +114,12 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
                            : p.overflow == Overflow::nan                  ? 0x7F
                                                                           : 0x7C;
   code = hn::IfThenElse(over, hn::Set(di, ovf), code);
+  if (p.finite_products) {
+    // The nearest value of finite product: below the cap nothing changes; at or above it the
+    // cap (a value past max included, when it saturates; overflow=nan / inf keep their code).
+    const VI capped = hn::Min(code, hn::Set(di, cap));
+    code = kRneSaturate || p.overflow == Overflow::saturate ? capped : hn::IfThenElse(over, code, capped);
+  }
   const auto is_nan = hn::Gt(abs, hn::Set(di, kExpMask));
   code = hn::IfThenElse(is_nan, hn::Set(di, p.has_nan ? 0x7F : 0), code);
 
@@ -129,6 +136,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v) {
                           hn::Set(di, 1 << (p.elem_bits - 1)), sign);
   return hn::Or(code, sign);
 }
+
 
 // An element grid fixed at compile time, for the hot path of RNE saturating contracts: every
 // shift, bias and bound an immediate or a hoisted constant instead of a plan field. kBits is
@@ -216,10 +224,14 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
     for (int i = 0; i < block; ++i) codes[i] = torchao_group_code(p, float_bits(src[i]));
     return gs.byte;
   }
+  if (gs.ggml_nonfinite) {
+    for (int i = 0; i < block; ++i) codes[i] = ggml_nonfinite_group_code(p, src[i], gs.multiplier);
+    return gs.byte;
+  }
   const hn::Rebind<std::uint8_t, DI> d8;
   const VF mul = hn::Set(df, gs.multiplier);
   for (int i = 0; i < block; i += N) {
-    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::Load(df, src + i), mul));
+    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::Load(df, src + i), mul), gs.cap_code);
     hn::StoreU(hn::DemoteTo(d8, code), d8, codes + i);
   }
   return gs.byte;
@@ -264,11 +276,15 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
     }
     return gs.byte;
   }
-  if (gs.torchao_nan) {
+  if (gs.torchao_nan || gs.ggml_nonfinite) {
     HWY_ALIGN std::int32_t lanes[kN];
     for (int j = 0; j < nv; ++j) {
       hn::Store(bits[j], di, lanes);
-      for (int i = 0; i < kN; ++i) out[begin + j * kN + i] = torchao_group_code(p, static_cast<std::uint32_t>(lanes[i]));
+      for (int i = 0; i < kN; ++i) {
+        const auto b = static_cast<std::uint32_t>(lanes[i]);
+        out[begin + j * kN + i] = gs.torchao_nan ? torchao_group_code(p, b)
+                                                 : ggml_nonfinite_group_code(p, bits_to_float(b), gs.multiplier);
+      }
     }
     return gs.byte;
   }
@@ -277,7 +293,7 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
   const hn::Rebind<std::uint8_t, DU> d8;
   const VF mul = hn::Set(df, gs.multiplier);
   for (int j = 0; j < nv; ++j) {
-    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul));
+    const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul), gs.cap_code);
     hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + begin + j * kN);
   }
   return gs.byte;
@@ -380,7 +396,7 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
       const VI code = EncodeMagnitudeFixed<Grid>(hn::Mul(hn::BitCast(df, hn::And(bits, abs_mask)), mul));
       return hn::OrAnd(code, hn::ShiftRight<24>(bits), hn::Set(di, 0x80));
     } else {
-      return EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits), mul));
+      return EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits), mul), p.max_code);
     }
   };
   // 32 vectors of codes (kN groups of 32), four per store.
@@ -476,8 +492,9 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   // Groups of 32 from a contiguous row, scale bytes of a row contiguous: kN at a time.
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   static_assert(Grid::kBits != 4 || kDtype == DType::bf16, "4-bit batches are bf16 ones");
-  const bool batched = (direct || (Grid::kBits == 4 && p.col_stride == 1)) && p.block == 32 && !p.log2_fp32 &&
-                       p.layout != ScaleLayout::swizzled && kBatch > 1;
+  // Batches take no per-group cap (finite_products) and write adjacent nibbles only.
+  const bool batched = (direct || (Grid::kBits == 4 && p.col_stride == 1 && !p.packing_halves)) && p.block == 32 &&
+                       !p.log2_fp32 && !p.finite_products && p.layout != ScaleLayout::swizzled && kBatch > 1;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
   const std::uint8_t* row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
@@ -492,7 +509,10 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
     } else {
       for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
       byte = QuantizeGroup<kRneSaturate>(p, buf, codes);
-      if (p.fp4) {
+      if (p.fp4 && p.packing_halves) {  // whole groups (tail=reject): j with j + block / 2
+        const int half = n / 2;
+        for (int j = 0; j < half; ++j) out[begin / 2 + j] = static_cast<std::uint8_t>(codes[j] | (codes[j + half] << 4));
+      } else if (p.fp4) {
         for (int i = 0; i < n; i += 2) {  // groups start at even columns: whole bytes
           const std::uint8_t hi = i + 1 < n ? codes[i + 1] : 0;
           out[(begin + i) / 2] = static_cast<std::uint8_t>(codes[i] | (hi << 4));

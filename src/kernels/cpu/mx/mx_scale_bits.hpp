@@ -3,6 +3,8 @@
 // power-of-two multiplier elements are scaled by.
 #pragma once
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include "formats/torchao_nan.hpp"
@@ -14,6 +16,8 @@ namespace qexact::kernels {
 struct GroupScale {
   std::uint8_t byte = 0;
   float multiplier = 1.0f;      // elements are x * multiplier
+  int cap_code = 0x7F;          // finite_products: codes are at most this magnitude
+  bool ggml_nonfinite = false;  // a nonfinite=ggml group: each code from ggml_nonfinite_group_code
   bool fill = false;            // every code is fill_code
   std::uint8_t fill_code = 0;
   bool signed_nan = false;      // every code is the NaN code with the element's sign
@@ -22,11 +26,29 @@ struct GroupScale {
 
 inline int clamp_byte(int b) { return std::clamp(b, 0, 254); }
 
+// scale_wrap's floor byte (ggml): 127 + floor(log2 amax) - emax, negative ones wrapping modulo
+// 256. A subnormal amax has no exponent field to read: its floor comes from the bit width of
+// its significand, or (log2_fp32) from the double log2 rounded to fp32, as the tables are built.
+inline int wrapped_floor_byte(const MxPlan& p, std::uint32_t amax) {
+  if (amax == 0) return 0;
+  int e = static_cast<int>(amax >> 23);
+  if (e > 0) {
+    e += p.log2_fp32 && amax >= p.log2_up_from[e] ? 1 : 0;
+  } else if (p.log2_fp32) {
+    e = static_cast<int>(std::floor(static_cast<float>(std::log2(static_cast<double>(bits_to_float(amax)))))) + 127;
+  } else {
+    e = std::bit_width(amax) - 23;  // m * 2^-149: floor(log2) = bit_width(m) - 150
+  }
+  const int byte = e - p.emax;
+  return byte < 0 ? byte + 256 : std::min(byte, 254);
+}
+
 // Scale byte of a finite amax given as fp32 bits.
 inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
   const int e = static_cast<int>(amax >> 23);
   switch (p.rule) {
     case ScaleRule::floor: {
+      if (p.scale_wrap) return wrapped_floor_byte(p, amax);
       const int up = p.log2_fp32 && e > 0 && amax >= p.log2_up_from[e] ? 1 : 0;
       return clamp_byte(e + up - p.emax);
     }
@@ -51,9 +73,10 @@ inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
   return 0;
 }
 
-// 2^(127 - byte) for byte in 1..254 (254 gives the subnormal 2^-127).
+// 2^(127 - byte) for byte in 1..255 (254 and scale_wrap's 255 give the subnormals 2^-127, 2^-128).
 inline float reciprocal_of_byte(int byte) {
-  return byte == 254 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(254 - byte) << 23);
+  if (byte >= 254) return bits_to_float(byte == 254 ? 0x00400000u : 0x00200000u);
+  return bits_to_float(static_cast<std::uint32_t>(254 - byte) << 23);
 }
 
 // amax: max of |x| bits over the group (NaN above inf); finite_or_inf: the same without NaN.
@@ -71,6 +94,10 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
   }
   if (amax >= 0x7F800000u) {
     switch (p.nonfinite) {
+      case NonFiniteRule::ggml:
+        amax = 0;  // byte 0 (the byte-0 rule's multiplier below)
+        g.ggml_nonfinite = p.byte0 != Byte0Rule::flush;  // flush: every code 0 already
+        break;
       case NonFiniteRule::negative_zero:
         g.byte = 0;
         g.fill = true;
@@ -130,6 +157,7 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
   g.byte = static_cast<std::uint8_t>(scale_byte_from_bits(p, amax));
   if (g.byte != 0) {
     g.multiplier = reciprocal_of_byte(g.byte);
+    if (p.finite_products && g.byte >= 240) g.cap_code = p.product_cap[g.byte - 240];
     return g;
   }
   switch (p.byte0) {
@@ -159,6 +187,29 @@ inline std::uint8_t torchao_group_code(const MxPlan& p, std::uint32_t bits) {
     default:
       return torchao_nan_code(p.element, 0xFFFFFFFFu);
   }
+}
+
+// Code of element x in a nonfinite=ggml group (GroupScale::ggml_nonfinite) quantized with
+// `multiplier` (the byte-0 rule's power of two): NaN and inf give 0; a finite x takes gguf-py's
+// best_index, the first code in code order of least fp32 error |fl(v / multiplier) - x|. That is
+// not the nearest code once |x| is far above the scale: every error then rounds to |x|, and
+// code 0 is the first of them.
+inline std::uint8_t ggml_nonfinite_group_code(const MxPlan& p, float x, float multiplier) {
+  if ((float_bits(x) & 0x7FFFFFFFu) >= 0x7F800000u) return 0;
+  const float scale = 1.0f / multiplier;  // a power of two: exact
+  std::uint8_t best = 0;
+  float best_err = x < 0.0f ? -x : x;  // code 0's error
+  for (int code = 1; code < (1 << p.elem_bits); ++code) {
+    const float v = p.code_values[code];
+    if (!std::isfinite(v)) continue;  // NaN and inf codes are never chosen
+    const float d = v * scale - x;
+    const float err = d < 0.0f ? -d : d;
+    if (err < best_err) {
+      best = static_cast<std::uint8_t>(code);
+      best_err = err;
+    }
+  }
+  return best;
 }
 
 }  // namespace qexact::kernels
