@@ -244,7 +244,8 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
       {"mx.ocp.e2m3", {true, true}},         {"mx.ocp.e3m2", {true, true}},
       {"mx.ocp.e2m1", {true, true}},         {"mx.microxcaling", {true, false}},
       {"mxfp8.modelopt", {true, true}},      {"mxfp4.modelopt", {true, true, true}},  // every zero 0x8
-      {"mxfp8.ct", {true, false}},           {"mxfp4.ct", {true, false}}};  // the zero point's +0
+      {"mxfp8.ct", {true, false}},           {"mxfp4.ct", {true, false}},  // the zero point's +0
+      {"mxfp4.ggml", {false, false}}};  // argmin's first zero is +0
   for (const std::string& name : preset_names()) {
     const Contract c = make_contract(name);
     if (c.family != Family::mx) continue;
@@ -253,12 +254,118 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
     const ElemTraits& t = elem_traits(c.element);
     // Elements 2 (-2^-60, far below every format's smallest subnormal at amax 1) and 4 (-0.0).
     const QuantResult r = quantize_f32(c, group_of(32, 0.25f, {{0, 1.0f}, {2, -0x1p-60f}, {4, -0.0f}, {6, 0.0f}}));
-    auto elem = [&](int i) { return t.bits == 4 ? code(r, i / 2) & 0x0F : code(r, i); };
+    // Elements 2, 4, 6: low nibbles of bytes 1, 2, 3 (adjacent) or of bytes 2, 4, 6 (halves).
+    auto elem = [&](int i) {
+      if (t.bits != 4) return static_cast<int>(code(r, i));
+      return code(r, c.packing == Packing::halves ? i : i / 2) & 0x0F;
+    };
     const int neg_zero = 1 << (t.bits - 1);
     EXPECT_EQ(elem(2), table.at(name).underflow_negative ? neg_zero : 0);
     EXPECT_EQ(elem(4), table.at(name).minus_zero_negative ? neg_zero : 0);
     EXPECT_EQ(elem(6), table.at(name).plus_zero_negative ? neg_zero : 0);
   }
+}
+
+// ggml MXFP4 (gguf-py 0.19.0's quantize_blocks; the peer suite checks the same on its bytes).
+// Payload byte j of a block holds element j (low nibble) and element j + 16.
+int ggml_code(const QuantResult& r, int i) {
+  const std::uint8_t b = code(r, (i / 32) * 16 + i % 16);
+  return i % 32 < 16 ? b & 0x0F : b >> 4;
+}
+
+TEST(MxGgml, NearestWithTiesTowardZeroAndEveryZeroPlus) {
+  // amax 7: floor(log2 7) - 2 = 0, byte 127, scale 1. Every E2M1 midpoint goes down.
+  const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f};
+  std::vector<float> g(32, 0.0f);
+  for (int i = 0; i < 8; ++i) {
+    g[static_cast<std::size_t>(i)] = ties[i];
+    g[static_cast<std::size_t>(16 + i)] = -ties[i];
+  }
+  g[8] = -0.1f;
+  g[9] = -0.0f;
+  const QuantResult r = quantize_f32(make_contract("mxfp4.ggml"), g);
+  EXPECT_EQ(byte0(r), 127);
+  const int want[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(ggml_code(r, i), want[i]) << ties[i];
+    EXPECT_EQ(ggml_code(r, 16 + i), want[i] == 0 ? 0 : want[i] | 8) << -ties[i];
+  }
+  EXPECT_EQ(ggml_code(r, 8), 0);  // -0.1 rounds to zero: +0, the table's first
+  EXPECT_EQ(ggml_code(r, 9), 0);  // -0.0
+  EXPECT_EQ(code(r, 0), 0x00);    // elements 0 (0) and 16 (-0.25 -> +0)
+  EXPECT_EQ(code(r, 1), 0x91);    // element 1 (0.75 -> 0.5) and 17 (-0.75 -> -0.5)
+}
+
+TEST(MxGgml, ExponentByteWrapsBelowTwoToTheMinus125) {
+  const Contract c = make_contract("mxfp4.ggml");
+  const auto byte_of = [&](float amax) { return byte0(quantize_f32(c, group_of(32, 0.0f, {{3, -amax}}))); };
+  EXPECT_EQ(byte_of(0x1p-124f), 1);
+  EXPECT_EQ(byte_of(0x1p-125f), 0);
+  EXPECT_EQ(byte_of(0x1p-126f), 255);  // -1 as uint8
+  EXPECT_EQ(byte_of(0x1p-127f), 254);
+  EXPECT_EQ(byte_of(0x1p-149f), 232);  // -24 as uint8
+  EXPECT_EQ(byte_of(0.0f), 0);
+  // The wrapped scale is huge: the block's codes are all +0.
+  const QuantResult r = quantize_f32(c, group_of(32, 0x1p-127f, {{3, -0x1p-126f}}));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(code(r, i), 0) << i;
+  // fp32's log2 of a value a hair below 2^k (k != 0) rounds up to k.
+  EXPECT_EQ(byte_of(std::nextafter(8.0f, 0.0f)), 128);
+  EXPECT_EQ(byte_of(std::nextafter(1.0f, 0.0f)), 124);
+}
+
+TEST(MxGgml, ProductsThatOverflowAreNeverChosen) {
+  // amax = FLT_MAX: fp32 log2 rounds to 128, byte 253, scale 2^126. 4 * 2^126 and 6 * 2^126
+  // overflow as ggml's products: FLT_MAX / 2^126 ~ 3.99 goes to 3 (code 5), not 4.
+  const float top = std::numeric_limits<float>::max();
+  const QuantResult r = quantize_f32(make_contract("mxfp4.ggml"), group_of(32, 0.0f, {{0, top}, {1, -top}, {2, 0x1.4p126f}}));
+  EXPECT_EQ(byte0(r), 253);
+  EXPECT_EQ(ggml_code(r, 0), 0x5);
+  EXPECT_EQ(ggml_code(r, 1), 0xD);
+  EXPECT_EQ(ggml_code(r, 2), 0x2);  // 1.25 -> 1, below the cap
+  EXPECT_EQ(code(quantize_f32(make_contract("mxfp4.ggml", {"finite_products=false"}),
+                              group_of(32, 0.0f, {{0, top}})), 0) & 0x0F, 0x6);
+}
+
+TEST(MxGgml, NonFiniteBlockIsByteZeroAndCodesByFp32Errors) {
+  // gguf-py 0.19.0 on [inf | NaN, 1e-38, -1.0, 0.5, 0, ..., 3 at 20]: bytes 00 00 03 00 ... 00.
+  // Byte 0 (2^-127): 1e-38 is 3.4 times ggml's half-scale 2^-128, nearest 3 * 2^-128 (code 3,
+  // 1.5); -1.0, 0.5 and 3 are so far above every v * 2^-127 that each fp32 error rounds to |x|,
+  // and the first code, 0, wins; NaN and inf are code 0.
+  for (float special : {kNaN, kInf, -kInf}) {
+    const QuantResult r = quantize_f32(make_contract("mxfp4.ggml"),
+                                       group_of(32, 0.0f, {{0, special}, {1, 1e-38f}, {2, -1.0f}, {3, 0.5f}, {20, 3.0f}}));
+    EXPECT_EQ(byte0(r), 0) << special;
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(code(r, i), i == 1 ? 0x03 : 0x00) << special << " byte " << i;
+    // A value near the scale: 5 * 2^-128 is a tie of 4 and 6 times ggml's half-scale 2^-128
+    // (codes 4, 5): the first of them, code 4 (gguf-py: 00 00 04 00 ...).
+    const QuantResult t = quantize_f32(make_contract("mxfp4.ggml"), group_of(32, 0.0f, {{0, special}, {1, 0x5p-128f}}));
+    EXPECT_EQ(ggml_code(t, 1), 0x4) << special;
+  }
+}
+
+TEST(MxGgml, DequantizeReadsHalvesAndByte255AsTwoToThe128) {
+  const Contract c = make_contract("mxfp4.ggml");
+  Tensor payload(DType::u8, {1, 16}), scale(DType::u8, {1, 1});
+  payload.data<std::uint8_t>()[0] = 0x21;  // element 0: 0.5, element 16: 1.0
+  payload.data<std::uint8_t>()[1] = 0x07;  // element 1: 6
+  for (const RunOptions o : {RunOptions{Engine::reference, 1}, RunOptions{Engine::fast, 2}}) {
+    scale.data<std::uint8_t>()[0] = 128;
+    Tensor y = dequantize(c, payload.view(), scale.view(), {1, 32}, o);
+    EXPECT_EQ(y.data<float>()[0], 1.0f);
+    EXPECT_EQ(y.data<float>()[16], 2.0f);
+    EXPECT_EQ(y.data<float>()[1], 12.0f);
+    scale.data<std::uint8_t>()[0] = 255;  // 2^128: 0.5 * 2^128 = 2^127, 1.0 * 2^128 = inf, 0 * 2^128 = 0
+    y = dequantize(c, payload.view(), scale.view(), {1, 32}, o);
+    EXPECT_EQ(y.data<float>()[0], 0x1p127f);
+    EXPECT_EQ(y.data<float>()[16], kInf);
+    EXPECT_EQ(y.data<float>()[2], 0.0f);
+  }
+}
+
+TEST(MxGgml, HalvesPackingNeedsWholeBlocksOfE2M1) {
+  EXPECT_THROW(make_contract("mxfp4.ggml", {"tail=partial"}), Error);
+  EXPECT_THROW(make_contract("mxfp4.ggml", {"element=e4m3"}), Error);
+  EXPECT_THROW(make_contract("mxfp4.ggml", {"scale_rule=rceil"}), Error);  // scale_wrap is the floor rule's
 }
 
 TEST(MxMicroxcaling, Fp32Log2GivesTheExponentAbove) {

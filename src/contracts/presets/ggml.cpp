@@ -17,6 +17,26 @@ std::vector<PresetDef> ggml_presets() {
          c.range = 127;
          c.scale_store = ScaleStore::f16;
        }},
+      {"mxfp4.ggml",
+       "ggml MXFP4 (quantize_row_mxfp4_ref as gguf-py 0.19.0 gguf.quants runs it): blocks of 32, byte "
+       "uint8(floor(fp32 log2(amax)) - 2 + 127) wrapping below 2^-125, each element the nearest of the E2M1 values "
+       "times the scale (ties toward zero, every zero +0, a product that overflows never chosen); a NaN or inf "
+       "block has byte 0 and codes 0 for NaN and inf; byte j of a block's 16 holds elements j and j + 16",
+       "peer",
+       [](Contract& c) {
+         c = mx_base(ElemFormat::e2m1);
+         c.scale_rule = ScaleRule::floor;
+         c.log2_fp32 = true;
+         c.scale_wrap = true;
+         c.byte0 = Byte0Rule::quantize;
+         c.rounding = Rounding::ties_zero;
+         c.signed_zero = SignedZero::drop;
+         c.finite_products = true;
+         c.nonfinite = NonFiniteRule::ggml;
+         c.packing = Packing::halves;
+         c.layout = ScaleLayout::rowmajor;
+         c.tail = TailRule::reject;  // ggml rows are whole blocks
+       }},
   };
 }
 
