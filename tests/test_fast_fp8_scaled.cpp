@@ -93,6 +93,10 @@ const std::vector<std::vector<std::string>>& variants() {
       {"fp8.vllm.token"},
       {"fp8.deepseek.1x128"},
       {"fp8.deepseek.128x128"},
+      {"fp8.deepgemm.1x128.ue8m0"},
+      {"fp8.vllm.group"},
+      {"fp8.vllm.group.ue8m0"},
+      {"fp8.vllm.group.ue8m0.triton"},
       // The stacks' arithmetic: the input's dtype, zero domains, zero signs, torch's reciprocal.
       {"fp8.ct.tensor"},
       {"fp8.ct.channel"},

@@ -296,6 +296,27 @@ TEST(Fp8Scaled, ZeroDomainRules) {
   EXPECT_EQ(scale_bits(r), std::vector<std::uint32_t>{bits(0.01f / 448.0f)});
 }
 
+TEST(Fp8Scaled, PowerOfTwoGroupScalesOfDeepGemmAndVllm) {
+  // amax 1: 1 / 448 = 2^-9 * 1.14 goes up to 2^-8; x = 1 -> 256 (0x78), x = -0.3 -> -76.8 -> -80 (0xEA).
+  QuantResult r = ref_quantize("fp8.deepgemm.1x128.ue8m0", f32_tensor({1, 3}, {1.0f, -0.3f, 0.0f}));
+  EXPECT_EQ(scale_bits(r), std::vector<std::uint32_t>{bits(0x1p-8f)});
+  EXPECT_EQ(codes(r), (std::vector<int>{0x78, 0xEA, 0}));
+  // amax 448 * 2^-3 is a power of two times 448: its scale 2^-3 stays, x = amax -> 448 (0x7E).
+  r = ref_quantize("fp8.deepgemm.1x128.ue8m0", f32_tensor({1, 2}, {56.0f, 1.0f}));
+  EXPECT_EQ(scale_bits(r), std::vector<std::uint32_t>{bits(0x1p-3f)});
+  EXPECT_EQ(codes(r)[0], 0x7E);
+  // The floors: DeepGEMM's amax 1e-4 (1e-4 / 448 = 2.2e-7 -> 2^-22); vLLM's CUDA op floors the
+  // scale at 1e-10 (-> 2^-33), its Triton fallback only the amax (1e-10 / 448 -> 2^-42).
+  const Tensor z = f32_tensor({1, 2}, {0.0f, 1e-12f});
+  EXPECT_EQ(scale_bits(ref_quantize("fp8.deepgemm.1x128.ue8m0", z)), std::vector<std::uint32_t>{bits(0x1p-22f)});
+  EXPECT_EQ(scale_bits(ref_quantize("fp8.vllm.group.ue8m0", z)), std::vector<std::uint32_t>{bits(0x1p-33f)});
+  EXPECT_EQ(scale_bits(ref_quantize("fp8.vllm.group.ue8m0.triton", z)), std::vector<std::uint32_t>{bits(0x1p-42f)});
+  EXPECT_EQ(scale_bits(ref_quantize("fp8.vllm.group", z)), std::vector<std::uint32_t>{bits(1e-10f / 448.0f)});
+  // Above the CUDA op's reach (amax 5e-8: 1.1e-10 -> 2^-33 either way) both give the same scale.
+  const Tensor a = f32_tensor({1, 1}, {5e-8f});
+  EXPECT_EQ(scale_bits(ref_quantize("fp8.vllm.group.ue8m0", a)), scale_bits(ref_quantize("fp8.vllm.group.ue8m0.triton", a)));
+}
+
 TEST(Fp8Scaled, TransformerEngineInfiniteMultiplierBecomesFltMax) {
   // amax 2^-140: 448 / amax overflows fp32; TE's value_for_inf is FLT_MAX (stored inverse).
   const float tiny = std::ldexp(1.0f, -140);

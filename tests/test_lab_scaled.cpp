@@ -136,8 +136,8 @@ TEST(LabScaled, Section9CasesArePresentAndHitTheirTargets) {
     if (c.family != Family::fp8_scaled && c.family != Family::nvfp4) continue;
     SCOPED_TRACE(preset);
     const std::set<std::string> names = case_names(c);  // adversarial_cases throws on a missed target
-    for (const char* n : {"ties", "all_zero", "negative_zero", "saturation", "tail", "nan_middle"})
-      EXPECT_TRUE(names.count(n)) << n;
+    // "saturation" too, where a group can saturate (test_cases.cpp checks the whole list).
+    for (const char* n : {"ties", "all_zero", "negative_zero", "tail", "nan_middle"}) EXPECT_TRUE(names.count(n)) << n;
     if (c.family == Family::fp8_scaled)
       for (const char* n : {"amax_450", "amax_max_tie", "subnormal_edge"}) EXPECT_TRUE(names.count(n)) << n;
     else

@@ -1,4 +1,4 @@
-// DeepSeek-V3's FP8 inference kernels (inference/kernel.py), read from their source.
+// DeepSeek's FP8 kernels: DeepSeek-V3 inference/kernel.py and DeepGEMM's deep_gemm/utils/math.py, read from their source.
 #include "contracts/presets/builders.hpp"
 #include "contracts/presets/preset_table.hpp"
 
@@ -21,6 +21,17 @@ std::vector<PresetDef> deepseek_presets() {
        [](Contract& c) {
          c = fp8_base({Granularity::tile, 128, 128});
          fp8_descale_floor(c, 1e-4);
+       }},
+      {"fp8.deepgemm.1x128.ue8m0",
+       "DeepGEMM deep_gemm/utils/math.py per_token_cast_to_fp8(x, use_ue8m0=True) (source-read, [unverified]): per 1x128 "
+       "group, sf = ceil_to_ue8m0(max(amax, 1e-4) / 448) (the power of two at or above it, on the bits), "
+       "x * (1 / sf) cast to E4M3; sf stored as fp32",
+       "source",
+       [](Contract& c) {
+         c = fp8_base({Granularity::group, 1, 128});
+         fp8_descale_floor(c, 1e-4);
+         c.scale_pow2 = ScalePow2::up;
+         c.fp8_quotient = Fp8Quotient::reciprocal;  // exact: 1 / sf is a power of two
        }},
   };
 }

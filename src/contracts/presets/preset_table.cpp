@@ -15,7 +15,7 @@ const std::vector<StackDef>& stack_table() {
       {"sageattention", "SageAttention's int8 kernels (read from their source)", sageattention_presets},
       {"vllm", "vLLM's dynamic quantization ops (read from their source)", vllm_presets},
       {"ggml", "ggml / llama.cpp, as gguf-py 0.19.0 computes it", ggml_presets},
-      {"deepseek", "DeepSeek-V3 inference kernels (read from their source)", deepseek_presets},
+      {"deepseek", "DeepSeek-V3 inference kernels and DeepGEMM's casts (read from their source)", deepseek_presets},
       {"modelopt", "NVIDIA ModelOpt 0.47.0 on torch 2.15 (CPU)", modelopt_presets},
       {"compressed-tensors", "compressed-tensors 0.20.1 (vLLM's checkpoint format) on torch 2.15 (CPU)",
        compressed_tensors_presets},
