@@ -137,7 +137,6 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v, int cap) {
   return hn::Or(code, sign);
 }
 
-
 // An element grid fixed at compile time, for the hot path of RNE saturating contracts: every
 // shift, bias and bound an immediate or a hoisted constant instead of a plan field. kBits is
 // the code's width (sign included), kMaxBits the fp32 bits of the largest finite value.
