@@ -245,7 +245,9 @@ enum class ScaleEncoding : std::uint8_t {
 struct ElementSpec {
   ElemFormat element = ElemFormat::e4m3;  // mx, fp8.scaled (e4m3 | e5m2)
   Rounding rounding = Rounding::rne;      // mx
-  Overflow overflow = Overflow::saturate; // mx
+  Overflow overflow = Overflow::saturate; // mx; fp8.scaled: a quotient past max (after rounding)
+                                          // saturates, or is NaN (e4m3) / inf (e5m2) as ONNX's
+                                          // QuantizeLinear with saturate=0
   SignedZero signed_zero = SignedZero::keep;  // mx, fp8.scaled, nvfp4
   Prequant prequant = Prequant::none;     // mx "prequant_round": the input's rounding, before all
   IntRounding int_rounding = IntRounding::rne;  // int8

@@ -221,7 +221,7 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.round_mbits = static_cast<int>(parse_int("round_mbits", s)); }},
       {"rounding", {F::mx}, [](const Contract& c) { return std::string(rounding_name(c.rounding)); },
        [](Contract& c, const std::string& s) { c.rounding = parse_rounding(s); }},
-      {"overflow", {F::mx}, [](const Contract& c) { return std::string(overflow_name(c.overflow)); },
+      {"overflow", {F::mx, F::fp8_scaled}, [](const Contract& c) { return std::string(overflow_name(c.overflow)); },
        [](Contract& c, const std::string& s) { c.overflow = parse_overflow(s); }},
       QX_ENUM_PARAM("nonfinite", nonfinite, kNonFinite, F::mx),
       QX_ENUM_PARAM("byte0", byte0, kByte0, F::mx),
@@ -508,6 +508,10 @@ void validate(const Contract& c) {
         bad("zero_group=amax_one is modelled for fp32 scale arithmetic only");
       if (c.signed_zero == SignedZero::negative)
         bad("fp8.scaled takes signed_zero=true, false or underflow, got negative");
+      if (c.overflow == Overflow::nan && c.element != ElemFormat::e4m3)
+        bad("overflow=nan: e5m2 overflows to inf (overflow=inf), as every IEEE-like format with an inf");
+      if (c.overflow == Overflow::inf && c.element != ElemFormat::e5m2)
+        bad(std::string("overflow=inf: ") + elem_traits(c.element).name + " has no inf");
       break;
     case Family::nvfp4: {
       if (c.tensor_scale == TensorScale::te && c.nonfinite_input == NonFiniteInput::propagate)

@@ -1,6 +1,7 @@
 // Reference fp8.scaled quantizer (contracts §9.1): one scale domain at a time, in the order the
 // contract states its steps: amax, amax floor, scale, power of two, stored form, quotient,
-// clamp, element code (by search over the E4M3/E5M2 value table, formats/element.cpp).
+// clamp (or overflow=nan / inf), element code (by search over the E4M3/E5M2 value table,
+// formats/element.cpp).
 //
 // Non-finite input under nonfinite_input=propagate is what torch 2.15 on x86 CPUs does (measured
 // with torchao 0.18.0, docs/decisions.md): torch's abs-max of a tensor holding a NaN is a NaN
@@ -170,9 +171,10 @@ std::uint8_t element_code(const Contract& c, float s, float x, DType dt) {
     case Fp8Quotient::multiply: q = x86_result(x, s, x * s); break;
   }
   if (c.quotient_arith == QuotientArith::input) q = in_dtype(dt, q);
+  // torch.clamp lets NaN through; overflow=nan / inf: no clamp, the encoder's overflow rule.
   const float max = elem_traits(c.element).max;
-  if (!std::isnan(q)) q = std::min(std::max(q, -max), max);  // torch.clamp lets NaN through
-  const std::uint8_t code = elem_encode(c.element, q, Rounding::rne, Overflow::saturate);
+  if (c.overflow == Overflow::saturate && !std::isnan(q)) q = std::min(std::max(q, -max), max);
+  const std::uint8_t code = elem_encode(c.element, q, Rounding::rne, c.overflow);
   // signed_zero=false: a zero code is +0 whatever the sign it came with; underflow: a quotient
   // that is exactly zero is +0 (compressed-tensors adds its zero point, q + 0.0), one that rounds
   // to zero in the element keeps its sign.

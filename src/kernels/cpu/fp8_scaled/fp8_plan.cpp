@@ -55,6 +55,16 @@ Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, const Shape& scale
   p.bias = t.bias;
   p.max = t.max;
   p.max_bits = as_bits(t.max);
+  if (c.overflow != Overflow::saturate) {
+    // Past max the grid's next step would be max + ulp: the midpoint rounds up (overflows) when
+    // RNE's even neighbour is that step, i.e. when max's own code is odd (E5M2's 0x7B), and
+    // stays at max when it is even (E4M3's 0x7E).
+    const float ulp = std::ldexp(1.0f, std::ilogb(t.max) - t.mbits);
+    const std::uint32_t mid = as_bits(t.max + ulp / 2);
+    p.overflows = true;
+    p.overflow_from = static_cast<std::int32_t>((t.max_code & 1) ? mid : mid + 1);
+    p.overflow_code = c.overflow == Overflow::nan ? 0x7F : 0x7C;
+  }
   p.quotient = c.fp8_quotient;
   p.multiplier = c.scale_kind == ScaleKind::multiplier;
   p.arith = c.scale_arith;
@@ -138,6 +148,20 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
     s = dtype_eps(p.arith == ScaleArith::input ? p.dtype : DType::f32);
   }
   r.stored = p.stored_inverse ? inverse_of(s) : s;
+  r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
+  const std::uint32_t op = as_bits(r.operand) & 0x7FFFFFFFu;
+  r.plain = (amax_bits & 0x7FFFFFFFu) < kExpField && op != 0 && op < kExpField;
+  return r;
+}
+
+Fp8Scale fp8_scale_from_stored(const Fp8Plan& p, float stored, std::uint32_t amax_bits) {
+  Fp8Scale r;
+  r.stored = stored;
+  if (p.zero_group == ZeroGroup::zero && stored == 0.0f) {
+    r.zero = true;
+    return r;
+  }
+  const float s = p.stored_inverse ? inverse_of(stored) : stored;
   r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
   const std::uint32_t op = as_bits(r.operand) & 0x7FFFFFFFu;
   r.plain = (amax_bits & 0x7FFFFFFFu) < kExpField && op != 0 && op < kExpField;

@@ -17,6 +17,11 @@ struct Fp8Plan {
   int mbits = 3, bias = 7;
   float max = 448.0f;
   std::uint32_t max_bits = 0;  // bits of max: the clamp on |x| bits
+  // overflow=nan / inf: a finite or infinite quotient whose magnitude bits are overflow_from or
+  // more rounds past max and takes overflow_code (with its sign) instead of the clamp's max.
+  bool overflows = false;
+  std::int32_t overflow_from = 0;
+  std::int32_t overflow_code = 0;
 
   // Scale rules.
   Fp8Quotient quotient = Fp8Quotient::divide;
@@ -68,6 +73,11 @@ struct Fp8Scale {
   bool plain = false;   // finite, non-zero operand and finite amax: no element can make a NaN
 };
 Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits);
+// A domain's scale given in its stored form (quantize with given scales): read back as the
+// contract stores it (stored=inverse: fp32(1 / it)) and turned into the quotient's operand; a
+// given 0 under zero_group=zero is a zero domain. amax_bits (the domain's own) only decides
+// whether the domain is plain.
+Fp8Scale fp8_scale_from_stored(const Fp8Plan& p, float stored, std::uint32_t amax_bits);
 
 // The quotient of one element by the operand, with x86 SSE's NaN results (what torch on the CPU
 // gives): for domains that are not plain.

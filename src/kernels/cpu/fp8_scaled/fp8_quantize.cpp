@@ -110,6 +110,16 @@ HWY_INLINE VI Codes(VF q, VI max_bits) {
   return hn::Or(code, SignBit(q));
 }
 
+// overflow=nan / inf: lanes of non-NaN quotients at or past the plan's overflow bound take its
+// overflow code, with their sign, in place of the clamp's max.
+HWY_INLINE VI Overflowed(const Fp8Plan& p, VF q, VI code) {
+  if (!p.overflows) return code;
+  const DI di;
+  const VI mag = hn::And(hn::BitCast(di, q), hn::Set(di, 0x7FFFFFFF));
+  const auto over = hn::And(hn::Gt(mag, hn::Set(di, p.overflow_from - 1)), hn::Lt(mag, hn::Set(di, 0x7F800001)));
+  return hn::IfThenElse(over, hn::Or(hn::Set(di, p.overflow_code), SignBit(q)), code);
+}
+
 // x / s as x * fp32(1 / s): for normal s and 1 / s the product is within 3 fp32 ulps of the
 // correctly rounded quotient (two roundings of 2^-24 relative each, against half an ulp), so both
 // give the same code unless a rounding step of the element lies between them. On the normal
@@ -183,14 +193,15 @@ HWY_INLINE VI ZeroSign(SignedZero rule, VF q, VI code) {
   return code;
 }
 
-// The plain quotient of contracts that round it to the input's dtype first (quotient_arith=input)
-// or treat zero signs apart (signed_zero other than true): one exact IEEE operation per lane, the
-// rounding, then the codes.
+// The plain quotient of contracts that round it to the input's dtype first (quotient_arith=input),
+// treat zero signs apart (signed_zero other than true) or do not saturate (overflow=nan / inf):
+// one exact IEEE operation per lane, the rounding, then the codes.
 template <int kMbits>
 class RoundedEncoder {
  public:
   RoundedEncoder(const Fp8Plan& p, float operand)
-      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))),
+      : plan_(p),
+        max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))),
         operand_(hn::Set(DF(), operand)),
         divide_(p.quotient == Fp8Quotient::divide),
         round_(p.quotient_round),
@@ -200,10 +211,11 @@ class RoundedEncoder {
     VF q = divide_ ? hn::Div(x, operand_) : hn::Mul(x, operand_);
     if (round_ == DType::bf16) q = RoundToBf16(q);
     else if (round_ == DType::f16) q = RoundToF16(q);
-    return ZeroSign(signed_zero_, q, Codes<kMbits, false>(q, max_bits_));
+    return ZeroSign(signed_zero_, q, Overflowed(plan_, q, Codes<kMbits, false>(q, max_bits_)));
   }
 
  private:
+  const Fp8Plan& plan_;
   VI max_bits_;
   VF operand_;
   bool divide_;
@@ -239,7 +251,7 @@ template <int kMbits, DType kDtype>
 HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand, std::int64_t ahead) {
   const std::uint8_t* src = p.data + offset * p.elem_size;
   std::uint8_t* out = p.payload + offset;
-  if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep) {
+  if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep || p.overflows) {
     EncodeRun<kDtype>(RoundedEncoder<kMbits>(p, operand), src, n, out, ahead);
   } else if (p.quotient != Fp8Quotient::divide) {
     EncodeRun<kDtype>(PlainEncoder<kMbits, 0>(p, operand), src, n, out, ahead);
@@ -271,7 +283,7 @@ template <int kMbits>
 HWY_INLINE void EncodeValuesOf(const Fp8Plan& p, const float* q, std::int64_t n, std::uint8_t* out) {
   const VI max_bits = hn::Set(DI(), static_cast<std::int32_t>(p.max_bits));
   ForEachVector(DType::f32, 4, reinterpret_cast<const std::uint8_t*>(q), n, [&](std::int64_t i, std::int64_t count, VF v) {
-    const VI code = ZeroSign(p.signed_zero, v, Codes<kMbits, true>(v, max_bits));
+    const VI code = ZeroSign(p.signed_zero, v, Overflowed(p, v, Codes<kMbits, true>(v, max_bits)));
     if (count == CodeWriter::kN) CodeWriter::Store(code, out + i);
     else CodeWriter::StorePartial(code, count, out + i);
   });
