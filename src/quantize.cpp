@@ -79,6 +79,18 @@ void check_quantize_input(const Contract& c, const TensorView& x) {
 
 bool has_tensor_scale(const std::vector<OutputSpec>& specs) { return specs.size() > 2; }
 
+// The fast engine's outputs, allocated (uninitialised) in r as output_specs gives them.
+QuantOutputs allocate_outputs(const std::vector<OutputSpec>& specs, QuantResult& r) {
+  r.payload = Tensor::uninitialized(specs[0].dtype, specs[0].shape);
+  r.scale = Tensor::uninitialized(specs[1].dtype, specs[1].shape);
+  QuantOutputs out{r.payload.mutable_view(), r.scale.mutable_view(), {}};
+  if (has_tensor_scale(specs)) {
+    r.tensor_scale = Tensor::uninitialized(specs[2].dtype, specs[2].shape);
+    out.tensor_scale = r.tensor_scale.mutable_view();
+  }
+  return out;
+}
+
 }  // namespace
 
 QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o) {
@@ -87,14 +99,27 @@ QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o
   if (o.engine == Engine::reference) return k.ref_quantize(c, x);
   const std::vector<OutputSpec> specs = output_specs(c, x.shape);
   QuantResult r;
-  r.payload = Tensor::uninitialized(specs[0].dtype, specs[0].shape);
-  r.scale = Tensor::uninitialized(specs[1].dtype, specs[1].shape);
-  QuantOutputs out{r.payload.mutable_view(), r.scale.mutable_view(), {}};
-  if (has_tensor_scale(specs)) {
-    r.tensor_scale = Tensor::uninitialized(specs[2].dtype, specs[2].shape);
-    out.tensor_scale = r.tensor_scale.mutable_view();
-  }
+  const QuantOutputs out = allocate_outputs(specs, r);
   r.path = k.fast_quantize_into(c, x, out, resolve_threads(o));
+  return r;
+}
+
+QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale, const RunOptions& o) {
+  check_quantize_input(c, x);
+  const FamilyKernels& k = family_kernels(c, "quantize");
+  const std::vector<OutputSpec> specs = output_specs(c, x.shape);
+  if (scale.dtype != specs[1].dtype || scale.shape != specs[1].shape)
+    fail(ErrorKind::bad_argument, std::string("the given scale must be ") + dtype_name(specs[1].dtype) + " " +
+                                      shape_str(specs[1].shape) + " (" + output_codes_name(specs[1].codes) +
+                                      ") for input shape " + shape_str(x.shape) + ", got " + dtype_name(scale.dtype) +
+                                      " " + shape_str(scale.shape));
+  if (o.engine == Engine::reference) return k.ref_quantize_with_scales(c, x, scale);
+  if (!k.fast_quantize_with_scales)
+    fail(ErrorKind::bad_argument, std::string("quantize with given scales: the fast engine has no ") +
+                                      family_name(c.family) + " kernel for it (fp8.scaled only); use the reference engine");
+  QuantResult r;
+  const QuantOutputs out = allocate_outputs(specs, r);
+  r.path = k.fast_quantize_with_scales(c, x, scale, out, resolve_threads(o));
   return r;
 }
 

@@ -111,6 +111,10 @@ const std::vector<std::vector<std::string>>& variants() {
       {"fp8.ascend.token", "zero_group=eps", "quotient_arith=input"},
       {"fp8.ascend.token", "zero_group=nan", "scale_arith=input"},
       {"fp8.torchao.rowwise", "scale_arith=reciprocal_multiplier", "signed_zero=underflow"},
+      {"fp8.onnx.tensor"},
+      {"fp8.onnx.axis", "overflow=nan"},
+      {"fp8.onnx.block", "element=e5m2", "overflow=inf", "quotient_arith=input"},
+      {"fp8.ascend.token", "overflow=nan", "signed_zero=false"},
   };
   return v;
 }
@@ -269,6 +273,92 @@ TEST_P(FastFp8Scaled, BadInputsFailLikeTheReference) {
   EXPECT_THROW(fast::dequantize_fp8_scaled(make_contract("fp8.ascend.token"), payload.view(), wrong.view(), {2, 3}, 1),
                Error);
   EXPECT_THROW(fast::quantize_fp8_scaled(make_contract("int8.token.blaze"), st.view(DType::f32, {2, 3}), 1), Error);
+}
+
+// Quantize with given scales (ONNX's QuantizeLinear): the fast kernel against the reference's
+// quantize_with_scales on scales that are the contract's own, smaller ones (so quotients pass
+// max: saturate, NaN or inf by the overflow rule), zero, negative, subnormal, NaN and inf ones;
+// f32 / bf16 inputs with non-finite elements, every variant, granularities with tails, 1 and 3
+// threads.
+TEST_P(FastFp8Scaled, GivenScalesLikeTheReference) {
+  const std::int64_t R = 13, C = 37;
+  std::vector<float> v = adversarial(R * C, 17, 300.0f);
+  v[2 * C + 4] = kNaN;
+  v[3 * C + 1] = -kInf;
+  v[5 * C + 9] = -kNaN;
+  v[8 * C + 3] = kInf;
+  const Storage st(v);
+  const float sub = std::ldexp(1.0f, -140);
+  for (const auto& var : variants())
+    for (const char* g : {"", "tensor", "row", "group:7", "tile:5x16"})
+      for (DType dt : {DType::f32, DType::bf16}) {
+        std::vector<std::string> o = var;
+        o.push_back("nonfinite_input=propagate");
+        const Contract c = contract_of(o, g);
+        const TensorView x = st.view(dt, {R, C});
+        const QuantResult own = ref::quantize_fp8_scaled(c, x);
+        Tensor given = own.scale;
+        float* gs = given.data<float>();
+        for (std::int64_t d = 0; d < given.numel(); ++d) {
+          const float s = gs[d];
+          const float forms[] = {s, s * 0.125f, s * 0.7f, 0.0f, -s, sub, kNaN, kInf, s * 1e-3f};
+          gs[d] = forms[(d + (g[0] != 0 ? 3 : 0)) % 9];
+        }
+        if (given.numel() == 1) gs[0] = own.scale.data<float>()[0] * 0.01f;
+        const std::string key = name_of(o, std::string(g) + " " + dtype_name(dt) + " given");
+        const Outcome& want = reference_outcome(key, [&] {
+          const QuantResult r = ref::quantize_fp8_scaled_with_scales(c, x, given.view());
+          return std::vector<Tensor>{r.payload, r.scale};
+        });
+        for (int threads : {1, 3}) {
+          RunOptions run;
+          run.threads = threads;
+          const Outcome got = outcome_of([&] {
+            const QuantResult r = quantize_with_scales(c, x, given.view(), run);
+            return std::vector<Tensor>{r.payload, r.scale};
+          });
+          expect_same_outcome(want, got, key + " threads=" + std::to_string(threads) + " target=" + GetParam());
+        }
+      }
+}
+
+// The given scales of a tensor are the contract's own: quantize_with_scales is quantize, on both
+// engines, for every variant (the "own scale" rule keeps stored=inverse's operand exact).
+TEST_P(FastFp8Scaled, OwnScalesGivenBackAreQuantize) {
+  const std::int64_t R = 11, C = 40;
+  const Storage st(adversarial(R * C, 23, 5.0f));
+  for (const auto& var : variants())
+    for (const char* g : {"", "tensor", "group:16"}) {
+      const Contract c = contract_of(var, g);
+      const TensorView x = st.view(DType::f32, {R, C});
+      const QuantResult own = fast::quantize_fp8_scaled(c, x, 2);
+      for (Engine e : {Engine::fast, Engine::reference}) {
+        RunOptions run;
+        run.engine = e;
+        const QuantResult r = quantize_with_scales(c, x, own.scale.view(), run);
+        EXPECT_EQ(differing_bytes(r.payload, own.payload), 0) << name_of(var, g) << engine_name(e);
+        EXPECT_EQ(differing_bytes(r.scale, own.scale), 0) << name_of(var, g) << engine_name(e);
+      }
+    }
+}
+
+TEST_P(FastFp8Scaled, GivenScalesOfTheWrongShapeOrTypeAreRefused) {
+  const Storage st(adversarial(4 * 8, 2, 3.0f));
+  const Contract c = make_contract("fp8.onnx.axis");
+  const Tensor wrong_shape(DType::f32, Shape{3});
+  const Tensor wrong_type(DType::u8, Shape{4});
+  for (Engine e : {Engine::fast, Engine::reference}) {
+    RunOptions run;
+    run.engine = e;
+    EXPECT_THROW(quantize_with_scales(c, st.view(DType::f32, {4, 8}), wrong_shape.view(), run), Error);
+    EXPECT_THROW(quantize_with_scales(c, st.view(DType::f32, {4, 8}), wrong_type.view(), run), Error);
+  }
+  try {
+    quantize_with_scales(c, st.view(DType::f32, {4, 8}), wrong_shape.view());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("must be f32 (4,)"), std::string::npos) << err.what();
+  }
 }
 
 QEXACT_INSTANTIATE_PER_TARGET(FastFp8Scaled);

@@ -69,6 +69,19 @@ Shape scale_shape(const Contract& c, const Shape& x);
 
 QuantResult quantize(const Contract& c, const TensorView& x, const RunOptions& o = {});
 
+// Quantize with given scales (what ONNX's QuantizeLinear does, or a device's scales): the
+// contract's element steps under `scale`, which has exactly the dtype and shape of the scale
+// output (scale_shape; MX: u8 E8M0 bytes in the contract's layout; nvfp4: u8 E4M3 codes;
+// fp8.scaled and int8: f32 as stored, e.g. the multiplier or its inverse, per the contract).
+// Each domain's payload is what the contract makes of its elements with that scale; a given
+// scale equal bit for bit to the contract's own is used as the contract's own (so given = own
+// reproduces quantize). The non-finite rules still read the input. The result's scale is a copy
+// of `scale`; nvfp4's tensor scale is the computed one. The fast engine implements the
+// fp8.scaled family; the others run on Engine::reference only (the fast engine refuses them by
+// name).
+QuantResult quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale,
+                                 const RunOptions& o = {});
+
 // fp32 values of a quantized tensor of original shape `x_shape`.
 Tensor dequantize(const Contract& c, const TensorView& payload, const TensorView& scale, const Shape& x_shape,
                   const RunOptions& o = {});

@@ -105,8 +105,8 @@ def params(preset: str, **overrides: Any) -> dict[str, str]:
     return dict(ContractInfo.of(preset, overrides).params)
 
 
-def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine: Engine = "fast",
-             threads: int = 0, **params: Any) -> tuple[Any, ...]:
+def quantize(x: Any, preset: str, *, scale: Any = None, out: tuple[Any, ...] | None = None,
+             engine: Engine = "fast", threads: int = 0, **params: Any) -> tuple[Any, ...]:
     """Quantize ``x`` under the contract ``preset`` (with parameter overrides ``params``).
 
     x: float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` or a bf16 DLPack tensor), any
@@ -133,6 +133,15 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine:
 
     threads: 0 uses ``QEXACT_THREADS`` or one per core; the bytes never depend on it.
 
+    scale: quantize with these scales instead of the contract's own (what ONNX's
+    ``QuantizeLinear`` does with its scale input): an array (or CPU tensor) of exactly the scale
+    output's dtype and shape, as ``quantize`` returns it (fp8.scaled and int8 ``float32`` in the
+    stored form, MX E8M0 bytes, nvfp4 E4M3 codes; one-byte float types or their ``uint8``
+    bytes). Each domain's payload is the contract's elements under that scale; one equal bit for
+    bit to the contract's own scale is the contract's own, so ``quantize(x, p, scale=quantize(x,
+    p)[1])`` gives ``quantize(x, p)``. The returned scale is a copy of it. fp8.scaled runs on both
+    engines; the other families need ``engine="reference"`` (the fast engine refuses them).
+
     out: ``(payload, scale)`` arrays the caller owns (``(payload, scale, tensor_scale)`` for a
     contract with a tensor scale), written in place and returned (nothing is allocated):
     C-contiguous, writable, of exactly the dtypes and shapes returned otherwise: for PyTorch
@@ -145,9 +154,18 @@ def quantize(x: Any, preset: str, *, out: tuple[Any, ...] | None = None, engine:
     """
     if out is None and _torch_io.is_tensor(x):
         from . import torch as qt
-        return qt.quantize(x, preset, engine=engine, threads=threads, **params)
+        return qt.quantize(x, preset, scale=scale, engine=engine, threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     data, bf16_bits = _arrays.as_input(x)
+    if scale is not None:
+        if out is not None:
+            raise ValueError("scale= and out= together are not supported: quantize with given scales allocates its outputs")
+        _arrays.check_code_type(scale, "scale", preset, contract.codes, "scale")
+        given = _arrays.as_bytes(scale, "scale")
+        payload, scale_out, _path, tensor_scale = _core.quantize(data, bf16_bits, preset, list(contract.overrides),
+                                                                 engine, threads, given)
+        outputs = [payload, scale_out] + ([] if tensor_scale is None else [tensor_scale])
+        return tuple(_arrays.typed_outputs(contract.codes, outputs))
     if out is not None:
         out = tuple(out)
         if len(out) not in (2, 3):

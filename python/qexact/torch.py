@@ -49,7 +49,7 @@ from typing import Any, Mapping, Optional, Sequence
 import torch
 
 from . import _arrays, _core, _torch_io
-from ._contract import override_strings
+from ._contract import ContractInfo, override_strings
 from ._torchao import from_mxtensor, from_nvfp4tensor, to_mxtensor, to_nvfp4tensor
 
 __all__ = [
@@ -116,12 +116,14 @@ def _check_float(x: Tensor, what: str = "x") -> None:
 
 # -- quantize / dequantize ---------------------------------------------------------------------
 
-def _quantized(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int) -> list[Tensor]:
-    """Every output of the contract for x, as tensors over the core's arrays (output_specs order)."""
+def _quantized(x: Tensor, preset: str, overrides: list[str], engine: str, threads: int,
+               given: Optional[Any] = None) -> list[Tensor]:
+    """Every output of the contract for x, as tensors over the core's arrays (output_specs order);
+    ``given``: scales to quantize with (the scale output's bytes, as _arrays.as_bytes gives them)."""
     p = _params(preset, tuple(overrides))
     _check_quantizer(preset, p)
     payload, scale, _, tensor_scale = _core.quantize(_torch_io.readable(x, "x"), False, preset, overrides, engine,
-                                                     threads)
+                                                     threads, given)
     arrays = [payload, scale] + ([] if tensor_scale is None else [tensor_scale])
     names = ("payload", "scale", "tensor_scale")
     return [_torch_io.from_numpy(a, _output_dtype(p, names[i])) for i, a in enumerate(arrays)]
@@ -420,8 +422,8 @@ for _name in ("quantize", "quantize_outputs", "fake_quant"):
 
 # -- the functions: keywords in, ops called ----------------------------------------------------
 
-def quantize(x: Tensor, preset: str, *, like: str = "qexact", engine: str = "fast", threads: int = 0,
-             **params: Any) -> tuple[Tensor, ...]:
+def quantize(x: Tensor, preset: str, *, like: str = "qexact", scale: Optional[Tensor] = None, engine: str = "fast",
+             threads: int = 0, **params: Any) -> tuple[Tensor, ...]:
     """``qexact.quantize`` for a CPU tensor: ``(payload, scale)`` tensors in torch's dtypes, or
     ``(payload, scale, tensor_scale)`` (float32, shape ``()``) for a contract with a tensor
     scale (nvfp4 ``tensor_scale="amax"``); runs ``torch.ops.qexact.quantize_outputs``.
@@ -438,12 +440,19 @@ def quantize(x: Tensor, preset: str, *, like: str = "qexact", engine: str = "fas
 
     A convention other than ``"qexact"`` reads the contract's parameters in Python: call it
     outside ``torch.compile`` (the default traces as one op).
+
+    scale: quantize with these scales (``qexact.quantize``'s ``scale=``: the scale output's
+    dtype and shape in qexact's convention), eagerly (no op for torch.compile to trace).
     """
     _torch_io.check_cpu(x, "x")
-    # One op for every contract: the number of outputs is the op's to know (no call into the
-    # core here, which torch.compile could not trace).
     overrides = override_strings(params)
-    outs = tuple(torch.ops.qexact.quantize_outputs(x, preset, overrides, engine, threads))
+    if scale is not None:
+        _arrays.check_code_type(scale, "scale", preset, ContractInfo.of(preset, params).codes, "scale")
+        outs = tuple(_quantized(x, preset, overrides, engine, threads, _arrays.as_bytes(scale, "scale")))
+    else:
+        # One op for every contract: the number of outputs is the op's to know (no call into the
+        # core here, which torch.compile could not trace).
+        outs = tuple(torch.ops.qexact.quantize_outputs(x, preset, overrides, engine, threads))
     if like == "qexact":
         return outs
     if like not in ("torchao", "scaled_mm"):

@@ -83,14 +83,17 @@ std::vector<std::string> contract_output_names(const std::string& preset, const 
 // (payload, scale, path, tensor_scale): the tensor scale is None for a contract without one.
 std::tuple<OutArray, OutArray, std::string, std::optional<OutArray>> quantize_array(
     const InArray& x, bool bf16_bits, const std::string& preset, const Overrides& o, const std::string& engine,
-    int threads) {
+    int threads, const std::optional<InArray>& scale) {
   const Contract c = make_contract(preset, o);
   const RunOptions run = run_options(engine, threads);
   const TensorView v = view_of(x, bf16_bits, "x", float_inputs());
+  // Given scales (quantize_with_scales): the scale output's dtype, its shape checked by the core.
+  TensorView given;
+  if (scale) given = view_of(*scale, false, "scale", {output_specs(c, v.shape)[1].dtype});
   QuantResult r;
   {
     nb::gil_scoped_release release;
-    r = quantize(c, v, run);
+    r = scale ? quantize_with_scales(c, v, given, run) : quantize(c, v, run);
   }
   std::optional<OutArray> tensor_scale;
   if (r.named().size() > 2) tensor_scale = to_numpy(std::move(r.tensor_scale));
@@ -356,7 +359,8 @@ NB_MODULE(_core, m) {
   m.def("output_names", &contract_output_names, "preset"_a, "overrides"_a,
         "Names of the contract's outputs, in output_specs order (payload, scale[, tensor_scale]).");
   m.def("quantize", &quantize_array, "x"_a, "bf16_bits"_a, "preset"_a, "overrides"_a, "engine"_a, "threads"_a,
-        "(payload, scale, path, tensor_scale or None) of x under the contract.");
+        "scale"_a = nb::none(),
+        "(payload, scale, path, tensor_scale or None) of x under the contract; with scale, under those scales.");
   m.def("dequantize", &dequantize_arrays, "payload"_a, "scale"_a, "x_shape"_a, "preset"_a, "overrides"_a, "engine"_a,
         "threads"_a, "tensor_scale"_a = nb::none(), "fp32 values of a quantized tensor.");
   m.def("hifloat4_fake_quant", &fake_quant_array, "x"_a, "bf16_bits"_a, "qdim"_a, "engine"_a, "threads"_a,

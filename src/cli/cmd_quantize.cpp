@@ -1,7 +1,8 @@
 // `qexact quantize --preset NAME [--dtype D] [--param key=value ...] [--engine E] [--threads N]
-// IN.npy --out DIR`:
+// [--scale SCALE.npy] IN.npy --out DIR`:
 // DIR/<name>.npy for every output of the contract (payload.npy, scale.npy, and tensor_scale.npy
-// for nvfp4 tensor_scale=amax) and DIR/meta.json (quant_meta.hpp), published together.
+// for nvfp4 tensor_scale=amax) and DIR/meta.json (quant_meta.hpp), published together. --scale:
+// quantize with these scales (quantize_with_scales), which scale.npy then holds.
 // With IN.safetensors, `--out OUT.safetensors [--include GLOB] [--exclude GLOB] [--strict]`
 // quantizes a whole checkpoint into one file (quantize_checkpoint.hpp).
 #include <iostream>
@@ -24,6 +25,7 @@ struct QuantizeOptions {
   std::vector<std::string> params;
   std::string input;
   std::string out;
+  std::string scale;  // --scale: given scales (.npy), "" for the contract's own
   EngineArgs engine;
   std::vector<std::string> include, exclude;
   bool strict = false;
@@ -46,6 +48,7 @@ int run_quantize(const QuantizeOptions& o) {
   if (is_checkpoint(o.input)) {
     if (!o.dtype.empty())
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
+    if (!o.scale.empty()) fail(ErrorKind::bad_argument, "--scale applies to .npy inputs, not to a checkpoint");
     CheckpointOptions co{o.input, o.out, {o.include, o.exclude, o.strict, o.force, o.engine.options()}};
     return quantize_checkpoint(c, co, std::cout);
   }
@@ -59,7 +62,14 @@ int run_quantize(const QuantizeOptions& o) {
   const std::vector<OutputSpec> specs = output_specs(c, x.shape());
 
   const RunOptions run = o.engine.options();
-  const QuantResult r = quantize(c, x.view(), run);
+  QuantResult r;
+  if (o.scale.empty()) {
+    r = quantize(c, x.view(), run);
+  } else {
+    // quantize_with_scales names the dtype and shape the file must have (scale.npy's).
+    const Tensor given = npy::read(o.scale);
+    r = quantize_with_scales(c, x.view(), given.view(), run);
+  }
   const auto named = r.named();
   if (named.size() != specs.size())
     throw std::logic_error("the quantizer returned " + std::to_string(named.size()) + " outputs, the contract gives " +
@@ -100,6 +110,10 @@ void add_quantize(CLI::App& app, Action& action) {
   add_engine_options(*sub, opts->engine);
   sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")
       ->allow_extra_args(false);
+  sub->add_option("--scale", opts->scale,
+                  "quantize with these scales (.npy of the scale output's dtype and shape: what scale.npy holds), "
+                  "as ONNX's QuantizeLinear takes its scale; fp8.scaled on both engines, other families on "
+                  "--engine reference");
   sub->add_option("input", opts->input, "input tensor IN.npy, or a checkpoint IN.safetensors")->required();
   sub->add_option("--out", opts->out,
                   "output directory (created if missing); for a checkpoint, the output .safetensors file")

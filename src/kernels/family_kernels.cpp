@@ -56,6 +56,10 @@ std::string nvfp4_fast_quantize_with_amax(const Contract& c, const TensorView& x
                                    static_cast<std::uint8_t*>(o.scale.data), static_cast<float*>(o.tensor_scale.data),
                                    t, &amax);
 }
+std::string fp8_fast_quantize_with_scales(const Contract& c, const TensorView& x, const TensorView& scale,
+                                          const QuantOutputs& o, int t) {
+  return fast::quantize_fp8_scaled_with_scales_prechecked(c, x, scale, o.payload, o.scale, t);
+}
 void mx_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& x, float* out, int t) {
   fast::dequantize_mx_into(c, q.payload, q.scale, x, out, t);
 }
@@ -65,17 +69,17 @@ void int8_fast_dequantize(const Contract& c, const QuantInputs& q, const Shape& 
 
 const FamilyKernels kRows[] = {
     {Family::mx, ref::quantize_mx, ref::quantize_mx_with_scales, mx_ref_dequantize, mx_fast_quantize,
-     mx_fast_dequantize, nullptr},
+     mx_fast_dequantize, nullptr, nullptr},
     {Family::int8_block, ref::quantize_int8_block, ref::quantize_int8_with_scales, int8_ref_dequantize,
-     int8_fast_quantize, int8_fast_dequantize, nullptr},
+     int8_fast_quantize, int8_fast_dequantize, nullptr, nullptr},
     {Family::int8_token, ref::quantize_int8_token, ref::quantize_int8_with_scales, int8_ref_dequantize,
-     int8_fast_quantize, int8_fast_dequantize, nullptr},
+     int8_fast_quantize, int8_fast_dequantize, nullptr, nullptr},
     {Family::int8_group, ref::quantize_int8_group, ref::quantize_int8_with_scales, int8_ref_dequantize,
-     int8_fast_quantize, int8_fast_dequantize, nullptr},
+     int8_fast_quantize, int8_fast_dequantize, nullptr, nullptr},
     {Family::nvfp4, ref::quantize_nvfp4, ref::quantize_nvfp4_with_scales, nvfp4_ref_dequantize, nvfp4_fast_quantize,
-     nvfp4_fast_dequantize, nvfp4_fast_quantize_with_amax},
+     nvfp4_fast_dequantize, nvfp4_fast_quantize_with_amax, nullptr},
     {Family::fp8_scaled, ref::quantize_fp8_scaled, ref::quantize_fp8_scaled_with_scales, fp8_ref_dequantize,
-     fp8_fast_quantize, fp8_fast_dequantize, fp8_fast_quantize_with_amax},
+     fp8_fast_quantize, fp8_fast_dequantize, fp8_fast_quantize_with_amax, fp8_fast_quantize_with_scales},
 };
 
 }  // namespace

@@ -42,6 +42,11 @@ struct FamilyKernels {
   // own (x is a shard, `out` allocated from output_specs).
   std::string (*fast_quantize_with_amax)(const Contract& c, const TensorView& x, const QuantOutputs& out, float amax,
                                          int threads);
+  // The fast quantizer with scales given from outside (ref_quantize_with_scales' contract), after
+  // quantize_with_scales' checks (`scale` of the scale output's dtype and shape); null where the
+  // family has none yet.
+  std::string (*fast_quantize_with_scales)(const Contract& c, const TensorView& x, const TensorView& scale,
+                                           const QuantOutputs& out, int threads);
 };
 
 // The row of a quantizing family; throws bad_argument for hif4 and pool.

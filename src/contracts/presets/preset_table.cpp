@@ -19,6 +19,7 @@ const std::vector<StackDef>& stack_table() {
       {"modelopt", "NVIDIA ModelOpt 0.47.0 on torch 2.15 (CPU)", modelopt_presets},
       {"compressed-tensors", "compressed-tensors 0.20.1 (vLLM's checkpoint format) on torch 2.15 (CPU)",
        compressed_tensors_presets},
+      {"onnx", "ONNX QuantizeLinear: onnx 1.23.2's reference evaluator and onnxruntime 1.31.1 (CPU)", onnx_presets},
   };
   return stacks;
 }

@@ -45,5 +45,6 @@ std::vector<PresetDef> ggml_presets();
 std::vector<PresetDef> deepseek_presets();
 std::vector<PresetDef> modelopt_presets();
 std::vector<PresetDef> compressed_tensors_presets();
+std::vector<PresetDef> onnx_presets();
 
 }  // namespace qexact::presets

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -67,26 +68,72 @@ void check_fp8(const Contract& c) {
                                  (std::isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf") + " at " + where);
 }
 
-// A given tensor amax (bits of its magnitude) replaces the amax pass.
-void quantize_tensor(const Fp8Plan& p, int threads, const std::uint32_t* given_amax) {
+// The whole tensor's amax bits: a max over fixed chunks in parallel (order-free).
+std::uint32_t tensor_amax_bits(const Fp8Plan& p, int threads) {
   const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
-  std::uint32_t amax = 0;
-  if (given_amax) {
-    amax = *given_amax;
-  } else {
-    std::vector<std::uint32_t> partial(static_cast<std::size_t>(chunks), 0);
-    kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k)
-        partial[static_cast<std::size_t>(k)] = kernels::fp8_abs_max_bits(p, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
-    });
-    amax = partial.empty() ? 0 : *std::max_element(partial.begin(), partial.end());
-  }
-  if (amax >= 0x7F800000u && !p.propagate) reject_first_nonfinite(p);
-  const Fp8Scale s = kernels::fp8_scale_of(p, amax);
-  p.scale[0] = s.zero ? 0.0f : s.stored;
+  std::vector<std::uint32_t> partial(static_cast<std::size_t>(chunks), 0);
+  kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k)
+      partial[static_cast<std::size_t>(k)] = kernels::fp8_abs_max_bits(p, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+  });
+  return partial.empty() ? 0 : *std::max_element(partial.begin(), partial.end());
+}
+
+// The tensor's codes under its one scale, chunk by chunk in parallel.
+void quantize_tensor_under(const Fp8Plan& p, const Fp8Scale& s, int threads) {
+  const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
   kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t k = b; k < e; ++k) kernels::fp8_quantize_run(p, s, k * kChunk, std::min(kChunk, p.numel - k * kChunk));
   });
+}
+
+// A given tensor amax (bits of its magnitude) replaces the amax pass.
+void quantize_tensor(const Fp8Plan& p, int threads, const std::uint32_t* given_amax) {
+  const std::uint32_t amax = given_amax ? *given_amax : tensor_amax_bits(p, threads);
+  if (amax >= 0x7F800000u && !p.propagate) reject_first_nonfinite(p);
+  const Fp8Scale s = kernels::fp8_scale_of(p, amax);
+  p.scale[0] = s.zero ? 0.0f : s.stored;
+  quantize_tensor_under(p, s, threads);
+}
+
+// The scale a domain of amax `amax` takes from its given stored scale: the contract's own where
+// the two are equal bit for bit (its operand is then the contract's, not one read back from the
+// stored form), else the given one read back.
+Fp8Scale given_scale_of(const Fp8Plan& p, float given, std::uint32_t amax) {
+  const Fp8Scale own = kernels::fp8_scale_of(p, amax);
+  const float own_stored = own.zero ? 0.0f : own.stored;
+  if (std::bit_cast<std::uint32_t>(given) == std::bit_cast<std::uint32_t>(own_stored)) return own;
+  return kernels::fp8_scale_from_stored(p, given, amax);
+}
+
+// Quantize with given scales: each domain's amax (for the contract's own scale and the
+// non-finite rules), then its codes under the given scale.
+void quantize_given(const Fp8Plan& p, const float* given, int threads) {
+  if (p.domains > 0) std::memcpy(p.scale, given, static_cast<std::size_t>(p.domains) * sizeof(float));
+  if (p.kind == Granularity::tensor) {
+    if (p.domains == 0) return;
+    const std::uint32_t amax = tensor_amax_bits(p, threads);
+    if (amax >= 0x7F800000u && !p.propagate) reject_first_nonfinite(p);
+    quantize_tensor_under(p, given_scale_of(p, given[0], amax), threads);
+    return;
+  }
+  std::atomic<bool> nonfinite{false};
+  const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
+  kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t d = b; d < e && !nonfinite.load(std::memory_order_relaxed); ++d) {
+      std::uint32_t amax = 0;
+      kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) {
+        amax = std::max(amax, kernels::fp8_abs_max_bits(p, off, n));
+      });
+      if (amax >= 0x7F800000u && !p.propagate) {
+        nonfinite.store(true);
+        return;
+      }
+      const Fp8Scale s = given_scale_of(p, given[d], amax);
+      kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { kernels::fp8_quantize_run(p, s, off, n); });
+    }
+  });
+  if (nonfinite.load()) reject_first_nonfinite(p);
 }
 
 void quantize_domains(const Fp8Plan& p, int threads) {
@@ -141,6 +188,19 @@ std::string quantize_fp8_scaled_prechecked(const Contract& c, const TensorView& 
                                            const MutableTensorView& scale, int threads) {
   return run_fp8_scaled(c, x, static_cast<std::uint8_t*>(payload.data), static_cast<float*>(scale.data), scale.shape,
                         threads, nullptr);
+}
+
+std::string quantize_fp8_scaled_with_scales_prechecked(const Contract& c, const TensorView& x, const TensorView& given,
+                                                       const MutableTensorView& payload,
+                                                       const MutableTensorView& scale, int threads) {
+  kernels::apply_forced_target();
+  Tensor copy, given_copy;
+  const TensorView in = x.is_contiguous() ? x : (copy = contiguous_copy(x)).view();
+  const TensorView g = given.is_contiguous() ? given : (given_copy = contiguous_copy(given)).view();
+  const Fp8Plan p = kernels::make_fp8_plan(c, in, scale.shape, static_cast<std::uint8_t*>(payload.data),
+                                           static_cast<float*>(scale.data));
+  quantize_given(p, static_cast<const float*>(g.data), threads);
+  return "groupwise";
 }
 
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,

@@ -24,6 +24,12 @@ std::string quantize_fp8_scaled_into(const Contract& c, const TensorView& x, std
 // nothing is checked or derived again; the scale's shape is the one `scale` carries.
 std::string quantize_fp8_scaled_prechecked(const Contract& c, const TensorView& x, const MutableTensorView& payload,
                                            const MutableTensorView& scale, int threads);
+// Quantize with given scales (f32, the scale's checked shape, as scale.npy stores them), after
+// quantize.cpp's checks: each domain's codes under its given scale (one equal, bit for bit, to
+// the contract's own is the contract's own scale), `scale` a copy of the given ones.
+std::string quantize_fp8_scaled_with_scales_prechecked(const Contract& c, const TensorView& x, const TensorView& given,
+                                                       const MutableTensorView& payload,
+                                                       const MutableTensorView& scale, int threads);
 void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, const TensorView& scale,
                                 const Shape& x_shape, float* out, int threads);
 
