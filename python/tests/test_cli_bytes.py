@@ -170,3 +170,24 @@ def test_compare_reports_what_the_cli_reports(tmp_path, preset, device_params):
     assert report.diagnoses, "the altered contract gives no diagnosis"
     assert [(d.signature, dict(d.evidence), d.explanation, d.confirmed) for d in report.diagnoses] == [
         (d["signature"], d["evidence"], d["explanation"], d["confirmed"]) for d in cli["diagnoses"]]
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_cli_scale_file_gives_the_python_given_scales_bytes(tmp_path, engine):
+    x = make_input("fp8.onnx.block", shape=(8, 300))
+    own = np.asarray(qexact.quantize(x, "fp8.onnx.block")[1])
+    given = (own * np.float32(0.25)).astype(np.float32)
+    given.reshape(-1)[0] = 0.0
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "s.npy", given)
+    cli_ok("quantize", "--preset", "fp8.onnx.block", "--param", "overflow=nan", "--engine", engine, "--scale",
+           str(tmp_path / "s.npy"), str(tmp_path / "x.npy"), "--out", str(tmp_path / "q"))
+    payload, scale = qexact.quantize(x, "fp8.onnx.block", scale=given, overflow="nan")
+    assert np.load(tmp_path / "q" / "payload.npy").tobytes() == np.asarray(payload).tobytes()
+    assert np.load(tmp_path / "q" / "scale.npy").tobytes() == given.tobytes()
+    # A scale file of the wrong shape: an error naming the shape it must have, and no output.
+    np.save(tmp_path / "bad.npy", given[:, :1])
+    done = run_cli("quantize", "--preset", "fp8.onnx.block", "--engine", engine, "--scale", str(tmp_path / "bad.npy"),
+                   str(tmp_path / "x.npy"), "--out", str(tmp_path / "q2"))
+    assert done.returncode == 2 and "must be f32 (8, 3)" in done.stderr, done.stderr
+    assert not (tmp_path / "q2").exists()
