@@ -157,15 +157,12 @@ def quantize(x: Any, preset: str, *, scale: Any = None, out: tuple[Any, ...] | N
         return qt.quantize(x, preset, scale=scale, engine=engine, threads=threads, **params)
     contract = ContractInfo.of(preset, params)
     data, bf16_bits = _arrays.as_input(x)
+    given = None
     if scale is not None:
         if out is not None:
             raise ValueError("scale= and out= together are not supported: quantize with given scales allocates its outputs")
         _arrays.check_code_type(scale, "scale", preset, contract.codes, "scale")
         given = _arrays.as_bytes(scale, "scale")
-        payload, scale_out, _path, tensor_scale = _core.quantize(data, bf16_bits, preset, list(contract.overrides),
-                                                                 engine, threads, given)
-        outputs = [payload, scale_out] + ([] if tensor_scale is None else [tensor_scale])
-        return tuple(_arrays.typed_outputs(contract.codes, outputs))
     if out is not None:
         out = tuple(out)
         if len(out) not in (2, 3):
@@ -177,7 +174,7 @@ def quantize(x: Any, preset: str, *, scale: Any = None, out: tuple[Any, ...] | N
                             arrays[2] if len(arrays) > 2 else None)
         return out
     payload, scale, _path, tensor_scale = _core.quantize(data, bf16_bits, preset, list(contract.overrides), engine,
-                                                         threads)
+                                                         threads, given)
     outputs = [payload, scale] + ([] if tensor_scale is None else [tensor_scale])
     return tuple(_arrays.typed_outputs(contract.codes, outputs))
 

@@ -44,6 +44,16 @@ float pow2_of(ScalePow2 rule, float s) {
 // 1 / s in fp32 with a NaN s kept (quieted), as x86 divides.
 float inverse_of(float s) { return std::isnan(s) ? as_float(as_bits(s) | 0x00400000u) : 1.0f / s; }
 
+// A domain's stored form, operand and plainness under scale s (the descale or multiplier).
+Fp8Scale scale_under(const Fp8Plan& p, float s, std::uint32_t amax_bits) {
+  Fp8Scale r;
+  r.stored = p.stored_inverse ? inverse_of(s) : s;
+  r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
+  const std::uint32_t op = as_bits(r.operand) & 0x7FFFFFFFu;
+  r.plain = (amax_bits & 0x7FFFFFFFu) < kExpField && op != 0 && op < kExpField;
+  return r;
+}
+
 }  // namespace
 
 Fp8Plan make_fp8_plan(const Contract& c, const TensorView& x, const Shape& scale_shape, std::uint8_t* payload,
@@ -147,24 +157,17 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
   if (p.zero_group == ZeroGroup::eps && s == 0.0f) {
     s = dtype_eps(p.arith == ScaleArith::input ? p.dtype : DType::f32);
   }
-  r.stored = p.stored_inverse ? inverse_of(s) : s;
-  r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
-  const std::uint32_t op = as_bits(r.operand) & 0x7FFFFFFFu;
-  r.plain = (amax_bits & 0x7FFFFFFFu) < kExpField && op != 0 && op < kExpField;
-  return r;
+  return scale_under(p, s, amax_bits);
 }
 
 Fp8Scale fp8_scale_from_stored(const Fp8Plan& p, float stored, std::uint32_t amax_bits) {
-  Fp8Scale r;
-  r.stored = stored;
   if (p.zero_group == ZeroGroup::zero && stored == 0.0f) {
+    Fp8Scale r;
     r.zero = true;
     return r;
   }
-  const float s = p.stored_inverse ? inverse_of(stored) : stored;
-  r.operand = p.quotient == Fp8Quotient::reciprocal ? inverse_of(s) : s;
-  const std::uint32_t op = as_bits(r.operand) & 0x7FFFFFFFu;
-  r.plain = (amax_bits & 0x7FFFFFFFu) < kExpField && op != 0 && op < kExpField;
+  Fp8Scale r = scale_under(p, p.stored_inverse ? inverse_of(stored) : stored, amax_bits);
+  r.stored = stored;  // the given bits, not 1 / (1 / stored) read back
   return r;
 }
 
