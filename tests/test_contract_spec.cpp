@@ -23,6 +23,7 @@ const std::map<std::string, Part>& documented_parts() {
       {"element", Part::element},         {"rounding", Part::element},      {"overflow", Part::element},
       {"signed_zero", Part::element},     {"prequant_round", Part::element}, {"int_rounding", Part::element},
       {"range", Part::element},           {"nonfinite", Part::element},     {"nonfinite_input", Part::element},
+      {"ftz", Part::element},
       {"block", Part::scale},             {"token_block", Part::scale},     {"group", Part::scale},
       {"granularity", Part::scale},       {"qdim", Part::scale},            {"tail", Part::scale},
       {"scale_rule", Part::scale},        {"log2_fp32", Part::scale},       {"ratio", Part::scale},

@@ -68,6 +68,14 @@ std::vector<Contract> mx_contracts() {
   for (const char* e : {"element=e5m2", "element=e2m3", "element=e3m2", "element=e2m1"})
     for (const char* preset : {"mxfp8.torchao.floor", "mxfp8.torchao.rceil"}) out.push_back(make_contract(preset, {e}));
   out.push_back(make_contract("mxfp8.ascend", {"rounding=trunc"}));
+  // XLA's rules (JAX): eager's infinite byte-0 multiplier, FTZ off, other elements and rules.
+  for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
+           {"byte0=infinite"}, {"ftz=false"}, {"ftz=false", "byte0=infinite"}, {"element=e5m2"},
+           {"element=e2m3", "byte0=infinite"}, {"element=e3m2", "signed_zero=false"}, {"scale_rule=floor", "ratio=divide"},
+           {"scale_rule=even", "ratio=divide"}, {"element=e2m1", "byte0=infinite"}, {"element=e2m1", "ftz=false"}})
+    out.push_back(make_contract("mxfp8.jax", v));
+  out.push_back(make_contract("mx.ocp", {"byte0=infinite"}));
+  out.push_back(make_contract("mx.ocp", {"byte0=infinite", "element=e2m1"}));
   return out;
 }
 
@@ -262,6 +270,30 @@ TEST_P(FastMx, ScaleRuleEdgesInsideBatches) {
                             make_contract("mx.ocp.e5m2", {"scale_rule=rceil"}), make_contract("mxfp8.ascend")}) {
     expect_same(c, make_view(DType::f32, s, f.data()), 2, label(c) + " f32 rule edges");
     expect_same(c, make_view(DType::bf16, s, b.data()), 2, label(c) + " bf16 rule edges");
+  }
+}
+
+// ftz (XLA): groups whose amax lies across the subnormal band, with subnormal elements beside
+// normal ones, in rows of 32 groups (batches on every target). Batches take groups of byte >=
+// 32 only; below, the per-group path flushes what DAZ reads as zero.
+TEST_P(FastMx, FlushToZeroGroupsInsideBatches) {
+  const std::int64_t k = 32 * 32;
+  std::vector<float> f;
+  for (int e = -149; e <= -60; ++e) {
+    const float a = std::ldexp(1.0f, e);
+    for (int i = 0; i < 32; ++i) f.push_back(a * (i % 2 ? -0.6f : 0.9f) * (1.0f - i / 40.0f));
+    f[f.size() - 32 + static_cast<std::size_t>((e + 149) % 32)] = e % 2 ? -a : a;
+    f[f.size() - 30] = e % 3 ? 0x1p-140f : -0x1p-127f;  // a subnormal element in a normal group
+  }
+  while (f.size() % static_cast<std::size_t>(k) != 0) f.push_back(0x1p-133f);
+  std::vector<std::uint16_t> b(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
+  const Shape s{static_cast<std::int64_t>(f.size()) / k, k};
+  for (const Contract& c : {make_contract("mxfp8.jax"), make_contract("mxfp4.jax"), make_contract("mxfp8.jax", {"byte0=infinite"}),
+                            make_contract("mxfp4.jax", {"byte0=infinite"}), make_contract("mxfp8.jax", {"element=e5m2"}),
+                            make_contract("mxfp8.jax", {"scale_rule=floor", "ratio=divide"}), make_contract("mxfp8.jax", {"ftz=false"})}) {
+    expect_same(c, make_view(DType::f32, s, f.data()), 2, label(c) + " f32 ftz band");
+    expect_same(c, make_view(DType::bf16, s, b.data()), 2, label(c) + " bf16 ftz band");
   }
 }
 

@@ -36,7 +36,12 @@ std::vector<Contract> contracts() {
           make_contract("nvfp4.ct", {"zero_block=one", "block_min=0.015625"}), make_contract("nvfp4.ct", {"scale_arith=fp32"}),
           make_contract("nvfp4.torchao", {"nonfinite_input=reject", "quotient=divide"}),
           make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject", "signed_zero=underflow"}),
-          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject", "block_min=0"})};
+          make_contract("nvfp4.torchao", {"tensor_scale=amax", "nonfinite_input=reject", "block_min=0"}),
+          // XLA's steps (JAX): with and without the global scale, eager's, FTZ off, other signs.
+          make_preset("nvfp4.jax"), make_preset("nvfp4.jax.global"),
+          make_contract("nvfp4.jax.global", {"scale_arith=fp32"}), make_contract("nvfp4.jax", {"ftz=false"}),
+          make_contract("nvfp4.jax.global", {"ftz=false", "signed_zero=underflow"}),
+          make_contract("nvfp4.jax", {"signed_zero=false", "block_min=0.015625"})};
 }
 
 // E4M3 values (positive, finite) and the E2M1 rounding thresholds.

@@ -245,6 +245,7 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
       {"mx.ocp.e2m1", {true, true}},         {"mx.microxcaling", {true, false}},
       {"mxfp8.modelopt", {true, true}},      {"mxfp4.modelopt", {true, true, true}},  // every zero 0x8
       {"mxfp8.ct", {true, false}},           {"mxfp4.ct", {true, false}},  // the zero point's +0
+      {"mxfp8.jax", {true, true}},           {"mxfp4.jax", {true, true}},  // XLA keeps a zero's sign
       {"mxfp4.ggml", {false, false}}};  // argmin's first zero is +0
   for (const std::string& name : preset_names()) {
     const Contract c = make_contract(name);

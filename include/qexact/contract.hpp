@@ -40,6 +40,8 @@ enum class Byte0Rule : std::uint8_t {
                // CEIL, EVEN clamp their fp32 scale to the smallest normal)
   unscaled,    // elements are multiplied by 1.0 (TransformerEngine's exp2f_rcp(0) == 1): tiny
                // groups come out as signed zeros
+  infinite,    // elements are multiplied by +inf (eager JAX on XLA:CPU: DAZ reads the divisor
+               // 2^-127 as 0, and 1 / 0 is inf): nonzero elements saturate, zeros are NaN
 };
 enum class NonFiniteRule : std::uint8_t {
   zero,     // Ascend: scale byte 255, every payload byte 0x00
@@ -69,6 +71,11 @@ enum class NonFiniteRule : std::uint8_t {
                // an all-ones pattern whose power-of-two rounding carries to +0), elements against
                // 2^-127 as byte0_nan; an inf amax, or one whose power-of-two rounding overflows,
                // gives byte 0x7F (127 + int(inf) wraps) and elements x / inf (zeros; inf -> NaN)
+  xla,         // JAX on XLA:CPU (cast_to_e8m0_with_rounding_up on the bits): a NaN amax gives byte 0
+               // (exponent field 255 rounded up wraps), its elements quantized against byte 0's
+               // multiplier; an inf amax gives byte 255, elements x * (1 / inf) = x * 0 (finite ->
+               // signed zero, inf -> the x86 default NaN); the NaN code keeps the NaN's sign, and
+               // E2M1, which has none, codes NaN 0x8 (XLA's convert)
   ggml,        // gguf-py's MXFP4: a NaN amax fails its `d > 0` test and an inf one's uint8 cast gives
                // 0, so the group has byte 0; its finite elements are quantized against 2^-127, its
                // NaN and inf elements are code 0 (the argmin of all-NaN or all-inf errors is the
@@ -144,7 +151,8 @@ enum class ScaleKind : std::uint8_t {
 };
 enum class ScaleArith : std::uint8_t {
   fp32,        // one correctly rounded fp32 division
-  reciprocal,  // amax * fp32(1 / max) (descale only)
+  reciprocal,  // amax * fp32(1 / max) (descale only); nvfp4: the tensor scale amax * fp32(1 / 2688)
+               // (XLA's rewrite of a division by a constant, quotient=prescaled)
   fp64,        // the division in fp64 (amax and floor widened), rounded once to fp32 (torchao)
   fp32_satfinite,  // fp32 division; an infinite result (a tiny amax) becomes FLT_MAX
                    // (TransformerEngine compute_scale_from_amax's value_for_inf)
@@ -218,6 +226,10 @@ enum class Nvfp4Quotient : std::uint8_t {
   divide,      // x / fp32(d), d the block's whole descale: s * t (amax), s / gs (multiplier), s
                // (none); a NaN quotient (0 / 0 where the tensor scale is 0) is code 7, as
                // ModelOpt's table cast makes it (ModelOpt, compressed-tensors)
+  prescaled,   // JAX's steps, as XLA computes them: x' = x * fp32(1 / t) first (t = 1 without a
+               // tensor scale), the block scale e4m3(clamp(amax(x') * fp32(1 / 6), block_min, 448)),
+               // then x' * fp32(1 / s) (a zero scale multiplies by inf), clamped to +-6; a NaN
+               // quotient is code 0x8 (XLA's convert to E2M1)
 };
 
 // ---- The contract model (contracts "The contract model") ----------------------------------
@@ -250,6 +262,10 @@ struct ElementSpec {
                                           // QuantizeLinear with saturate=0
   SignedZero signed_zero = SignedZero::keep;  // mx, fp8.scaled, nvfp4
   Prequant prequant = Prequant::none;     // mx "prequant_round": the input's rounding, before all
+  bool ftz = false;                       // mx, nvfp4: XLA:CPU's arithmetic (FTZ and DAZ on):
+                                          // subnormal inputs read as zeros of their sign, and every
+                                          // subnormal result of a scale or quotient step is flushed
+                                          // to a zero of its sign
   IntRounding int_rounding = IntRounding::rne;  // int8
   int range = 127;                        // int8: 127: [-127, 127]; 128: [-128, 127]
   NonFiniteRule nonfinite = NonFiniteRule::zero;  // mx: a group holding NaN/inf (its scale byte too)

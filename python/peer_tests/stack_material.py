@@ -172,9 +172,11 @@ def check_mx(stack: str, preset: str, cases, peer, e2m1_nan_sign_free: bool) -> 
     print(f"{stack} {preset}: {len(cases)} cases, {diff} differing of {total} bytes, {apart} NaN-sign positions apart")
 
 
-def infer_on_peer(tmp: Path, preset: str, peer, scale_of=None) -> dict:
+def infer_on_peer(tmp: Path, preset: str, peer=None, scale_of=None, batch=None) -> dict:
     """`qexact cases --preset P` run through the peer (payload.npy and scale.npy beside each input
-    it takes, as a device would write them), then `qexact infer --json` on that lab."""
+    it takes, as a device would write them), then `qexact infer --json` on that lab. ``peer``
+    takes one (rows, k) input; ``batch`` (a peer in another process) takes the list of them and
+    returns their outputs in order, None for an input it refuses."""
     import json
     import subprocess
 
@@ -184,7 +186,7 @@ def infer_on_peer(tmp: Path, preset: str, peer, scale_of=None) -> dict:
     lab = tmp / "lab"
     subprocess.run([cli(), "cases", "--preset", preset, "--out", str(lab)], check=True, capture_output=True)
     manifest = json.loads((lab / "manifest.json").read_text())
-    ran = 0
+    todo = []
     for case in manifest["cases"]:
         d = lab / case["name"]
         x = np.load(d / "input.npy")
@@ -197,9 +199,18 @@ def infer_on_peer(tmp: Path, preset: str, peer, scale_of=None) -> dict:
                 np.save(d / f"{name}.npy", np.zeros(dims, dtype={"u8": np.uint8, "i8": np.int8, "f32": np.float32,
                                                                   "f16": np.float16}[dtype]))
             continue
+        todo.append((d, x))
+
+    def one(x):
         try:
-            outputs = peer(x.reshape(-1, x.shape[-1]))
+            return peer(x.reshape(-1, x.shape[-1]))
         except Exception:  # a shape the library refuses: no device output for this case
+            return None
+
+    answers = batch([x.reshape(-1, x.shape[-1]) for _, x in todo]) if batch else [one(x) for _, x in todo]
+    ran = 0
+    for (d, x), outputs in zip(todo, answers):
+        if outputs is None:
             continue
         payload, scale = outputs[:2]
         shapes = {name: dims for name, _, dims in qexact.outputs(preset, x.shape)}

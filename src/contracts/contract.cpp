@@ -31,7 +31,8 @@ constexpr EnumName<Byte0Rule> kByte0[] = {
     {Byte0Rule::flush, "flush"},
     {Byte0Rule::quantize, "quantize"},
     {Byte0Rule::min_normal, "min_normal"},
-    {Byte0Rule::unscaled, "unscaled"}};
+    {Byte0Rule::unscaled, "unscaled"},
+    {Byte0Rule::infinite, "infinite"}};
 constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::nan, "nan"},
                                                   {NonFiniteRule::nan_signed, "nan_signed"},
@@ -43,7 +44,8 @@ constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::byte0_nan, "byte0_nan"},
                                                   {NonFiniteRule::negative_zero, "negative_zero"},
                                                   {NonFiniteRule::ct, "ct"},
-                                                  {NonFiniteRule::ggml, "ggml"}};
+                                                  {NonFiniteRule::ggml, "ggml"},
+                                                  {NonFiniteRule::xla, "xla"}};
 constexpr EnumName<Packing> kPackings[] = {{Packing::adjacent, "adjacent"}, {Packing::halves, "halves"}};
 // "true" and "false" keep their boolean spellings (and parse_bool's 1/yes, 0/no below).
 constexpr EnumName<SignedZero> kSignedZero[] = {
@@ -82,7 +84,8 @@ constexpr EnumName<BlockArith> kBlockArith[] = {{BlockArith::split, "split"}, {B
 constexpr EnumName<ZeroBlock> kZeroBlocks[] = {
     {ZeroBlock::clamp, "clamp"}, {ZeroBlock::one, "one"}, {ZeroBlock::eps, "eps"}};
 constexpr EnumName<Nvfp4Quotient> kNvfp4Quotients[] = {{Nvfp4Quotient::reciprocal, "reciprocal"},
-                                                       {Nvfp4Quotient::divide, "divide"}};
+                                                       {Nvfp4Quotient::divide, "divide"},
+                                                       {Nvfp4Quotient::prescaled, "prescaled"}};
 constexpr EnumName<IntRounding> kIntRounding[] = {
     {IntRounding::rne, "rne"}, {IntRounding::half_away, "half_away"}, {IntRounding::half_away_fp32, "half_away_fp32"},
     {IntRounding::trunc, "trunc"}};
@@ -235,6 +238,8 @@ const std::vector<ParamDef>& param_defs() {
            c.signed_zero = parse_enum(kSignedZero, "signed_zero", s);
        }},
       QX_ENUM_PARAM("prequant_round", prequant, kPrequant, F::mx),
+      {"ftz", {F::mx, F::nvfp4}, [](const Contract& c) { return std::string(c.ftz ? "true" : "false"); },
+       [](Contract& c, const std::string& s) { c.ftz = parse_bool("ftz", s); }},
       QX_ENUM_PARAM("layout", layout, kLayouts, F::mx),
       QX_ENUM_PARAM("packing", packing, kPackings, F::mx),
       QX_ENUM_PARAM("tail", tail, kTails, F::mx),
@@ -383,7 +388,7 @@ std::vector<std::string> param_choices(const std::string& key) {
     return out;
   }
   if (key == "overflow") return {"saturate", "nan", "inf"};
-  if (key == "log2_fp32" || key == "scale_wrap" || key == "finite_products") return {"false", "true"};
+  if (key == "log2_fp32" || key == "scale_wrap" || key == "finite_products" || key == "ftz") return {"false", "true"};
   if (key == "packing") return names(kPackings);
   if (key == "signed_zero") return names(kSignedZero);
   if (key == "scale_rule") return names(kScaleRules);
@@ -420,7 +425,8 @@ std::vector<std::string> param_choices(Family f, const std::string& key) {
   if (f == Family::fp8_scaled && key == "element") return {"e4m3", "e5m2"};
   if ((f == Family::fp8_scaled || f == Family::nvfp4) && key == "signed_zero") return {"false", "true", "underflow"};
   const bool int8 = f == Family::int8_block || f == Family::int8_token || f == Family::int8_group;
-  if ((f == Family::nvfp4 || int8) && key == "scale_arith") return {"fp32", "input"};
+  if (f == Family::nvfp4 && key == "scale_arith") return {"fp32", "input", "reciprocal"};
+  if (int8 && key == "scale_arith") return {"fp32", "input"};
   if (int8 && key == "zero_group") return {"zero", "eps", "nan"};
   if (key == "quotient") {
     std::vector<std::string> out;
@@ -456,6 +462,14 @@ void validate(const Contract& c) {
       if (c.scale_wrap && c.scale_rule != ScaleRule::floor) bad("scale_wrap applies to scale_rule=floor only");
       if (c.packing == Packing::halves && c.element != ElemFormat::e2m1)
         bad(std::string("packing=halves pairs E2M1 codes in a byte: it needs element=e2m1, got ") + t.name);
+      if (c.ftz && c.nonfinite != NonFiniteRule::xla)
+        bad("ftz is XLA:CPU's arithmetic, modelled with its NaN rules: it needs nonfinite=xla");
+      if (c.ftz && c.signed_zero != SignedZero::keep && c.signed_zero != SignedZero::drop)
+        bad("ftz flushes tiny quotients to zeros of their sign: it takes signed_zero=true or false");
+      if (c.nonfinite == NonFiniteRule::xla &&
+          (c.quotient_arith != QuotientArith::fp32 || c.finite_products || c.scale_wrap))
+        bad("nonfinite=xla multiplies by the byte's fp32 reciprocal: it needs quotient_arith=fp32, "
+            "finite_products=false and scale_wrap=false");
       if (c.packing == Packing::halves && c.tail == TailRule::partial)
         bad("packing=halves pairs element j with j + block/2 of each group: it needs tail=reject (whole groups)");
       break;
@@ -523,9 +537,18 @@ void validate(const Contract& c) {
       if (c.tensor_scale == TensorScale::te && !torchao_steps)
         bad("tensor_scale=te has TransformerEngine's own block steps: block_arith, block_min, zero_block, "
             "quotient and signed_zero keep their defaults");
-      if (c.nonfinite_input == NonFiniteInput::propagate && !torchao_steps)
+      const bool prescaled = c.nvfp4_quotient == Nvfp4Quotient::prescaled;
+      if (c.nonfinite_input == NonFiniteInput::propagate && !torchao_steps && !prescaled)
         bad("nonfinite_input=propagate carries torchao's NaN bits, measured with its steps only: block_arith=split, "
-            "block_min=0.015625, zero_block=clamp, quotient=reciprocal, signed_zero=true");
+            "block_min=0.015625, zero_block=clamp, quotient=reciprocal, signed_zero=true (or XLA's, quotient=prescaled)");
+      if (prescaled && (c.tensor_scale != TensorScale::none && c.tensor_scale != TensorScale::amax))
+        bad("quotient=prescaled divides by the tensor scale t = amax / 2688 first: it needs tensor_scale=none or amax");
+      if (prescaled && (c.block_arith != BlockArith::split || c.zero_block != ZeroBlock::clamp))
+        bad("quotient=prescaled has XLA's block steps (amax(x / t) * fp32(1 / 6), clamped): block_arith=split and "
+            "zero_block=clamp");
+      if (c.ftz && !prescaled) bad("ftz is XLA:CPU's arithmetic, modelled with its steps: it needs quotient=prescaled");
+      if (c.scale_arith == ScaleArith::reciprocal && !(prescaled && c.tensor_scale == TensorScale::amax))
+        bad("nvfp4 scale_arith=reciprocal is XLA's amax * fp32(1 / 2688): it needs quotient=prescaled and tensor_scale=amax");
       if (c.block_arith == BlockArith::fused && c.tensor_scale != TensorScale::amax)
         bad("block_arith=fused divides by fp32(6 * t): it needs tensor_scale=amax");
       if (c.tensor_scale == TensorScale::multiplier && c.nvfp4_quotient != Nvfp4Quotient::divide)
@@ -533,8 +556,9 @@ void validate(const Contract& c) {
       if (!(c.block_min >= 0.0f) || !(c.block_min <= 448.0f))
         bad("block_min must be in [0, 448] (the E4M3 range the block scale is clamped into)");
       if (c.signed_zero == SignedZero::negative) bad("nvfp4 takes signed_zero=true, false or underflow, got negative");
-      if (c.scale_arith != ScaleArith::fp32 && c.scale_arith != ScaleArith::input)
-        bad(std::string("nvfp4 takes scale_arith=fp32 or input, got ") + name_of(kScaleArith, c.scale_arith));
+      if (c.scale_arith != ScaleArith::fp32 && c.scale_arith != ScaleArith::input &&
+          c.scale_arith != ScaleArith::reciprocal)
+        bad(std::string("nvfp4 takes scale_arith=fp32, input or reciprocal, got ") + name_of(kScaleArith, c.scale_arith));
       if (c.scale_arith == ScaleArith::input && c.tensor_scale != TensorScale::multiplier)
         bad("nvfp4 scale_arith=input is compressed-tensors' global scale arithmetic: it needs tensor_scale=multiplier");
       break;

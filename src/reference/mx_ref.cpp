@@ -76,6 +76,7 @@ double scale_value(const ScaleSpec& c, std::uint8_t byte) {
 float mx_divisor(const Contract& c, std::uint8_t byte) {
   if (byte == 0 && c.byte0 == Byte0Rule::min_normal) return 0x1p-126f;
   if (byte == 0 && c.byte0 == Byte0Rule::unscaled) return 1.0f;
+  if (byte == 0 && c.byte0 == Byte0Rule::infinite) return 0.0f;  // x / 0: the multiplier inf
   if (byte == 254 && c.nonfinite == NonFiniteRule::te) return std::numeric_limits<float>::infinity();
   return e8m0_decode(byte);
 }
@@ -190,7 +191,73 @@ float scaled_value(const Contract& c, DType dt, float v) {
   return v;
 }
 
+// ---- JAX on XLA:CPU (nonfinite=xla) ----------------------------------------------------------
+// A model of its own, step by step as jax's quantize reads under XLA: x / 2^(byte - 127) is
+// x * fp32(1 / 2^(byte - 127)) (XLA's rewrite of a division by a broadcast divisor), and with
+// ftz every operand and result below 2^-126 is a zero of its sign.
+
+float flushed(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.0f, v) : v; }
+
+// x * m as x86 makes its NaN: a NaN x stays itself (quieted, its sign kept); 0 * inf is the
+// default NaN, whose sign bit is set.
+float xla_product(float x, float m) {
+  if (std::isnan(x)) return x;
+  if ((x == 0.0f && std::isinf(m)) || (std::isinf(x) && m == 0.0f)) return -std::numeric_limits<float>::quiet_NaN();
+  return x * m;
+}
+
+// What elements are multiplied by under scale byte b.
+float xla_multiplier(const Contract& c, std::uint8_t b) {
+  if (b == 0) {
+    switch (c.byte0) {
+      case Byte0Rule::flush: return 0.0f;  // not reached: the group is all +0
+      case Byte0Rule::quantize: return 0x1p127f;  // 1 / 2^-127
+      case Byte0Rule::min_normal: return 0x1p126f;
+      case Byte0Rule::unscaled: return 1.0f;
+      case Byte0Rule::infinite: return std::numeric_limits<float>::infinity();
+    }
+  }
+  if (b == 255) return 0.0f;  // 1 / inf
+  const auto m = static_cast<float>(std::ldexp(1.0, 127 - static_cast<int>(b)));  // 254: 2^-127
+  return c.ftz ? flushed(m) : m;
+}
+
+// The byte of a finite amax: the contract's rule, where ftz flushes rceil's ratio first (an
+// amax * fp32(1 / max) below 2^-126 is 0: byte 0).
+std::uint8_t xla_scale_byte(const Contract& c, float amax) {
+  if (c.ftz && c.scale_rule == ScaleRule::rceil) {
+    const float max = elem_traits(c.element).max;
+    const float r = c.ratio == RatioOp::reciprocal ? amax * (1.0f / max) : amax / max;
+    if (flushed(r) == 0.0f) return 0;
+  }
+  return scale_byte(c, amax);
+}
+
+GroupOut quantize_group_xla(const Contract& c, const float* x, std::int64_t n, const std::uint8_t* given) {
+  GroupOut out;
+  out.codes.assign(static_cast<std::size_t>(n), 0);
+  std::vector<float> v(x, x + n);
+  if (c.ftz)
+    for (float& f : v) f = flushed(f);  // DAZ
+  const GroupScan s = scan(v.data(), n);
+  // A NaN amax's exponent field 255 rounds up to 256: byte 0; inf's stays 255.
+  out.scale_byte = given ? *given : s.has_nan ? 0 : s.has_inf ? 255 : xla_scale_byte(c, s.amax_finite);
+  if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;
+  const float m = xla_multiplier(c, out.scale_byte);
+  const ElemTraits& t = elem_traits(c.element);
+  for (std::int64_t i = 0; i < n; ++i) {
+    float q = xla_product(v[i], m);
+    if (c.ftz) q = flushed(q);
+    if (std::isnan(q))  // the NaN code of q's sign; E2M1 has none: XLA's convert gives 0x8
+      out.codes[i] = t.has_nan ? nan_code(c, q, true) : static_cast<std::uint8_t>(1u << (t.bits - 1));
+    else
+      out.codes[i] = encode(c, q);
+  }
+  return out;
+}
+
 GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_t n, const std::uint8_t* given) {
+  if (c.nonfinite == NonFiniteRule::xla) return quantize_group_xla(c, x, n, given);
   GroupOut out;
   out.codes.assign(static_cast<std::size_t>(n), 0);
   const GroupScan s = scan(x, n);
@@ -199,6 +266,7 @@ GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_
 
   if (nonfinite) {
     switch (c.nonfinite) {
+      case NonFiniteRule::xla: break;  // quantize_group_xla
       case NonFiniteRule::zero:
         out.scale_byte = given ? *given : 255;
         return out;

@@ -208,6 +208,74 @@ void quantize_block(const Contract& c, const float* x, float m, std::uint8_t* pa
   }
 }
 
+// ---- quotient=prescaled: JAX's quantize as XLA:CPU runs it ------------------------------------
+// Every division by a broadcast divisor is x * fp32(1 / d); with ftz each operand and result
+// below 2^-126 is a zero of its sign. x86's NaN rules as in peer_mul, with the element first.
+
+float ftz_if(const Contract& c, float v) { return c.ftz && std::fabs(v) < 0x1p-126f ? std::copysign(0.0f, v) : v; }
+
+float xla_mul(const Contract& c, float a, float b) {
+  a = ftz_if(c, a);
+  b = ftz_if(c, b);
+  float r;
+  if (std::isnan(a)) r = quieted(a);
+  else if (std::isnan(b)) r = quieted(b);
+  else {
+    r = a * b;
+    if (std::isnan(r)) r = from_bits(kX86DefaultNaN);  // 0 * inf
+  }
+  return ftz_if(c, r);
+}
+
+float xla_reciprocal(const Contract& c, float d) { return ftz_if(c, 1.0f / ftz_if(c, d)); }
+
+// The tensor scale t = amax / 2688 (tensor_scale=amax; scale_arith=reciprocal: amax * fp32(1 /
+// 2688), as XLA rewrites a division by a constant), or 1.
+float prescaled_tensor_scale(const Contract& c, const std::vector<float>& v) {
+  if (c.tensor_scale == TensorScale::none) return 1.0f;
+  float amax = 0.0f;
+  for (float x : v) {
+    const float a = std::fabs(ftz_if(c, x));
+    if (std::isnan(a)) return std::numeric_limits<float>::quiet_NaN();
+    amax = std::max(amax, a);
+  }
+  const float d = kE4m3Max * kE2m1Max;
+  if (c.scale_arith == ScaleArith::reciprocal) return xla_mul(c, amax, 1.0f / d);
+  return ftz_if(c, amax / d);
+}
+
+void quantize_nvfp4_prescaled(const Contract& c, const std::vector<float>& v, bool given, QuantResult& r) {
+  const float t = prescaled_tensor_scale(c, v);
+  if (c.tensor_scale != TensorScale::none) *r.tensor_scale.data<float>() = t;
+  const float t_reciprocal = xla_reciprocal(c, t);
+  std::uint8_t* payload = r.payload.data<std::uint8_t>();
+  std::uint8_t* scale = r.scale.data<std::uint8_t>();
+  const std::int64_t blocks = static_cast<std::int64_t>(v.size()) / kNvfp4Block;
+  float xs[kNvfp4Block];
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < kNvfp4Block; ++i) {
+      xs[i] = xla_mul(c, v[static_cast<std::size_t>(b * kNvfp4Block + i)], t_reciprocal);
+      const float a = std::fabs(xs[i]);
+      amax = std::isnan(a) || std::isnan(amax) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
+    }
+    if (!given) {
+      const float s = clamp_keep_nan(xla_mul(c, amax, 1.0f / kE2m1Max), c.block_min, kE4m3Max);
+      scale[b] = std::isnan(s) ? static_cast<std::uint8_t>((std::signbit(s) ? 0x80 : 0x00) | 0x7F) : e4m3_code(s);
+    }
+    const float m = xla_reciprocal(c, e4m3_value(scale[b]));
+    for (int i = 0; i < kNvfp4Block; i += 2) {
+      std::uint8_t codes[2];
+      for (int j = 0; j < 2; ++j) {
+        const float q = clamp_keep_nan(xla_mul(c, xs[i + j], m), -kE2m1Max, kE2m1Max);
+        codes[j] = std::isnan(q) ? std::uint8_t{0x8}  // XLA's convert of a NaN to E2M1
+                                 : with_zero_sign(c, elem_encode(ElemFormat::e2m1, q, Rounding::rne, Overflow::saturate), q);
+      }
+      payload[b * (kNvfp4Block / 2) + i / 2] = static_cast<std::uint8_t>(codes[0] | (codes[1] << 4));
+    }
+  }
+}
+
 // Both entry points: the contract's own block scales, or `given` (u8 E4M3 codes in the scale shape).
 QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const TensorView* given) {
   validate(c);
@@ -228,6 +296,11 @@ QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const Te
       fail(ErrorKind::bad_argument, "the given nvfp4 scales must be u8 E4M3 codes of shape " + shape_str(specs[1].shape) +
                                         ", got " + dtype_name(given->dtype) + " " + shape_str(given->shape));
     r.scale = contiguous_copy(*given);
+  }
+  if (c.nvfp4_quotient == Nvfp4Quotient::prescaled) {
+    if (c.tensor_scale != TensorScale::none) r.tensor_scale = Tensor(DType::f32, specs[2].shape);
+    quantize_nvfp4_prescaled(c, v, given != nullptr, r);
+    return r;
   }
   float t = 1.0f;
   if (c.tensor_scale != TensorScale::none) {

@@ -46,5 +46,6 @@ std::vector<PresetDef> deepseek_presets();
 std::vector<PresetDef> modelopt_presets();
 std::vector<PresetDef> compressed_tensors_presets();
 std::vector<PresetDef> onnx_presets();
+std::vector<PresetDef> jax_presets();
 
 }  // namespace qexact::presets

@@ -88,7 +88,11 @@ MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payloa
   p.log2_above_from = log2_above_from.data();
   static const std::array<std::array<float, 256>, 5> code_values = build_code_values();
   p.code_values = code_values[static_cast<std::size_t>(c.element)].data();
-  p.nan_keeps_sign = c.nonfinite == NonFiniteRule::byte0_nan || c.nonfinite == NonFiniteRule::ct;
+  p.nan_keeps_sign =
+      c.nonfinite == NonFiniteRule::byte0_nan || c.nonfinite == NonFiniteRule::ct || c.nonfinite == NonFiniteRule::xla;
+  p.nan_code = t.has_nan ? 0x7F : c.nonfinite == NonFiniteRule::xla ? 1 << (t.bits - 1) : 0;
+  p.ftz = c.ftz;
+  p.batch_min_byte = c.ftz ? 32 : 1;
   p.scale_wrap = c.scale_wrap;
   p.finite_products = c.finite_products;
   for (int byte = 240; c.finite_products && byte < 256; ++byte) {

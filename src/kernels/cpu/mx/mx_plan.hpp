@@ -30,7 +30,15 @@ struct MxPlan {
   NonFiniteRule nonfinite = NonFiniteRule::zero;
   Byte0Rule byte0 = Byte0Rule::flush;
   SignedZero signed_zero = SignedZero::keep;
-  bool nan_keeps_sign = false;  // a NaN element's code keeps its sign (byte0_nan, ct)
+  bool nan_keeps_sign = false;  // a NaN element's code keeps its sign (byte0_nan, ct, xla)
+  std::int32_t nan_code = 0x7F;  // a NaN element's code, sign aside: 0x7F, or for formats without
+                                 // NaN 0 (xla: 0x8, XLA's convert to E2M1)
+  // ftz (XLA:CPU): subnormal inputs read as signed zeros, rceil's ratio and the multiplier of
+  // byte 254 flushed. Batches take groups of byte >= batch_min_byte only: from byte 32 on a
+  // subnormal input's product is below 2^-31, a zero code read or not, so the per-group path
+  // (which flushes) takes every group that could tell.
+  bool ftz = false;
+  int batch_min_byte = 1;
   // finite_products: for bytes 240..255 (index byte - 240), the largest code magnitude whose
   // value times 2^(byte - 127) is finite in fp32 (max_code where all are; below 240 all are).
   bool finite_products = false;

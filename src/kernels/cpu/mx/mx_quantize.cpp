@@ -39,6 +39,13 @@ HWY_INLINE VI RoundBf16Bits(VI bits) {
   return hn::IfThenElse(hn::Gt(abs, hn::Set(di, kExpMask)), quiet, rounded);
 }
 
+// ftz's DAZ: a subnormal input reads as a zero of its sign.
+HWY_INLINE VI FlushSubnormalBits(VI bits) {
+  const DI di;
+  const VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  return hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x00800000)), hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0x80000000u))), bits);
+}
+
 // Element codes (in int32 lanes) of already scaled values, by bit arithmetic. `e_min` is the
 // format's smallest normal exponent; below it the grid is the subnormal one.
 // `cap`: the largest code magnitude the group may take (finite_products; p.max_code otherwise).
@@ -121,7 +128,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v, int cap) {
     code = kRneSaturate || p.overflow == Overflow::saturate ? capped : hn::IfThenElse(over, code, capped);
   }
   const auto is_nan = hn::Gt(abs, hn::Set(di, kExpMask));
-  code = hn::IfThenElse(is_nan, hn::Set(di, p.has_nan ? 0x7F : 0), code);
+  code = hn::IfThenElse(is_nan, hn::Set(di, p.nan_code), code);
 
   // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
   VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
@@ -199,10 +206,9 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
   const VI exp_mask = hn::Set(di, kExpMask);
   for (int i = 0; i < block; i += N) {
     VI bits = hn::BitCast(di, hn::Load(df, src + i));
-    if (p.prequant_bf16) {
-      bits = RoundBf16Bits(bits);
-      hn::Store(hn::BitCast(df, bits), df, src + i);
-    }
+    if (p.prequant_bf16) bits = RoundBf16Bits(bits);
+    if (p.ftz) bits = FlushSubnormalBits(bits);
+    if (p.prequant_bf16 || p.ftz) hn::Store(hn::BitCast(df, bits), df, src + i);
     const VI abs = hn::And(bits, abs_mask);
     max_bits = hn::Max(max_bits, abs);
     max_finite = hn::Max(max_finite, hn::IfThenZeroElse(hn::Gt(abs, exp_mask), abs));
@@ -253,6 +259,7 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
   for (int j = 0; j < nv; ++j) {
     VI b = hn::BitCast(di, LoadWidened(df, kDtype, row + (begin + j * kN) * static_cast<std::int64_t>(kDtype == DType::f32 ? 4 : 2)));
     if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
+    if (p.ftz) b = FlushSubnormalBits(b);
     bits[j] = b;
     const VI abs = hn::And(b, abs_mask);
     max_bits = hn::Max(max_bits, abs);
@@ -342,7 +349,7 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
       break;
     }
   }
-  if (!hn::AllFalse(di, hn::Eq(byte, zero))) return false;
+  if (!hn::AllFalse(di, hn::Lt(byte, hn::Set(di, p.batch_min_byte)))) return false;
   const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
                                       hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
   hn::Store(hn::BitCast(df, mult_bits), df, multipliers);

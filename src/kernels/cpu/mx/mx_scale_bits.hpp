@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "formats/torchao_nan.hpp"
 #include "kernels/cpu/common/scalar_load.hpp"
@@ -60,6 +61,7 @@ inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
       const float a = bits_to_float(amax);
       const std::uint32_t d = float_bits(p.ratio_reciprocal ? a * p.inv_max_value : a / p.max_value);
       const int de = static_cast<int>(d >> 23);
+      if (p.ftz && de == 0) return 0;  // a subnormal ratio flushed to 0
       const std::uint32_t mant = d & 0x7FFFFF;
       if (p.log2_fp32) {
         // ceil of the fp32 log2: a d a hair above 2^k keeps k; below 2^-127 the byte is 0.
@@ -143,6 +145,16 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
                                                : 254);
         g.multiplier = reciprocal_of_byte(g.byte);
         return g;
+      case NonFiniteRule::xla:
+        // NaN: exponent field 255 rounded up wraps to byte 0 (the byte-0 rule's multiplier
+        // below); inf: byte 255, elements x * (1 / inf) = x * 0.
+        if (amax > 0x7F800000u) {
+          amax = 0;
+          break;
+        }
+        g.byte = 255;
+        g.multiplier = 0.0f;
+        return g;
       case NonFiniteRule::te:
       case NonFiniteRule::te_saturate:
         if (finite_or_inf == 0x7F800000u) {
@@ -156,7 +168,7 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
   }
   g.byte = static_cast<std::uint8_t>(scale_byte_from_bits(p, amax));
   if (g.byte != 0) {
-    g.multiplier = reciprocal_of_byte(g.byte);
+    g.multiplier = p.ftz && g.byte == 254 ? 0.0f : reciprocal_of_byte(g.byte);  // ftz: 2^-127 flushed
     if (p.finite_products && g.byte >= 240) g.cap_code = p.product_cap[g.byte - 240];
     return g;
   }
@@ -165,6 +177,7 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
     case Byte0Rule::quantize: g.multiplier = 0x1p127f; break;
     case Byte0Rule::min_normal: g.multiplier = 0x1p126f; break;
     case Byte0Rule::unscaled: g.multiplier = 1.0f; break;
+    case Byte0Rule::infinite: g.multiplier = std::numeric_limits<float>::infinity(); break;
   }
   return g;
 }

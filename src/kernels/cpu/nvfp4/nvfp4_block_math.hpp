@@ -153,4 +153,20 @@ inline std::uint8_t e2m1_code(float x, float multiplier) {
   return static_cast<std::uint8_t>(e2m1_magnitude_code(a > 6.0f ? 6.0f : a) | ((b >> 31) << 3));
 }
 
+// quotient=prescaled: a zero of v's sign where ftz is on and v is subnormal.
+inline float flush_if(bool ftz, float v) { return ftz && (bits(v) & 0x7FFFFFFFu) < 0x00800000u ? value(bits(v) & 0x80000000u) : v; }
+
+// XLA:CPU's a * b on x86: a's NaN (quieted), else b's, else the default NaN of 0 * inf; ftz on
+// the operands and the result.
+inline float xla_mul(bool ftz, float a, float b) {
+  a = flush_if(ftz, a);
+  b = flush_if(ftz, b);
+  if (is_nan_bits(bits(a))) return value(bits(a) | 0x00400000u);
+  if (is_nan_bits(bits(b))) return value(bits(b) | 0x00400000u);
+  const float r = a * b;
+  return is_nan_bits(bits(r)) ? value(kX86DefaultNaN) : flush_if(ftz, r);
+}
+
+inline float xla_reciprocal(bool ftz, float d) { return flush_if(ftz, 1.0f / flush_if(ftz, d)); }
+
 }  // namespace qexact::kernels::nvfp4

@@ -80,9 +80,23 @@ std::string run_nvfp4(const Contract& c, const TensorView& x, std::uint8_t* payl
   p.block_min = c.block_min;
   p.signed_zero = c.signed_zero;
   p.multiplier = c.tensor_scale == TensorScale::multiplier;
+  p.prescaled = c.nvfp4_quotient == Nvfp4Quotient::prescaled;
+  p.ftz = c.ftz;
   p.general = p.fused || p.divide || p.zero_one || p.zero_eps || p.multiplier || p.block_min != 0x1p-6f ||
-              p.signed_zero != SignedZero::keep;
-  if (c.tensor_scale == TensorScale::amax) {
+              p.signed_zero != SignedZero::keep || p.prescaled;
+  if (p.prescaled) {
+    // JAX: t = amax / 2688 (scale_arith=reciprocal: amax * fp32(1 / 2688)) or 1, then x * (1 / t).
+    float t = 1.0f;
+    if (c.tensor_scale == TensorScale::amax) {
+      const float amax = amax_bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN()
+                                                 : kernels::nvfp4::flush_if(p.ftz, kernels::nvfp4::value(amax_bits));
+      t = c.scale_arith == ScaleArith::reciprocal ? kernels::nvfp4::xla_mul(p.ftz, amax, 1.0f / (448.0f * 6.0f))
+                                                  : kernels::nvfp4::flush_if(p.ftz, amax / (448.0f * 6.0f));
+      *tensor_scale = t;
+    }
+    p.tensor_scale = t;
+    p.t_reciprocal = kernels::nvfp4::xla_reciprocal(p.ftz, t);
+  } else if (c.tensor_scale == TensorScale::amax) {
     p.two_level = true;
     p.tensor_scale = tensor_scale_of(p, amax_bits);
     *tensor_scale = p.tensor_scale;

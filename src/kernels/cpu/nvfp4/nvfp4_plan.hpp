@@ -24,6 +24,11 @@ struct Nvfp4Plan {
   bool zero_eps = false;      // zero_block=eps
   float block_min = 0x1p-6f;  // the clamp's lower end
   bool input_arith = false;   // scale_arith=input (multiplier): amax / 6 rounded to the input's dtype
+  // quotient=prescaled (JAX on XLA:CPU, one block at a time): x' = x * t_reciprocal, the block
+  // scale of amax(x') * fp32(1 / 6), x' * fp32(1 / s); ftz flushes subnormal operands and results.
+  bool prescaled = false;
+  bool ftz = false;
+  float t_reciprocal = 1.0f;
   SignedZero signed_zero = SignedZero::keep;
   std::uint8_t* payload = nullptr;
   std::uint8_t* scale = nullptr;

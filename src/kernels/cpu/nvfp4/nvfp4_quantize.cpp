@@ -192,6 +192,28 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
 #endif
 }
 
+// E2m1Codes with each zero code's sign by signed_zero: kept (true), always dropped (false), or
+// dropped where the quotient q is a zero (underflow: the sign iff q < 0).
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> E2m1CodesWithZeroSign(D df, hn::Vec<D> q, SignedZero rule) {
+  const hn::RebindToSigned<D> di;
+  const auto c = E2m1Codes(df, q);
+  if (rule == SignedZero::keep) return c;
+  const auto zero_code = hn::Eq(hn::And(c, hn::Set(di, 7)), hn::Zero(di));
+  const auto clear =
+      rule == SignedZero::drop ? zero_code : hn::And(zero_code, hn::RebindMask(di, hn::Eq(q, hn::Zero(df))));
+  return hn::IfThenZeroElse(clear, c);
+}
+
+// One quotient's code in scalar: `nan_code` for a NaN (ModelOpt's table cast 7, XLA's convert 8),
+// else clamped to +-6, its zero's sign by signed_zero.
+HWY_INLINE std::int32_t ScalarCode(float q, std::int32_t nan_code, SignedZero rule) {
+  if (nvfp4::is_nan_bits(nvfp4::bits(q))) return nan_code;
+  const float a = std::fabs(q);
+  const auto mag = nvfp4::e2m1_magnitude_code(a > 6.0f ? 6.0f : a);
+  return nvfp4::zero_sign(rule, static_cast<std::uint8_t>(mag | ((nvfp4::bits(q) >> 31) << 3)), q);
+}
+
 // plan.general (finite inputs, except torchao's propagate, which never takes it): the block scale
 // in scalar fp32 by the plan's steps, then the elements x / d or x * m in vectors while d (m) is
 // finite and nonzero, each zero code's sign by signed_zero; otherwise one by one, where a NaN
@@ -212,33 +234,67 @@ HWY_INLINE void QuantizeGeneralBlock(const Nvfp4Plan& p, const float* x, float a
     const auto mv = hn::Set(df, m);
     for (int i = 0; i < kNvfp4Block; i += n) {
       const auto q = p.divide ? hn::Div(hn::Load(df, x + i), mv) : hn::Mul(hn::Load(df, x + i), mv);
-      auto c = E2m1Codes(df, q);
-      if (p.signed_zero != SignedZero::keep) {
-        // A zero code (0 or 8) loses its sign: always (false), or where q is a zero (underflow).
-        const auto zero_code = hn::Eq(hn::And(c, hn::Set(di, 7)), hn::Zero(di));
-        const auto clear = p.signed_zero == SignedZero::drop
-                               ? zero_code
-                               : hn::And(zero_code, hn::RebindMask(di, hn::Eq(q, hn::Zero(df))));
-        c = hn::IfThenZeroElse(clear, c);
-      }
-      hn::Store(c, di, codes + i);
+      hn::Store(E2m1CodesWithZeroSign(df, q, p.signed_zero), di, codes + i);
     }
   } else {
     for (int i = 0; i < kNvfp4Block; ++i) {
       if (p.divide) {
-        const float q = nvfp4::div_x86(x[i], m);
-        if (nvfp4::is_nan_bits(nvfp4::bits(q))) {
-          codes[i] = 7;
-          continue;
-        }
-        const float a = std::fabs(q);
-        const auto mag = nvfp4::e2m1_magnitude_code(a > 6.0f ? 6.0f : a);
-        codes[i] = nvfp4::zero_sign(p.signed_zero, static_cast<std::uint8_t>(mag | ((nvfp4::bits(q) >> 31) << 3)), q);
+        codes[i] = ScalarCode(nvfp4::div_x86(x[i], m), 7, p.signed_zero);
       } else {
         const float q = nvfp4::mul_multiplier_x86(x[i], m);
         const std::uint8_t c = nvfp4::e2m1_code(x[i], m);
         codes[i] = nvfp4::is_nan_bits(nvfp4::bits(q)) ? c : nvfp4::zero_sign(p.signed_zero, c, q);
       }
+    }
+  }
+  for (int i = 0; i < kNvfp4Block; i += 2) out[i / 2] = static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4));
+}
+
+// quotient=prescaled: x' = x * (1 / t) in vectors (ftz: flushed), its |x'| max, the block
+// scale e4m3(clamp(amax' * fp32(1 / 6), block_min, 448)) and m = 1 / s in scalar fp32, then the
+// codes of x' * m in vectors while the block and m are finite and nonzero; otherwise one by one,
+// where a NaN quotient is code 8 (XLA's convert).
+HWY_INLINE void QuantizePrescaledBlock(const Nvfp4Plan& p, float* x, std::int64_t b, std::uint8_t* out) {
+  const DF16 df;
+  const DI16 di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto abs_mask = hn::Set(di, 0x7FFFFFFF);
+  const auto flush = [&](auto v) {
+    if (!p.ftz) return v;
+    const auto vb = hn::BitCast(di, v);
+    const auto tiny = hn::Lt(hn::And(vb, abs_mask), hn::Set(di, 0x00800000));
+    return hn::BitCast(df, hn::IfThenElse(tiny, hn::And(vb, hn::Set(di, static_cast<std::int32_t>(0x80000000u))), vb));
+  };
+  const bool finite_t = std::isfinite(p.t_reciprocal) && p.t_reciprocal != 0.0f;
+  auto mx = hn::Zero(di);
+  for (int i = 0; i < kNvfp4Block; i += n) {
+    if (finite_t) {
+      const auto v = flush(hn::Mul(flush(hn::Load(df, x + i)), hn::Set(df, p.t_reciprocal)));
+      hn::Store(v, df, x + i);
+    } else {
+      for (int j = 0; j < n; ++j) x[i + j] = nvfp4::xla_mul(p.ftz, x[i + j], p.t_reciprocal);
+    }
+    mx = hn::Max(mx, hn::And(hn::BitCast(di, hn::Load(df, x + i)), abs_mask));
+  }
+  const auto amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, mx)));
+  // |x'| of a NaN is a positive NaN: the scale's NaN code is 0x7F.
+  const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
+  const float r = nvfp4::xla_mul(p.ftz, amax, 1.0f / 6.0f);
+  const std::uint8_t code = nvfp4::is_nan_bits(nvfp4::bits(r))
+                                ? std::uint8_t{0x7F}
+                                : nvfp4::e4m3_satfinite_code(r < p.block_min ? p.block_min : r > 448.0f ? 448.0f : r);
+  p.scale[b] = code;
+  const float m = nvfp4::xla_reciprocal(p.ftz, nvfp4::e4m3_scale_value(code));
+  HWY_ALIGN std::int32_t codes[kNvfp4Block];
+  if (amax_bits < 0x7F800000u && std::isfinite(m) && m != 0.0f) {
+    const auto mv = hn::Set(df, m);
+    for (int i = 0; i < kNvfp4Block; i += n) {
+      const auto q = flush(hn::Mul(hn::Load(df, x + i), mv));
+      hn::Store(E2m1CodesWithZeroSign(df, q, p.signed_zero), di, codes + i);
+    }
+  } else {
+    for (int i = 0; i < kNvfp4Block; ++i) {
+      codes[i] = ScalarCode(nvfp4::xla_mul(p.ftz, x[i], m), 8, p.signed_zero);
     }
   }
   for (int i = 0; i < kNvfp4Block; i += 2) out[i / 2] = static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4));
@@ -265,6 +321,10 @@ HWY_INLINE void QuantizeOneBlock(const Nvfp4Plan& p, std::int64_t b) {
   // torch.amax's NaN is the canonical one; only its E4M3 code (0x7F) matters here.
   const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
   std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
+  if (p.prescaled) {
+    QuantizePrescaledBlock(p, x, b, out);
+    return;
+  }
   if (p.general) {
     QuantizeGeneralBlock(p, x, amax, amax_bits, b, out);
     return;
