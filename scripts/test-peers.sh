@@ -2,9 +2,10 @@
 # The peer suite: qexact against the running peers it claims to reproduce, byte for byte, both
 # engines -- torchao 0.18.0 to_mx / MXTensor (torch 2.15.0, CPU, eager and torch.compile),
 # compressed-tensors 0.20.1 and ModelOpt 0.47.0 (FP8, MX, NVFP4, int8),
-# gguf-py 0.19.0 Q8_0 and MXFP4, ml_dtypes 0.6.0 casts, ONNX QuantizeLinear (onnx 1.23.2's
+# gguf-py 0.19.0 Q8_0 and MXFP4, ml_dtypes 0.6.0 casts, ONNX QuantizeLinear (onnx 1.22.0's
 # reference evaluator and onnxruntime 1.31.1) with given scales, JAX 0.12.0.1 on XLA:CPU (MX and
-# NVFP4, in a Python 3.12 venv of its own: scripts/jax-venv.sh); and the source-read FP8 group presets
+# NVFP4, in a Python 3.12 venv of its own: scripts/jax-venv.sh), AMD Quark 0.13 (MX real and fake
+# quantization); and the source-read FP8 group presets
 # against their formulas written in torch (test_source_formulas.py). The peers are pinned in
 # python/requirements-test.txt (JAX: python/requirements-jax.txt) and installed by
 # scripts/python-venv.sh (scripts/jax-venv.sh); one that cannot be

@@ -74,6 +74,13 @@ std::vector<Contract> mx_contracts() {
            {"element=e2m3", "byte0=infinite"}, {"element=e3m2", "signed_zero=false"}, {"scale_rule=floor", "ratio=divide"},
            {"scale_rule=even", "ratio=divide"}, {"element=e2m1", "byte0=infinite"}, {"element=e2m1", "ftz=false"}})
     out.push_back(make_contract("mxfp8.jax", v));
+  // Quark's rules: each element format, the written-one byte 0 and its NaN / inf groups elsewhere.
+  for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
+           {"element=e4m3"}, {"element=e5m2", "signed_zero=true"}, {"element=e2m3", "byte0=quantize"},
+           {"element=e3m2", "round_mbits=1"}, {"scale_rule=floor"}, {"scale_rule=rceil", "byte0=flush"}})
+    out.push_back(make_contract("mx.quark.e2m1", v));
+  out.push_back(make_contract("mx.ocp", {"byte0=written_one"}));
+  out.push_back(make_contract("mx.ocp", {"byte0=written_one", "element=e2m1"}));
   out.push_back(make_contract("mx.ocp", {"byte0=infinite"}));
   out.push_back(make_contract("mx.ocp", {"byte0=infinite", "element=e2m1"}));
   return out;
@@ -229,7 +236,8 @@ TEST_P(FastMx, SpecialGroupsInsideBatchesOfGroups) {
                                 make_contract("mx.ocp"),              make_contract("mx.ocp.e5m2"),
                                 make_contract("mxfp8.te"),            make_contract("mxfp8.torchao.rceil"),
                                 make_contract("mx.ocp", {"scale_rule=ceil"}), make_contract("mx.ocp", {"scale_rule=even"}),
-                                make_contract("mx.ocp.e5m2", {"scale_rule=even"})};
+                                make_contract("mx.ocp.e5m2", {"scale_rule=even"}), make_contract("mx.quark.e4m3"),
+                                make_contract("mx.quark.e4m3", {"byte0=written_one"})};
   for (const Contract& c : contracts) {
     for (int threads : {1, 3}) {
       expect_same(c, make_view(DType::f32, s, f.data()), threads, label(c) + " f32 special groups");

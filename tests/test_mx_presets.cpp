@@ -246,6 +246,9 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
       {"mxfp8.modelopt", {true, true}},      {"mxfp4.modelopt", {true, true, true}},  // every zero 0x8
       {"mxfp8.ct", {true, false}},           {"mxfp4.ct", {true, false}},  // the zero point's +0
       {"mxfp8.jax", {true, true}},           {"mxfp4.jax", {true, true}},  // XLA keeps a zero's sign
+      {"mx.quark.e2m1", {false, false}},     {"mx.quark.e2m3", {false, false}},  // the packer's +0
+      {"mx.quark.e3m2", {false, false}},     {"mx.quark.e4m3", {true, true}},   // fake quant keeps -0
+      {"mx.quark.e5m2", {true, true}},
       {"mxfp4.ggml", {false, false}}};  // argmin's first zero is +0
   for (const std::string& name : preset_names()) {
     const Contract c = make_contract(name);

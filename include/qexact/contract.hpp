@@ -40,6 +40,8 @@ enum class Byte0Rule : std::uint8_t {
                // CEIL, EVEN clamp their fp32 scale to the smallest normal)
   unscaled,    // elements are multiplied by 1.0 (TransformerEngine's exp2f_rcp(0) == 1): tiny
                // groups come out as signed zeros
+  written_one, // elements are quantized against 2^-127, the byte written is 1 (AMD Quark's export
+               // writes every scale <= 2^-126 as 0x01; its codes used the scale itself)
   infinite,    // elements are multiplied by +inf (eager JAX on XLA:CPU: DAZ reads the divisor
                // 2^-127 as 0, and 1 / 0 is inf): nonzero elements saturate, zeros are NaN
 };
@@ -76,6 +78,11 @@ enum class NonFiniteRule : std::uint8_t {
                // multiplier; an inf amax gives byte 255, elements x * (1 / inf) = x * 0 (finite ->
                // signed zero, inf -> the x86 default NaN); the NaN code keeps the NaN's sign, and
                // E2M1, which has none, codes NaN 0x8 (XLA's convert)
+  quark,       // AMD Quark 0.13 (even scales): a NaN amax is the scale +NaN, written 0x7F; every element
+               // x / NaN, a NaN element keeping its own NaN (quieted); an inf amax is the scale
+               // 2^127 (byte 254), elements x / 2^127. A format without NaN (E2M1, E2M3, E3M2)
+               // codes a NaN or inf by Quark's packing of its fp32 bits: the top mantissa bits
+               // below the exponent field's, and the sign (E2M1 inf -> 0x6, NaN -> 0x7)
   ggml,        // gguf-py's MXFP4: a NaN amax fails its `d > 0` test and an inf one's uint8 cast gives
                // 0, so the group has byte 0; its finite elements are quantized against 2^-127, its
                // NaN and inf elements are code 0 (the argmin of all-NaN or all-inf errors is the

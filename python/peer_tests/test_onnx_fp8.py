@@ -1,4 +1,4 @@
-"""fp8.onnx.* against ONNX QuantizeLinear as onnx 1.23.2's ReferenceEvaluator and onnxruntime
+"""fp8.onnx.* against ONNX QuantizeLinear as onnx 1.22.0's ReferenceEvaluator and onnxruntime
 1.31.1 (CPU) run it, with the scale given (qexact's quantize with given scales, both engines):
 per tensor, per axis 0 of a 2-D tensor and blocked along the last axis (ragged last block),
 saturate=1 and 0, float8e4m3fn and float8e5m2, on the exported adversarial cases and seeded

@@ -8,7 +8,8 @@ import importlib.metadata
 import pytest
 
 PINNED = {"torch": "2.15.0", "torchao": "0.18.0", "gguf": "0.19.0", "ml_dtypes": "0.6.0",
-          "compressed-tensors": "0.20.1", "nvidia-modelopt": "0.47.0"}
+          "compressed-tensors": "0.20.1", "nvidia-modelopt": "0.47.0", "onnx": "1.22.0",
+          "onnxruntime": "1.31.1", "amd-quark": "0.13"}
 
 
 @pytest.mark.parametrize("package", list(PINNED))

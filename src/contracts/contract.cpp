@@ -32,7 +32,8 @@ constexpr EnumName<Byte0Rule> kByte0[] = {
     {Byte0Rule::quantize, "quantize"},
     {Byte0Rule::min_normal, "min_normal"},
     {Byte0Rule::unscaled, "unscaled"},
-    {Byte0Rule::infinite, "infinite"}};
+    {Byte0Rule::infinite, "infinite"},
+    {Byte0Rule::written_one, "written_one"}};
 constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::nan, "nan"},
                                                   {NonFiniteRule::nan_signed, "nan_signed"},
@@ -45,7 +46,8 @@ constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::negative_zero, "negative_zero"},
                                                   {NonFiniteRule::ct, "ct"},
                                                   {NonFiniteRule::ggml, "ggml"},
-                                                  {NonFiniteRule::xla, "xla"}};
+                                                  {NonFiniteRule::xla, "xla"},
+                                                  {NonFiniteRule::quark, "quark"}};
 constexpr EnumName<Packing> kPackings[] = {{Packing::adjacent, "adjacent"}, {Packing::halves, "halves"}};
 // "true" and "false" keep their boolean spellings (and parse_bool's 1/yes, 0/no below).
 constexpr EnumName<SignedZero> kSignedZero[] = {
@@ -469,6 +471,10 @@ void validate(const Contract& c) {
       if (c.nonfinite == NonFiniteRule::xla &&
           (c.quotient_arith != QuotientArith::fp32 || c.finite_products || c.scale_wrap))
         bad("nonfinite=xla multiplies by the byte's fp32 reciprocal: it needs quotient_arith=fp32, "
+            "finite_products=false and scale_wrap=false");
+      if (c.nonfinite == NonFiniteRule::quark &&
+          (c.quotient_arith != QuotientArith::fp32 || c.finite_products || c.scale_wrap))
+        bad("nonfinite=quark divides its non-finite groups' elements in fp32: it needs quotient_arith=fp32, "
             "finite_products=false and scale_wrap=false");
       if (c.packing == Packing::halves && c.tail == TailRule::partial)
         bad("packing=halves pairs element j with j + block/2 of each group: it needs tail=reject (whole groups)");

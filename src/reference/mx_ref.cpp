@@ -211,7 +211,8 @@ float xla_multiplier(const Contract& c, std::uint8_t b) {
   if (b == 0) {
     switch (c.byte0) {
       case Byte0Rule::flush: return 0.0f;  // not reached: the group is all +0
-      case Byte0Rule::quantize: return 0x1p127f;  // 1 / 2^-127
+      case Byte0Rule::quantize:
+      case Byte0Rule::written_one: return 0x1p127f;  // 1 / 2^-127
       case Byte0Rule::min_normal: return 0x1p126f;
       case Byte0Rule::unscaled: return 1.0f;
       case Byte0Rule::infinite: return std::numeric_limits<float>::infinity();
@@ -256,7 +257,32 @@ GroupOut quantize_group_xla(const Contract& c, const float* x, std::int64_t n, c
   return out;
 }
 
+// Quark's packing of a NaN or inf element (its fp32 bits, unchanged by the packer's division by a
+// power of two) in a format without NaN: the bits below the exponent field's top, the sign.
+std::uint8_t quark_packed_code(const ElementSpec& c, std::uint32_t bits) {
+  const ElemTraits& t = elem_traits(c.element);
+  const std::uint32_t magnitude = (bits >> (23 - t.mbits)) & ((1u << (t.bits - 1)) - 1);
+  return static_cast<std::uint8_t>(magnitude | ((bits >> 31) << (t.bits - 1)));
+}
+
+// nonfinite=quark: the code of element x in a NaN group, x / NaN (x's own NaN quieted where x is
+// one, else the scale's +NaN).
+std::uint8_t quark_nan_group_code(const ElementSpec& c, float x) {
+  const std::uint32_t bits = std::isnan(x) ? bits_of(x) | 0x00400000u : 0x7FC00000u;
+  if (elem_traits(c.element).has_nan) return static_cast<std::uint8_t>((bits >> 31 ? 0x80 : 0x00) | 0x7F);
+  return quark_packed_code(c, bits);
+}
+
+GroupOut quantize_group_of(const Contract& c, DType dt, const float* x, std::int64_t n, const std::uint8_t* given);
+
 GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_t n, const std::uint8_t* given) {
+  GroupOut out = quantize_group_of(c, dt, x, n, given);
+  // written_one: the codes used 2^-127; the byte written says 2^-126.
+  if (!given && out.scale_byte == 0 && c.byte0 == Byte0Rule::written_one) out.scale_byte = 1;
+  return out;
+}
+
+GroupOut quantize_group_of(const Contract& c, DType dt, const float* x, std::int64_t n, const std::uint8_t* given) {
   if (c.nonfinite == NonFiniteRule::xla) return quantize_group_xla(c, x, n, given);
   GroupOut out;
   out.codes.assign(static_cast<std::size_t>(n), 0);
@@ -267,6 +293,21 @@ GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_
   if (nonfinite) {
     switch (c.nonfinite) {
       case NonFiniteRule::xla: break;  // quantize_group_xla
+      case NonFiniteRule::quark: {
+        if (s.has_nan) {
+          out.scale_byte = given ? *given : 0x7F;  // the NaN scale's float-to-int cast gives 0
+          for (std::int64_t i = 0; i < n; ++i) out.codes[i] = quark_nan_group_code(c, x[i]);
+          return out;
+        }
+        // An inf amax: log2 inf clamps to 127, the scale 2^127; finite elements x / 2^127, inf
+        // saturates (a format with NaN, as Quark's fp8 clamp) or is packed from its bits.
+        out.scale_byte = given ? *given : 254;
+        const float divisor = mx_divisor(c, out.scale_byte);
+        for (std::int64_t i = 0; i < n; ++i)
+          out.codes[i] = std::isinf(x[i]) && !elem_traits(c.element).has_nan ? quark_packed_code(c, bits_of(x[i]))
+                                                                              : encode(c, x[i] / divisor);
+        return out;
+      }
       case NonFiniteRule::zero:
         out.scale_byte = given ? *given : 255;
         return out;
@@ -341,7 +382,9 @@ GroupOut quantize_group(const Contract& c, DType dt, const float* x, std::int64_
   std::uint8_t inf_byte = 254;
   if (c.nonfinite == NonFiniteRule::torchao && c.scale_rule != ScaleRule::rceil)
     inf_byte = static_cast<std::uint8_t>(std::min(255 - elem_traits(c.element).emax, 254));
-  out.scale_byte = given ? *given : std::isinf(amax) ? inf_byte : scale_byte(c, amax);
+  // Quark: an even rounding that overflows to 2^128 has log2 inf, clamped to 127: the scale 2^127.
+  const bool quark_top = c.nonfinite == NonFiniteRule::quark && pow2_overflows(c, amax);
+  out.scale_byte = given ? *given : std::isinf(amax) || quark_top ? inf_byte : scale_byte(c, amax);
   if (out.scale_byte == 0 && c.byte0 == Byte0Rule::flush) return out;  // literal +0 payload
 
   const float scale = mx_divisor(c, out.scale_byte);

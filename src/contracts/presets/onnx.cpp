@@ -1,5 +1,5 @@
 // ONNX QuantizeLinear to FP8 (opset 21+: output_dtype float8e4m3fn / float8e5m2, saturate),
-// measured on onnx 1.23.2's ReferenceEvaluator and onnxruntime 1.31.1 (CPU) in the peer suite
+// measured on onnx 1.22.0's ReferenceEvaluator and onnxruntime 1.31.1 (CPU) in the peer suite
 // (python/peer_tests/test_onnx_fp8.py). QuantizeLinear takes its scale as an input: the operator
 // itself is `quantize_with_scales` (CLI --scale, Python scale=) under these contracts, whose
 // element step is the operator's: y = cast(x / scale), a real fp32 division, RNE; saturate=1

@@ -19,8 +19,9 @@ const std::vector<StackDef>& stack_table() {
       {"modelopt", "NVIDIA ModelOpt 0.47.0 on torch 2.15 (CPU)", modelopt_presets},
       {"compressed-tensors", "compressed-tensors 0.20.1 (vLLM's checkpoint format) on torch 2.15 (CPU)",
        compressed_tensors_presets},
-      {"onnx", "ONNX QuantizeLinear: onnx 1.23.2's reference evaluator and onnxruntime 1.31.1 (CPU)", onnx_presets},
+      {"onnx", "ONNX QuantizeLinear: onnx 1.22.0's reference evaluator and onnxruntime 1.31.1 (CPU)", onnx_presets},
       {"jax", "JAX 0.12.0.1 on XLA:CPU (Python 3.12)", jax_presets},
+      {"quark", "AMD Quark 0.13 (amd-quark) on torch 2.15 (CPU)", quark_presets},
   };
   return stacks;
 }

@@ -47,5 +47,6 @@ std::vector<PresetDef> modelopt_presets();
 std::vector<PresetDef> compressed_tensors_presets();
 std::vector<PresetDef> onnx_presets();
 std::vector<PresetDef> jax_presets();
+std::vector<PresetDef> quark_presets();
 
 }  // namespace qexact::presets

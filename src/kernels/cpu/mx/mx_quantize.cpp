@@ -239,6 +239,9 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
     const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::Load(df, src + i), mul), gs.cap_code);
     hn::StoreU(hn::DemoteTo(d8, code), d8, codes + i);
   }
+  if (gs.patch_inf)
+    for (int i = 0; i < block; ++i)
+      if ((float_bits(src[i]) & 0x7FFFFFFFu) == 0x7F800000u) codes[i] = quark_packed_code(p, float_bits(src[i]));
   return gs.byte;
 }
 
@@ -330,8 +333,10 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
     }
     case ScaleRule::even: {
       const VI rounded = hn::And(hn::Add(amax, hn::Set(di, 1 << (22 - p.round_mbits))), hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
-      // compressed-tensors' rounding to 2^128 is a special group (group_scale's byte 0x7F).
-      if (p.nonfinite == NonFiniteRule::ct && !hn::AllFalse(di, hn::Eq(rounded, hn::Set(di, kExpMask)))) return false;
+      // compressed-tensors' and Quark's rounding to 2^128 is a special group (group_scale's rules).
+      if ((p.nonfinite == NonFiniteRule::ct || p.nonfinite == NonFiniteRule::quark) &&
+          !hn::AllFalse(di, hn::Eq(rounded, hn::Set(di, kExpMask))))
+        return false;
       byte = clamp(hn::Sub(hn::ShiftRight<23>(rounded), hn::Set(di, p.emax)));
       break;
     }

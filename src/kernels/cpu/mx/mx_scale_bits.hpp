@@ -23,6 +23,8 @@ struct GroupScale {
   std::uint8_t fill_code = 0;
   bool signed_nan = false;      // every code is the NaN code with the element's sign
   bool torchao_nan = false;     // a torchao NaN group: each code from torchao_group_code
+  bool patch_inf = false;       // nonfinite=quark, a format without NaN: inf elements' codes from
+                                // quark_packed_code after the others are encoded
 };
 
 inline int clamp_byte(int b) { return std::clamp(b, 0, 254); }
@@ -94,6 +96,11 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
     g.multiplier = 0.0f;
     return g;
   }
+  if (p.nonfinite == NonFiniteRule::quark && amax < 0x7F800000u && even_overflows(p, amax)) {
+    g.byte = 254;  // Quark: log2 of the rounding's 2^128 is inf, clamped to 127
+    g.multiplier = reciprocal_of_byte(254);
+    return g;
+  }
   if (amax >= 0x7F800000u) {
     switch (p.nonfinite) {
       case NonFiniteRule::ggml:
@@ -145,6 +152,18 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
                                                : 254);
         g.multiplier = reciprocal_of_byte(g.byte);
         return g;
+      case NonFiniteRule::quark:
+        // NaN: the scale +NaN written 0x7F, each code from its element (torchao_group_code);
+        // inf: 2^127 (byte 254), inf elements packed from their bits where the format has no NaN.
+        if (amax > 0x7F800000u) {
+          g.byte = 0x7F;
+          g.torchao_nan = true;
+          return g;
+        }
+        g.byte = 254;
+        g.multiplier = reciprocal_of_byte(254);
+        g.patch_inf = !p.has_nan;
+        return g;
       case NonFiniteRule::xla:
         // NaN: exponent field 255 rounded up wraps to byte 0 (the byte-0 rule's multiplier
         // below); inf: byte 255, elements x * (1 / inf) = x * 0.
@@ -175,6 +194,10 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
   switch (p.byte0) {
     case Byte0Rule::flush: g.fill = true; break;
     case Byte0Rule::quantize: g.multiplier = 0x1p127f; break;
+    case Byte0Rule::written_one:  // the codes' 2^-127, the byte written 1
+      g.multiplier = 0x1p127f;
+      g.byte = 1;
+      break;
     case Byte0Rule::min_normal: g.multiplier = 0x1p126f; break;
     case Byte0Rule::unscaled: g.multiplier = 1.0f; break;
     case Byte0Rule::infinite: g.multiplier = std::numeric_limits<float>::infinity(); break;
@@ -186,9 +209,20 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
 // compute x / +inf (finite -> zero, NaN -> itself quieted, inf -> x86's default NaN), eager
 // RCEIL x * NaN (the amax's positive canonical NaN for every element, NaN ones included),
 // compiled RCEIL the NaN 0xFFFFFFFF.
+// Quark's packing of a NaN or inf element's fp32 bits in a format without NaN: the bits below
+// the exponent field's top, and the sign.
+inline std::uint8_t quark_packed_code(const MxPlan& p, std::uint32_t bits) {
+  const std::uint32_t magnitude = (bits >> (23 - p.mbits)) & ((1u << (p.elem_bits - 1)) - 1);
+  return static_cast<std::uint8_t>(magnitude | ((bits >> 31) << (p.elem_bits - 1)));
+}
+
 inline std::uint8_t torchao_group_code(const MxPlan& p, std::uint32_t bits) {
   const std::uint32_t mag = bits & 0x7FFFFFFFu;
   const bool is_nan = mag > 0x7F800000u;
+  if (p.nonfinite == NonFiniteRule::quark) {  // x / NaN: x's own NaN quieted, else the scale's +NaN
+    const std::uint32_t q = is_nan ? bits | 0x00400000u : 0x7FC00000u;
+    return p.has_nan ? static_cast<std::uint8_t>((q >> 31 ? 0x80 : 0x00) | 0x7F) : quark_packed_code(p, q);
+  }
   switch (p.nonfinite) {
     case NonFiniteRule::torchao:
       if (is_nan) return torchao_nan_code(p.element, bits | 0x00400000u);
