@@ -225,8 +225,8 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
       codes[i] = static_cast<std::uint8_t>((float_bits(src[i]) >> 31 ? 0x80 : 0x00) | 0x7F);
     return gs.byte;
   }
-  if (gs.torchao_nan) {
-    for (int i = 0; i < block; ++i) codes[i] = torchao_group_code(p, float_bits(src[i]));
+  if (gs.nan_by_element) {
+    for (int i = 0; i < block; ++i) codes[i] = nan_group_code(p, float_bits(src[i]));
     return gs.byte;
   }
   if (gs.ggml_nonfinite) {
@@ -285,13 +285,13 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
     }
     return gs.byte;
   }
-  if (gs.torchao_nan || gs.ggml_nonfinite) {
+  if (gs.nan_by_element || gs.ggml_nonfinite) {
     HWY_ALIGN std::int32_t lanes[kN];
     for (int j = 0; j < nv; ++j) {
       hn::Store(bits[j], di, lanes);
       for (int i = 0; i < kN; ++i) {
         const auto b = static_cast<std::uint32_t>(lanes[i]);
-        out[begin + j * kN + i] = gs.torchao_nan ? torchao_group_code(p, b)
+        out[begin + j * kN + i] = gs.nan_by_element ? nan_group_code(p, b)
                                                  : ggml_nonfinite_group_code(p, bits_to_float(b), gs.multiplier);
       }
     }

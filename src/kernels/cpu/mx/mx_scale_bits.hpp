@@ -22,7 +22,7 @@ struct GroupScale {
   bool fill = false;            // every code is fill_code
   std::uint8_t fill_code = 0;
   bool signed_nan = false;      // every code is the NaN code with the element's sign
-  bool torchao_nan = false;     // a torchao NaN group: each code from torchao_group_code
+  bool nan_by_element = false;  // a NaN group (torchao, quark): each code from nan_group_code
   bool patch_inf = false;       // nonfinite=quark, a format without NaN: inf elements' codes from
                                 // quark_packed_code after the others are encoded
 };
@@ -142,7 +142,7 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
       case NonFiniteRule::torchao_rceil_compiled:
         if (amax > 0x7F800000u) {
           g.byte = 255;
-          g.torchao_nan = true;
+          g.nan_by_element = true;
           return g;
         }
         // An inf amax: RCEIL saturates to byte 254 (x * 2^-127); the bit-reading rules take
@@ -153,11 +153,11 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
         g.multiplier = reciprocal_of_byte(g.byte);
         return g;
       case NonFiniteRule::quark:
-        // NaN: the scale +NaN written 0x7F, each code from its element (torchao_group_code);
+        // NaN: the scale +NaN written 0x7F, each code from its element (nan_group_code);
         // inf: 2^127 (byte 254), inf elements packed from their bits where the format has no NaN.
         if (amax > 0x7F800000u) {
           g.byte = 0x7F;
-          g.torchao_nan = true;
+          g.nan_by_element = true;
           return g;
         }
         g.byte = 254;
@@ -205,10 +205,6 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
   return g;
 }
 
-// Code of element `bits` in a torchao NaN group (GroupScale::torchao_nan): FLOOR/CEIL/EVEN
-// compute x / +inf (finite -> zero, NaN -> itself quieted, inf -> x86's default NaN), eager
-// RCEIL x * NaN (the amax's positive canonical NaN for every element, NaN ones included),
-// compiled RCEIL the NaN 0xFFFFFFFF.
 // Quark's packing of a NaN or inf element's fp32 bits in a format without NaN: the bits below
 // the exponent field's top, and the sign.
 inline std::uint8_t quark_packed_code(const MxPlan& p, std::uint32_t bits) {
@@ -216,7 +212,11 @@ inline std::uint8_t quark_packed_code(const MxPlan& p, std::uint32_t bits) {
   return static_cast<std::uint8_t>(magnitude | ((bits >> 31) << (p.elem_bits - 1)));
 }
 
-inline std::uint8_t torchao_group_code(const MxPlan& p, std::uint32_t bits) {
+// Code of element `bits` in a NaN group coded element by element (GroupScale::nan_by_element).
+// Quark: x / +NaN. torchao FLOOR/CEIL/EVEN compute x / +inf (finite -> zero, NaN -> itself quieted, inf -> x86's default NaN), eager
+// RCEIL x * NaN (the amax's positive canonical NaN for every element, NaN ones included),
+// compiled RCEIL the NaN 0xFFFFFFFF.
+inline std::uint8_t nan_group_code(const MxPlan& p, std::uint32_t bits) {
   const std::uint32_t mag = bits & 0x7FFFFFFFu;
   const bool is_nan = mag > 0x7F800000u;
   if (p.nonfinite == NonFiniteRule::quark) {  // x / NaN: x's own NaN quieted, else the scale's +NaN
