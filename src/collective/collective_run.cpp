@@ -5,7 +5,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "collective/global_amax.hpp"
+#include "quantize_with_amax.hpp"
 #include "collective/shard_quant.hpp"
 #include "plan/shard_domain.hpp"
 #include "collective/synthetic_tensor.hpp"
@@ -222,7 +222,7 @@ Tensor& amax_output(const Contract& c, QuantResult& r) {
   return plan::amax_sets_tensor_scale(c) ? r.tensor_scale : r.scale;
 }
 
-// The tensor's amax as the ranks agree on it (global_amax.hpp): one all_reduce(MAX) of the
+// The tensor's amax as the ranks agree on it (quantize_with_amax.hpp): one all_reduce(MAX) of the
 // sign-cleared fp32 bits of each value in `local_amax_keys`.
 std::vector<std::int32_t> agreed_amax_keys(const MpiSession& s, std::vector<std::int32_t> local_amax_keys) {
   all_reduce_max(s, local_amax_keys);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/global_amax.hpp"
+#include "quantize_with_amax.hpp"
 #include "collective/shard_quant.hpp"
 #include "collective/synthetic_tensor.hpp"
 #include "qexact/error.hpp"

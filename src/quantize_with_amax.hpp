@@ -1,6 +1,7 @@
-// The tensor amax the ranks agree on before quantizing (contracts §7), for the contracts whose
-// every scale depends on it (plan::has_tensor_amax: fp8.scaled granularity=tensor, nvfp4
-// tensor_scale=amax).
+// Quantizing under a tensor amax given from outside, for the contracts whose every scale depends
+// on it (plan::has_tensor_amax: fp8.scaled granularity=tensor, nvfp4 tensor_scale=amax): the
+// amax the ranks agree on before quantizing their shards (contracts §7), and the one a model
+// folder's fused shards (q/k/v, gate/up) share so that a loader can fuse them.
 //
 // The reduction: each rank's amax is max |x| over its shard, carried as the bits of the fp32
 // magnitude (sign cleared) in an int32, and the ranks take the integer MAX. For non-negative
@@ -18,7 +19,7 @@
 #include "qexact/quantize.hpp"
 #include "qexact/tensor.hpp"
 
-namespace qexact::dist {
+namespace qexact {
 
 // max |x| over the elements of x (f32, bf16, f16; any strides), as sign-cleared fp32 bits.
 std::int32_t amax_key(const TensorView& x);
@@ -39,4 +40,4 @@ float amax_from_key(std::int32_t key);
 // non-finite input (naming this shard's own first non-finite element when it has one).
 QuantResult quantize_with_tensor_amax(const Contract& c, const TensorView& x, float amax, const RunOptions& o);
 
-}  // namespace qexact::dist
+}  // namespace qexact

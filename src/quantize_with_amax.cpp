@@ -1,4 +1,4 @@
-#include "collective/global_amax.hpp"
+#include "quantize_with_amax.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -13,7 +13,7 @@
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/fp16.hpp"
 
-namespace qexact::dist {
+namespace qexact {
 namespace {
 
 constexpr std::uint32_t kMagnitude = 0x7FFFFFFFu;
@@ -154,4 +154,4 @@ QuantResult quantize_with_tensor_amax(const Contract& c, const TensorView& x, fl
   return r;
 }
 
-}  // namespace qexact::dist
+}  // namespace qexact
