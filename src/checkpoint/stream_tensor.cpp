@@ -36,7 +36,9 @@ bool ChunkStreamer::run(DType dtype, const Shape& shape, const std::vector<Outpu
   const std::uint64_t isz = dtype_size(dtype), psz = dtype_size(outputs[0].dtype), ssz = dtype_size(outputs[1].dtype);
   const std::uint64_t chunk_bytes = static_cast<std::uint64_t>(ch.per_chunk * ch.unit) * isz;
   const std::int64_t band = static_cast<std::int64_t>(std::max<std::uint64_t>(1, kBandBytes / chunk_bytes));
-  const int threads = resolve_threads(run_);
+  // No more threads than chunks: a region's idle threads would only wait (or spin) at its end,
+  // once per tensor, which is most of the time of a checkpoint of many small tensors.
+  const int threads = static_cast<int>(std::min<std::int64_t>(resolve_threads(run_), ch.chunks));
   if (workers_.size() < static_cast<std::size_t>(threads)) workers_.resize(static_cast<std::size_t>(threads));
   const RunOptions one{run_.engine, 1};
   std::vector<Sums> sums(static_cast<std::size_t>(ch.chunks));

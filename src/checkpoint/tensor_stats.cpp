@@ -585,7 +585,8 @@ void measure(const Contract& c, const TensorView& x, const QuantResult& r, const
 
   // An exception may not leave an OpenMP region: the first one is carried out of it.
   std::exception_ptr error;
-#pragma omp parallel num_threads(resolve_threads(run))
+  const int threads = static_cast<int>(std::min<std::int64_t>(resolve_threads(run), ch.chunks));  // none idle
+#pragma omp parallel num_threads(threads)
   {
   Scratch scratch;
 #pragma omp for schedule(dynamic)

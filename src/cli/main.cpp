@@ -10,6 +10,7 @@
 #include <new>
 
 #include "cli/commands.hpp"
+#include "cli/omp_wait.hpp"
 
 namespace {
 
@@ -30,6 +31,7 @@ int report(const char* prefix, std::string message, int status) {
 
 int main(int argc, char** argv) {
   using namespace qexact::cli;
+  default_omp_spin_count(argv);
   CLI::App app{"qexact: bit-exact quantizers (MX, FP8 with fp32 scales, NVFP4, int8, ggml Q8_0, HiFloat4) and their conformance check", "qexact"};
   app.set_version_flag("--version", kVersion);
   // Left to main (not require_subcommand) so that a misspelt command is named in the error.
