@@ -133,7 +133,9 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
 
 std::map<std::string, std::string> output_metadata(const Contract& c, const std::map<std::string, std::string>& input,
                                                    const std::vector<Source>& sources, const Plan& plan) {
-  nlohmann::ordered_json quantized = nlohmann::ordered_json::object(), skipped = nlohmann::ordered_json::object();
+  // Keyed by name (sources are sorted by name, so the order is theirs): an ordered_json would
+  // look up each key among all before it.
+  nlohmann::json quantized = nlohmann::json::object(), skipped = nlohmann::json::object();
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const Planned& p = plan.tensors[i];
     if (p.action == Action::quantize)

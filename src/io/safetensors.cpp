@@ -52,26 +52,48 @@ const DtypeInfo* find_dtype(const std::string& name) {
 }
 
 
-// The header as JSON, or the reason it is not acceptable JSON. nlohmann keeps the last of two
-// equal keys silently; a file that names a tensor twice is ambiguous, so duplicates are found
-// while parsing.
-json parse_header(std::string_view text, const std::string& source) {
-  std::vector<std::set<std::string>> open_objects;
+// Finds the first key that an object of the header repeats. nlohmann keeps the last of two
+// equal keys silently, and a file that names a tensor twice is ambiguous. A SAX pass of its own:
+// a parser callback would cost the size of the enclosing object at every object's end (quadratic
+// in the tensor count).
+class DuplicateKeys : public json::json_sax_t {
+ public:
   std::string duplicate;
-  const json::parser_callback_t track_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-    }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_.emplace_back();
     return true;
-  };
-  json j = json::parse(text.begin(), text.end(), track_keys, /*allow_exceptions=*/false);
+  }
+  bool key(string_t& k) override {
+    if (!open_.back().insert(k).second && duplicate.empty()) duplicate = k;
+    return true;
+  }
+  bool end_object() override {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::set<std::string>> open_;
+};
+
+// The header as JSON, or the reason it is not acceptable JSON.
+json parse_header(std::string_view text, const std::string& source) {
+  DuplicateKeys keys;
+  if (!json::sax_parse(text.begin(), text.end(), &keys)) bad(source, "the header is not valid JSON");
+  if (!keys.duplicate.empty()) bad(source, "the header repeats the key '" + keys.duplicate + "'");
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad(source, "the header is not valid JSON");
-  if (!duplicate.empty()) bad(source, "the header repeats the key '" + duplicate + "'");
   if (!j.is_object()) bad(source, std::string("the header is JSON ") + j.type_name() + ", not an object");
   return j;
 }
@@ -260,41 +282,44 @@ Layout layout(const std::map<std::string, std::string>& metadata, const std::vec
   for (std::size_t i = 0; i < slots.size(); ++i) sorted[i] = i;
   std::sort(sorted.begin(), sorted.end(), [&](std::size_t x, std::size_t y) { return slots[x].name < slots[y].name; });
 
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) {
-    ordered_json meta = ordered_json::object();
-    for (const auto& [k, v] : metadata) meta[k] = v;
-    header[kMetadataKey] = meta;
-  }
+  // The header is written piece by piece, in the order safetensors' own writer gives (metadata,
+  // then the tensors by name): a JSON object built key by key would look each key up first.
+  std::string text = "{";
+  const auto add = [&text](const std::string& key, const std::string& value_json) {
+    if (text.size() > 1) text += ',';
+    text += json(key).dump();
+    text += ':';
+    text += value_json;
+  };
   Layout out;
   out.offsets.resize(slots.size());
   std::uint64_t offset = 0;
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    const Slot& e = slots[sorted[i]];
-    if (e.name == kMetadataKey) fail(ErrorKind::bad_argument, "a tensor cannot be named '__metadata__'");
-    if (i > 0 && slots[sorted[i - 1]].name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + io::printable(e.name) + "'");
-    const DtypeInfo* info = find_dtype(e.dtype);
-    if (!info) fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': unknown safetensors dtype '" + e.dtype + "'");
-    for (std::int64_t d : e.shape)
-      if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': negative dimension in " + shape_str(e.shape));
-    const auto expected = io::shape_bytes(e.shape, info->itemsize);
-    if (!expected || *expected != e.nbytes)
-      fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': " + std::to_string(e.nbytes) +
-                                        " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
-    ordered_json t = ordered_json::object();
-    t["dtype"] = e.dtype;
-    t["shape"] = e.shape;
-    t["data_offsets"] = {offset, offset + e.nbytes};
-    header[e.name] = t;
-    out.offsets[sorted[i]] = offset;
-    offset += e.nbytes;
-  }
-  std::string text;
   try {
-    text = header.dump();
+    if (!metadata.empty()) add(kMetadataKey, json(metadata).dump());
+    for (std::size_t i = 0; i < sorted.size(); ++i) {
+      const Slot& e = slots[sorted[i]];
+      if (e.name == kMetadataKey) fail(ErrorKind::bad_argument, "a tensor cannot be named '__metadata__'");
+      if (i > 0 && slots[sorted[i - 1]].name == e.name) fail(ErrorKind::bad_argument, "two tensors are named '" + io::printable(e.name) + "'");
+      const DtypeInfo* info = find_dtype(e.dtype);
+      if (!info) fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': unknown safetensors dtype '" + e.dtype + "'");
+      for (std::int64_t d : e.shape)
+        if (d < 0) fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': negative dimension in " + shape_str(e.shape));
+      const auto expected = io::shape_bytes(e.shape, info->itemsize);
+      if (!expected || *expected != e.nbytes)
+        fail(ErrorKind::bad_argument, "tensor '" + io::printable(e.name) + "': " + std::to_string(e.nbytes) +
+                                          " bytes do not hold shape " + shape_str(e.shape) + " of " + e.dtype);
+      ordered_json t = ordered_json::object();
+      t["dtype"] = e.dtype;
+      t["shape"] = e.shape;
+      t["data_offsets"] = {offset, offset + e.nbytes};
+      add(e.name, t.dump());
+      out.offsets[sorted[i]] = offset;
+      offset += e.nbytes;
+    }
   } catch (const json::exception&) {
     fail(ErrorKind::bad_argument, "a tensor name or metadata string is not valid UTF-8");
   }
+  text += '}';
   text.resize((text.size() + kHeaderAlign - 1) / kHeaderAlign * kHeaderAlign, ' ');
 
   out.head.reserve(kLengthBytes + text.size());
