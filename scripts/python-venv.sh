@@ -25,6 +25,7 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 # The build requirements of pyproject.toml are installed here once, so that the build needs no
 # isolated environment of its own.
 "${pip[@]}" install -r python/requirements-test.txt
+"${pip[@]}" install --no-deps -r python/requirements-nodeps.txt
 settings=()
 [ -n "${QEXACT_PYTHON_BUILD_DIR:-}" ] && settings+=(--config-settings="build-dir=$QEXACT_PYTHON_BUILD_DIR")
 library=${QEXACT_LIBRARY_BUILD_DIR:-build/release}

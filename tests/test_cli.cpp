@@ -59,6 +59,20 @@ TEST_F(CliTest, PresetsListsEveryPresetUnderItsStackWithDescriptionVerificationA
   }
 }
 
+// libgomp prints the settings it read at start (OMP_DISPLAY_ENV): the CLI's own spin count
+// (cli/omp_wait.hpp) unless the user chose one, in which case theirs is kept.
+TEST_F(CliTest, OpenMpSpinsBrieflyUnlessTheUserSaysOtherwise) {
+  const std::string clean = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose ";
+  ASSERT_EQ(sh(clean + q() + " presets >/dev/null 2>err.txt"), 0);
+  EXPECT_NE(get("err.txt").find("GOMP_SPINCOUNT = '3000'"), std::string::npos) << get("err.txt");
+  ASSERT_EQ(sh(clean + "GOMP_SPINCOUNT=77 " + q() + " presets >/dev/null 2>err.txt"), 0);
+  EXPECT_NE(get("err.txt").find("GOMP_SPINCOUNT = '77'"), std::string::npos) << get("err.txt");
+  EXPECT_EQ(get("err.txt").find("GOMP_SPINCOUNT = '3000'"), std::string::npos) << get("err.txt");
+  ASSERT_EQ(sh(clean + "OMP_WAIT_POLICY=active " + q() + " presets >/dev/null 2>err.txt"), 0);
+  EXPECT_NE(get("err.txt").find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << get("err.txt");
+  EXPECT_EQ(get("err.txt").find("GOMP_SPINCOUNT = '3000'"), std::string::npos) << get("err.txt");
+}
+
 TEST_F(CliTest, PresetsAsMarkdownIsOneTableRowPerPreset) {
   const RunResult r = run({"presets", "--markdown"});
   ASSERT_EQ(r.status, 0) << r.err;

@@ -1,5 +1,5 @@
 """The peer suite: qexact against the running peers it claims to reproduce (torchao, gguf-py,
-ml_dtypes, compressed-tensors, ModelOpt, ONNX, AMD Quark; JAX in its own venv), byte for byte, with both engines. A peer that cannot be imported fails the suite
+ml_dtypes, compressed-tensors, ModelOpt, ONNX, AMD Quark, llm-compressor; JAX in its own venv), byte for byte, with both engines. A peer that cannot be imported fails the suite
 (the imports below are unconditional): it never skips.
 
 Inputs: the adversarial cases and probes ``qexact cases`` exports for the contract under test,
@@ -24,6 +24,7 @@ import compressed_tensors  # noqa: F401
 import onnx  # noqa: F401
 import onnxruntime  # noqa: F401
 import quark  # noqa: F401
+import llmcompressor  # noqa: F401
 
 SEED = 20261201
 ENGINES = ("reference", "fast")

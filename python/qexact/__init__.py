@@ -30,7 +30,8 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from . import _arrays, _core, _torch_io
-from ._checkpoint import CheckpointSummary, TensorSummary, quantize_checkpoint, quantize_state_dict
+from ._checkpoint import (CheckpointSummary, StoredDiff, TensorSummary, Verification, quantize_checkpoint,
+                          quantize_folder, quantize_state_dict, verify_folder)
 from ._contract import ContractInfo
 from ._report import CompareReport, Diagnosis
 
@@ -57,6 +58,10 @@ __all__ = [
     "presets",
     "quantize",
     "quantize_checkpoint",
+    "quantize_folder",
+    "verify_folder",
+    "Verification",
+    "StoredDiff",
     "quantize_state_dict",
 ]
 

@@ -94,6 +94,60 @@ def quantize_checkpoint(src: str | os.PathLike[str], out: str | os.PathLike[str]
         _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force)))
 
 
+def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], preset: str | None = None, *,
+                    format: str = "qexact", params: Mapping[str, Any] | None = None,
+                    include: str | Sequence[str] | None = None, exclude: str | Sequence[str] | None = None,
+                    strict: bool = False, engine: Engine = "fast", threads: int = 0,
+                    force: bool = False) -> CheckpointSummary:
+    """Quantize the model folder ``src`` (config.json, safetensors shards and their index) into the
+    folder ``out`` in a loader's ``format``, as ``qexact quantize src --format F --out out`` does:
+    "compressed-tensors" (llm-compressor's layout, for vLLM and transformers; preset nvfp4.ct by
+    default), "modelopt" (ModelOpt's HF export; nvfp4.modelopt), or "qexact" (each shard in
+    qexact's layout; a preset is required). A loader format quantizes the Linear weights but
+    lm_head, embeddings and routers unless ``include`` / ``exclude`` say otherwise."""
+    overrides: list[str] = []
+    if preset is not None:
+        overrides = list(ContractInfo.of(preset, dict(params or {})).overrides)
+    elif params:
+        raise ValueError("params need a preset")
+    return CheckpointSummary._of(_core.quantize_folder(
+        os.fspath(src), os.fspath(out), preset or "", overrides, format, _globs(include, "include"),
+        _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force)))
+
+
+class StoredDiff(NamedTuple):
+    """One stored output of a quantized tensor: its differing bytes of all."""
+
+    name: str        # the stored tensor
+    differing: int   # bytes differing from qexact's recomputation
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What ``verify_folder`` found: per quantized tensor the differing bytes of each stored output,
+    and the loader-contract findings (one sentence each). ok: no differing byte, no finding."""
+
+    format: str
+    preset: str
+    ok: bool
+    differing: int
+    bytes: int
+    activation_scales: int
+    tensors: dict[str, list[StoredDiff]]
+    findings: list[str]
+
+
+def verify_folder(quantized: str | os.PathLike[str], source: str | os.PathLike[str], *, preset: str | None = None,
+                  engine: Engine = "fast", threads: int = 0) -> Verification:
+    """``qexact verify quantized --source source``: recompute every quantized tensor of the folder
+    from its source with the recipe its config names (or ``preset``) and compare byte for byte."""
+    fmt, name, ok, differing, nbytes, activation, tensors, findings = _core.verify_folder(
+        os.fspath(quantized), os.fspath(source), preset or "", engine, threads)
+    return Verification(fmt, name, ok, differing, nbytes, activation,
+                        {t: [StoredDiff(*r) for r in rows] for t, rows in tensors}, list(findings))
+
+
 def _dtype_key(x: Any) -> str:
     dtype = x.dtype
     if isinstance(dtype, np.dtype):

@@ -18,7 +18,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "array_bridge.hpp"
+#include "model/verify.hpp"
 #include "qexact/checkpoint.hpp"
+#include "qexact/model.hpp"
 
 namespace qexact::python {
 namespace {
@@ -96,6 +98,45 @@ quantize_tensor_list(const std::vector<std::string>& names, const std::vector<st
   return {std::move(outputs), std::move(r.passed_through), summary_tuple(r.summary, std::move(r.metadata))};
 }
 
+SummaryTuple quantize_model_folder(const std::string& src, const std::string& out, const std::string& preset,
+                                   const Overrides& o, const std::string& format, const std::vector<std::string>& include,
+                                   const std::vector<std::string>& exclude, bool strict, const std::string& engine,
+                                   int threads, bool force) {
+  const std::string name = preset.empty() ? model::default_preset(format) : preset;
+  if (name.empty()) fail(ErrorKind::bad_argument, "a preset is needed for format 'qexact' (a loader format names its own)");
+  const Contract c = make_contract(name, o);
+  model::FolderOptions opts{format, false, false, options_of(include, exclude, strict, engine, threads)};
+  opts.options.replace = force;
+  model::FolderResult r;
+  {
+    nb::gil_scoped_release release;
+    r = model::quantize_folder(c, src, out, opts);
+  }
+  return summary_tuple(r.summary, {});
+}
+
+// format, preset, ok, differing, bytes, activation scales, tensors (source, [(stored, differing, bytes)]), findings
+using StoredRow = std::tuple<std::string, std::uint64_t, std::uint64_t>;
+using VerifyTuple = std::tuple<std::string, std::string, bool, std::uint64_t, std::uint64_t, std::uint64_t,
+                               std::vector<std::pair<std::string, std::vector<StoredRow>>>, std::vector<std::string>>;
+
+VerifyTuple verify_model_folder(const std::string& quantized, const std::string& source, const std::string& preset,
+                                const std::string& engine, int threads) {
+  if (threads < 0) fail(ErrorKind::bad_argument, "threads must be >= 0, got " + std::to_string(threads));
+  model::Verification v;
+  {
+    nb::gil_scoped_release release;
+    v = model::verify_folder(quantized, source, {preset, RunOptions{parse_engine(engine), threads}});
+  }
+  std::vector<std::pair<std::string, std::vector<StoredRow>>> tensors;
+  for (const auto& t : v.tensors) {
+    std::vector<StoredRow> rows;
+    for (const auto& d : t.stored) rows.emplace_back(d.name, d.differing, d.bytes);
+    tensors.emplace_back(t.source, std::move(rows));
+  }
+  return {v.format, v.preset, v.ok(), v.differing, v.bytes, v.activation_scales, std::move(tensors), v.findings};
+}
+
 }  // namespace
 
 void bind_checkpoint(nb::module_& m) {
@@ -106,6 +147,11 @@ void bind_checkpoint(nb::module_& m) {
   m.def("quantize_tensors", &quantize_tensor_list, "names"_a, "dtypes"_a, "shapes"_a, "arrays"_a, "bf16_bits"_a,
         "metadata"_a, "preset"_a, "overrides"_a, "include"_a, "exclude"_a, "strict"_a, "engine"_a, "threads"_a,
         "Quantize named tensors in memory: (outputs, passed_through, summary).");
+  m.def("quantize_folder", &quantize_model_folder, "src"_a, "out"_a, "preset"_a, "overrides"_a, "format"_a, "include"_a,
+        "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a,
+        "Quantize a model folder into one in a loader's format, as `qexact quantize FOLDER --format F` does.");
+  m.def("verify_folder", &verify_model_folder, "quantized"_a, "source"_a, "preset"_a, "engine"_a, "threads"_a,
+        "`qexact verify`: (format, preset, ok, differing, bytes, activation_scales, tensors, findings).");
 }
 
 }  // namespace qexact::python

@@ -1,4 +1,5 @@
 #include "checkpoint/plan.hpp"
+#include "checkpoint/storage.hpp"
 
 #include <fnmatch.h>
 
@@ -10,6 +11,7 @@
 #include "contracts/family_table.hpp"
 #include "io/printable.hpp"
 #include "io/safetensors.hpp"
+#include "quantize_with_amax.hpp"
 
 // Kept equal to project(VERSION) in CMakeLists.txt unless CMake defines it.
 #ifndef QEXACT_VERSION
@@ -43,11 +45,11 @@ bool matches_any(const std::vector<std::string>& globs, const std::string& name)
   return false;
 }
 
+}  // namespace
+
 bool selected(const Options& o, const std::string& name) {
   return (o.include.empty() || matches_any(o.include, name)) && !matches_any(o.exclude, name);
 }
-
-}  // namespace
 
 std::string stored_dtype(const OutputSpec& o) {
   switch (o.codes) {
@@ -56,6 +58,12 @@ std::string stored_dtype(const OutputSpec& o) {
     case OutputCodes::e8m0: return "F8_E8M0";
     default: return safetensors::dtype_name_of(o.dtype);  // FP6 and packed E2M1 codes stay U8
   }
+}
+
+std::vector<StoredOutput> qexact_stored(const std::string& name, const std::vector<OutputSpec>& outputs) {
+  std::vector<StoredOutput> out;
+  for (const OutputSpec& o : outputs) out.push_back({name + "." + o.name, stored_dtype(o), o.shape, std::nullopt});
+  return out;
 }
 
 void refuse_strict(const std::string& name, const std::string& reason) {
@@ -71,7 +79,7 @@ std::optional<DType> float_dtype(const std::string& st_dtype) {
 
 void Plan::skip(std::size_t i, const Source& s, std::string reason, bool strict) {
   if (strict) refuse_strict(s.name, reason);
-  tensors[i] = Planned{Action::skip, std::move(reason), {}};
+  tensors[i] = Planned{Action::skip, std::move(reason), {}, {}};
 }
 
 void check_quantizable(const Contract& c, const std::map<std::string, std::string>& metadata,
@@ -94,7 +102,7 @@ void check_quantizable(const Contract& c, const std::map<std::string, std::strin
 }
 
 Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Options& o,
-               const std::map<std::string, std::string>& late_skips) {
+               const std::map<std::string, std::string>& late_skips, const Storage* storage) {
   Plan plan;
   plan.tensors.resize(sources.size());
   plan.outputs = output_names(c);
@@ -103,7 +111,7 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
 
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const Source& s = sources[i];
-    if (!selected(o, s.name)) continue;  // copy
+    if (storage && storage->selected ? !storage->selected(s) : !selected(o, s.name)) continue;  // copy
     if (!float_dtype(s.dtype)) {
       plan.skip(i, s, "dtype " + s.dtype + " is not a float input (F32, F16, BF16)", o.strict);
       continue;
@@ -112,7 +120,7 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
       plan.skip(i, s, late->second, o.strict);
       continue;
     }
-    Planned p{Action::quantize, {}, {}};
+    Planned p{Action::quantize, {}, {}, {}};
     try {
       p.outputs = output_specs(c, s.shape);
     } catch (const Error& err) {
@@ -121,11 +129,17 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
       continue;
     }
     // A reader takes <name>.payload for the payload of <name>: an input tensor of that name
-    // would be ambiguous (and the file could not hold both).
-    for (const std::string& output : plan.outputs)
-      if (names.count(s.name + "." + output) != 0)
-        fail(ErrorKind::bad_input, "output name collision: tensor '" + s.name + "' would be written as '" + s.name +
-                                       "." + output + "', which is also a tensor of the input; exclude one of them");
+    // would be ambiguous (and the file could not hold both). A format may store an output under
+    // the tensor's own name (ModelOpt's `weight`), which the tensor itself frees.
+    if (storage) {
+      p.stored = storage->outputs(s, p.outputs);
+    } else {
+      p.stored = qexact_stored(s.name, p.outputs);
+    }
+    for (const StoredOutput& so : p.stored)
+      if (const std::string& name = so.name; name != s.name && names.count(name) != 0)
+        fail(ErrorKind::bad_input, "output name collision: tensor '" + s.name + "' would be written as '" + name +
+                                       "', which is also a tensor of the input; exclude one of them");
     plan.tensors[i] = std::move(p);
   }
   return plan;
@@ -156,9 +170,9 @@ std::map<std::string, std::string> output_metadata(const Contract& c, const std:
 }
 
 std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, const Planned& p, const RunOptions& run,
-                                        std::string& reason) {
+                                        std::string& reason, std::optional<float> amax) {
   try {
-    QuantResult r = quantize(c, x, run);
+    QuantResult r = amax ? quantize_with_tensor_amax(c, x, *amax, run) : quantize(c, x, run);
     const auto named = r.named();
     bool same = named.size() == p.outputs.size();
     for (std::size_t k = 0; same && k < named.size(); ++k)

@@ -21,10 +21,25 @@ struct Source {
 
 enum class Action { copy, quantize, skip };
 
+// One output of a quantized tensor as the file stores it: its bytes are the quantizer's,
+// reinterpreted under `dtype` and `shape` (the same element count), or, with `narrow`, an F32
+// output narrowed to BF16 or F16, which must then be exact for every element (the contract
+// computes it in that dtype: compressed-tensors keeps a bf16 model's FP8 scales in bf16).
+// qexact's layout: <name>.<output>, stored_dtype(output), the output's shape.
+struct StoredOutput {
+  std::string name, dtype;
+  Shape shape;
+  std::optional<DType> narrow;
+};
+
+// qexact's own layout of a tensor's outputs.
+std::vector<StoredOutput> qexact_stored(const std::string& name, const std::vector<OutputSpec>& outputs);
+
 struct Planned {
   Action action = Action::copy;
   std::string reason;                // skip: why
-  std::vector<OutputSpec> outputs;   // quantize: output_specs of the tensor, written as <name>.<output>
+  std::vector<OutputSpec> outputs;   // quantize: output_specs of the tensor
+  std::vector<StoredOutput> stored;  // quantize: how each output is stored, in the same order
 };
 
 struct Plan {
@@ -39,6 +54,9 @@ struct Plan {
 // fp8 names (F8_E4M3 / F8_E5M2 / F8_E8M0), E2M1 pairs as U8, the rest as quantize() returns them.
 std::string stored_dtype(const OutputSpec& o);
 
+// Whether Options' include / exclude globs select tensor `name` (fnmatch; no include: all).
+bool selected(const Options& o, const std::string& name);
+
 // The error `strict` makes of a skipped tensor.
 [[noreturn]] void refuse_strict(const std::string& name, const std::string& reason);
 
@@ -47,20 +65,23 @@ std::string stored_dtype(const OutputSpec& o);
 void check_quantizable(const Contract& c, const std::map<std::string, std::string>& metadata,
                        const std::string& source);
 
+struct Storage;
+
 // `sources` sorted by name. `late_skips` (name -> reason) are tensors found unquantizable on an
 // earlier pass. Throws (before any work) under `strict` for the first tensor skipped, and for
-// an output name that an input tensor already has.
+// an output name that another input tensor already has (under `storage`'s names when given).
 Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Options& o,
-               const std::map<std::string, std::string>& late_skips);
+               const std::map<std::string, std::string>& late_skips, const Storage* storage = nullptr);
 
 // The output's metadata: the input's plus the qexact.* keys of qexact/checkpoint.hpp.
 std::map<std::string, std::string> output_metadata(const Contract& c, const std::map<std::string, std::string>& input,
                                                    const std::vector<Source>& sources, const Plan& plan);
 
 // quantize() of one tensor, or nothing (with `reason`) when the contract refuses it; a failing
-// file or system is not the tensor's fault and propagates.
+// file or system is not the tensor's fault and propagates. With `amax`, under that tensor amax
+// instead of its own (quantize_with_amax.hpp: a fused group's).
 std::optional<QuantResult> quantize_one(const Contract& c, const TensorView& x, const Planned& p, const RunOptions& run,
-                                        std::string& reason);
+                                        std::string& reason, std::optional<float> amax = std::nullopt);
 
 // The bytes of every output of one quantized tensor.
 std::uint64_t output_bytes(const QuantResult& r);

@@ -6,12 +6,15 @@
 // tensor-wide scale is read whole, quantized, and written while it is measured. The bytes are
 // those of safetensors::encode() of the same tensors.
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 
 #include "checkpoint/plan.hpp"
+#include "checkpoint/storage.hpp"
 #include "checkpoint/stream_tensor.hpp"
 #include "checkpoint/tensor_stats.hpp"
 #include "io/atomic_file.hpp"
@@ -19,6 +22,8 @@
 #include "io/output_guard.hpp"
 #include "io/printable.hpp"
 #include "io/safetensors.hpp"
+#include "qexact/formats/fp16.hpp"
+#include "quantize_with_amax.hpp"
 
 namespace qexact::checkpoint {
 namespace {
@@ -60,18 +65,26 @@ Slots output_slots(const std::vector<Source>& sources, const Plan& plan) {
       s.slots.push_back({src.name, src.dtype, src.shape, src.nbytes});
       continue;
     }
-    for (const OutputSpec& o : p.outputs)
-      s.slots.push_back({src.name + "." + o.name, stored_dtype(o), o.shape,
-                         static_cast<std::uint64_t>(shape_numel(o.shape)) * dtype_size(o.dtype)});
+    for (const StoredOutput& o : p.stored)
+      s.slots.push_back({o.name, o.dtype, o.shape,
+                         static_cast<std::uint64_t>(shape_numel(o.shape)) * safetensors::itemsize(o.dtype)});
   }
   return s;
 }
 
-// The bytes of a tensor's planned outputs.
-std::uint64_t planned_bytes(const Planned& p) {
+// The bytes of a tensor's stored outputs.
+std::uint64_t planned_bytes(const Slots& slots, std::size_t first, std::size_t count) {
   std::uint64_t n = 0;
-  for (const OutputSpec& o : p.outputs) n += static_cast<std::uint64_t>(shape_numel(o.shape)) * dtype_size(o.dtype);
+  for (std::size_t k = first; k < first + count; ++k) n += slots.slots[k].nbytes;
   return n;
+}
+
+// Whether a tensor's outputs are stored as the quantizer gives them (so that its chunks can be
+// written as they are computed).
+bool stored_as_computed(const Planned& p) {
+  for (std::size_t k = 0; k < p.stored.size(); ++k)
+    if (p.stored[k].narrow || safetensors::itemsize(p.stored[k].dtype) != dtype_size(p.outputs[k].dtype)) return false;
+  return true;
 }
 
 void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::Slot& slot,
@@ -84,8 +97,52 @@ void write_exact(io::StagedFile& out, std::uint64_t offset, const safetensors::S
 
 }  // namespace
 
-FileResult quantize_file(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
-                         const Options& o, const ProgressFn& progress) {
+namespace detail {
+
+std::vector<std::uint8_t> stored_bytes(const Tensor& t, const StoredOutput& o) {
+  const auto* b = static_cast<const std::uint8_t*>(t.raw());
+  if (!o.narrow) return std::vector<std::uint8_t>(b, b + t.nbytes());
+  if (t.dtype() != DType::f32 || (*o.narrow != DType::bf16 && *o.narrow != DType::f16))
+    throw std::logic_error("only an F32 output narrows, to BF16 or F16");
+  std::vector<std::uint8_t> out(t.nbytes() / 2);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, b + 4 * i, 4);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    std::uint16_t h;
+    bool exact;
+    if (*o.narrow == DType::bf16) {
+      h = static_cast<std::uint16_t>(bits >> 16);
+      exact = (bits & 0xFFFFu) == 0;
+    } else {
+      h = f32_to_f16(f);
+      const float back = f16_to_f32(h);
+      exact = std::memcmp(&back, &f, 4) == 0 || (f != f && back != back);
+    }
+    if (!exact) {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "0x%08X", static_cast<unsigned>(bits));
+      // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string&&`.
+      std::string what = "'";
+      what += io::printable(o.name);
+      what += "' is stored as ";
+      what += o.dtype;
+      what += ", but its element ";
+      what += std::to_string(i);
+      what += " (fp32 bits ";
+      what += hex;
+      what += ") is not a value of that dtype";
+      fail(ErrorKind::bad_input, what);
+    }
+    out[2 * i] = static_cast<std::uint8_t>(h);
+    out[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+  }
+  return out;
+}
+
+FileResult quantize_file_stored(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
+                                const Options& o, const ProgressFn& progress, const Storage* storage) {
   io::check_output_file(out, {src});  // before any work: never a link, a device or the input itself
   std::error_code exists_ec;
   if (!o.replace && std::filesystem::exists(std::filesystem::symlink_status(out, exists_ec)))
@@ -110,9 +167,10 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
 
   std::map<std::string, std::string> late_skips;
   for (;;) {
-    const Plan plan = make_plan(c, sources, o, late_skips);
+    const Plan plan = make_plan(c, sources, o, late_skips, storage);
     FileResult result;
-    result.metadata = output_metadata(c, index.metadata, sources, plan);
+    result.metadata = storage ? storage->metadata(index.metadata, sources, plan)
+                              : output_metadata(c, index.metadata, sources, plan);
     const Slots slots = output_slots(sources, plan);
     const safetensors::Layout layout = safetensors::layout(result.metadata, slots.slots);
 
@@ -152,9 +210,10 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
       const DType dtype = *float_dtype(s.dtype);
       const Planned& p = plan.tensors[i];
       bool streamed_refusal = false;
-      if (streams_by_chunk(c, s.shape)) {
+      const std::optional<float> amax = storage && storage->tensor_amax ? storage->tensor_amax(s.name) : std::nullopt;
+      if (streams_by_chunk(c, s.shape) && !amax && stored_as_computed(p)) {
         report(Stage::quantize, s.name, done);
-        TensorSummary row{s.name, s.shape, dtype, 0, 0, s.nbytes, planned_bytes(p)};
+        TensorSummary row{s.name, s.shape, dtype, 0, 0, s.nbytes, planned_bytes(slots, slot, p.outputs.size())};
         const TensorPlace place{at, layout.offsets[slot], layout.offsets[slot + 1]};
         if (streamer.run(dtype, s.shape, p.outputs, place, again ? nullptr : &staged, row,
                          [&](std::uint64_t d) { report(Stage::quantize, s.name, done + d); })) {
@@ -175,7 +234,7 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
       const TensorView x = make_view(dtype, s.shape, in.data());
       report(Stage::quantize, s.name, done);
       std::string reason;
-      const std::optional<QuantResult> r = quantize_one(c, x, p, o.run, reason);
+      const std::optional<QuantResult> r = quantize_one(c, x, p, o.run, reason, amax);
       if (r && streamed_refusal)
         throw std::logic_error("tensor '" + io::printable(s.name) + "': a chunk was refused, the whole tensor was not");
       if (!r) {
@@ -184,14 +243,18 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
         again = true;
       } else if (!again) {
         TensorSummary& row = rows[i];
-        row = TensorSummary{s.name, s.shape, dtype, 0, 0, s.nbytes, output_bytes(*r)};
+        row = TensorSummary{s.name, s.shape, dtype, 0, 0, s.nbytes, planned_bytes(slots, slot, p.outputs.size())};
         report(Stage::write, s.name, done);
+        std::vector<std::optional<std::vector<std::uint8_t>>> narrowed;  // the outputs stored in a narrower dtype
+        const auto named = r->named();
+        for (std::size_t k = 0; k < named.size(); ++k)
+          narrowed.push_back(p.stored[k].narrow ? std::optional(stored_bytes(*named[k].second, p.stored[k])) : std::nullopt);
         // The outputs are written while the statistics read them: no copy, no more memory. (A
         // std::async future waits for its task when destroyed, so nothing outlives the buffers.)
         std::future<void> written = std::async(std::launch::async, [&] {
-          const auto named = r->named();
           for (std::size_t k = 0; k < named.size(); ++k)
-            write_exact(staged, layout.offsets[slot + k], slots.slots[slot + k], bytes_of(*named[k].second));
+            write_exact(staged, layout.offsets[slot + k], slots.slots[slot + k],
+                        narrowed[k] ? std::span<const std::uint8_t>(*narrowed[k]) : bytes_of(*named[k].second));
         });
         measure(c, x, *r, o.run, row);
         written.get();
@@ -208,6 +271,13 @@ FileResult quantize_file(const Contract& c, const std::filesystem::path& src, co
     result.summary = make_summary(sources, plan, std::move(quantized));
     return result;
   }
+}
+
+}  // namespace detail
+
+FileResult quantize_file(const Contract& c, const std::filesystem::path& src, const std::filesystem::path& out,
+                         const Options& o, const ProgressFn& progress) {
+  return detail::quantize_file_stored(c, src, out, o, progress, nullptr);
 }
 
 }  // namespace qexact::checkpoint

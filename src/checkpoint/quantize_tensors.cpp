@@ -51,10 +51,10 @@ TensorsResult quantize_tensors(const Contract& c, const std::vector<Input>& inpu
           measure(c, dense.view(), *r, o.run, row);
         }
         rows.push_back(std::move(row));
-        const std::vector<OutputSpec>& specs = plan.tensors[i].outputs;
+        const std::vector<StoredOutput>& stored = plan.tensors[i].stored;
         Tensor* moved[] = {&r->payload, &r->scale, &r->tensor_scale};
-        for (std::size_t k = 0; k < specs.size(); ++k)
-          result.outputs.push_back(Output{s.name + "." + specs[k].name, stored_dtype(specs[k]), std::move(*moved[k])});
+        for (std::size_t k = 0; k < stored.size(); ++k)
+          result.outputs.push_back(Output{stored[k].name, stored[k].dtype, std::move(*moved[k])});
         continue;
       }
       plan.skip(i, s, std::move(reason), o.strict);

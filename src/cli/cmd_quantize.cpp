@@ -4,7 +4,8 @@
 // for nvfp4 tensor_scale=amax) and DIR/meta.json (quant_meta.hpp), published together. --scale:
 // quantize with these scales (quantize_with_scales), which scale.npy then holds.
 // With IN.safetensors, `--out OUT.safetensors [--include GLOB] [--exclude GLOB] [--strict]`
-// quantizes a whole checkpoint into one file (quantize_checkpoint.hpp).
+// quantizes a whole checkpoint into one file (quantize_checkpoint.hpp). With a model folder,
+// `--out FOLDER [--format F]` writes a model folder in a loader's format (qexact/model.hpp).
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -14,6 +15,8 @@
 #include "cli/quantize_checkpoint.hpp"
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
+#include "model/folder.hpp"
+#include "qexact/model.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::cli {
@@ -30,6 +33,8 @@ struct QuantizeOptions {
   std::vector<std::string> include, exclude;
   bool strict = false;
   bool force = false;
+  std::string format;  // "" : none given
+  std::string activations = "none";
 };
 
 bool is_checkpoint(const std::string& path) {
@@ -44,7 +49,26 @@ void expect_shape(const char* what, const Shape& got, const Shape& expected) {
 }
 
 int run_quantize(const QuantizeOptions& o) {
-  const Contract c = make_contract(o.preset, o.params);
+  const bool folder = model::is_folder(o.input);
+  if (o.activations != "none" && !folder)
+    fail(ErrorKind::bad_argument, "--activations applies to model folders");
+  if (!o.format.empty() && !folder)
+    fail(ErrorKind::bad_argument, "--format applies to model folders (a directory with config.json and "
+                                  ".safetensors shards); " + o.input + " is not a directory");
+  std::string preset = o.preset;
+  if (preset.empty()) preset = folder && !o.format.empty() ? model::default_preset(o.format) : "";
+  if (preset.empty())
+    fail(ErrorKind::bad_argument, "--preset is required" +
+                                      std::string(folder ? " (or --format with a loader format, which names its own)" : ""));
+  const Contract c = make_contract(preset, o.params);
+  if (folder) {
+    if (!o.dtype.empty())
+      fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a model folder's shards name each tensor's dtype");
+    if (!o.scale.empty()) fail(ErrorKind::bad_argument, "--scale applies to .npy inputs, not to a model folder");
+    FolderCliOptions fo{o.input, o.out,
+                        {o.format.empty() ? "qexact" : o.format, false, o.activations == "dynamic", {o.include, o.exclude, o.strict, o.force, o.engine.options()}}};
+    return quantize_model_folder(c, fo, std::cout);
+  }
   if (is_checkpoint(o.input)) {
     if (!o.dtype.empty())
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a .safetensors file names each tensor's dtype");
@@ -105,7 +129,18 @@ void add_quantize(CLI::App& app, Action& action) {
               checkpoint::kNamingScaled +
               ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
               "qexact.quantized and qexact.skipped (JSON).");
-  sub->add_option("--preset", opts->preset, "named contract (see `qexact presets`)")->required();
+  sub->add_option("--preset", opts->preset,
+                  "named contract (see `qexact presets`); required but with a model folder and a loader --format, "
+                  "which picks its own (compressed-tensors: nvfp4.ct, modelopt: nvfp4.modelopt)");
+  sub->add_option("--activations", opts->activations,
+                  "model folder, compressed-tensors: also declare dynamic activation quantization in the config "
+                  "(FP8: per token, or per group of 128 beside 128x128 blocks; MXFP4: per group of 32), as "
+                  "llm-compressor's FP8_DYNAMIC, FP8_BLOCK and MXFP4 schemes; the weights are the same")
+      ->check(CLI::IsMember({"none", "dynamic"}));
+  sub->add_option("--format", opts->format,
+                  "model folder: the output's format: qexact (each shard in qexact's layout, the default), "
+                  "compressed-tensors (what llm-compressor writes, for vLLM and transformers; preset nvfp4.ct) or "
+                  "modelopt (ModelOpt's HF export, for vLLM and TensorRT-LLM; preset nvfp4.modelopt)");
   add_dtype_option(*sub, opts->dtype);
   add_engine_options(*sub, opts->engine);
   sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")
@@ -114,9 +149,10 @@ void add_quantize(CLI::App& app, Action& action) {
                   "quantize with these scales (.npy of the scale output's dtype and shape: what scale.npy holds), "
                   "as ONNX's QuantizeLinear takes its scale; fp8.scaled on both engines, other families on "
                   "--engine reference");
-  sub->add_option("input", opts->input, "input tensor IN.npy, or a checkpoint IN.safetensors")->required();
+  sub->add_option("input", opts->input, "input tensor IN.npy, a checkpoint IN.safetensors, or a model folder")->required();
   sub->add_option("--out", opts->out,
-                  "output directory (created if missing); for a checkpoint, the output .safetensors file")
+                  "output directory (created if missing); for a checkpoint, the output .safetensors file; for a "
+                  "model folder, the output folder")
       ->required();
   sub->add_option("--include", opts->include,
                   "checkpoint: quantize tensors whose name matches this glob (repeatable; default: all)")

@@ -41,6 +41,7 @@ void add_cases(CLI::App& app, Action& action);
 void add_emulate(CLI::App& app, Action& action);
 void add_infer(CLI::App& app, Action& action);
 void add_compare(CLI::App& app, Action& action);
+void add_verify(CLI::App& app, Action& action);
 #ifdef QEXACT_WITH_MPI
 // Under mpirun (src/cli/mpi/): built only with -DQEXACT_WITH_MPI=ON.
 void add_collective(CLI::App& app, Action& action);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   add_emulate(app, action);
   add_infer(app, action);
   add_compare(app, action);
+  add_verify(app, action);
 #ifdef QEXACT_WITH_MPI
   add_collective(app, action);
   add_sweep(app, action);

@@ -54,4 +54,14 @@ int quantize_checkpoint(const Contract& c, const CheckpointOptions& o, std::ostr
   return 0;
 }
 
+int quantize_model_folder(const Contract& c, const FolderCliOptions& o, std::ostream& out) {
+  model::FolderResult r;
+  {
+    const ProgressBar bar;
+    r = model::quantize_folder(c, o.input, o.output, o.options, [&](const checkpoint::Progress& p) { bar(p); });
+  }
+  out << checkpoint::summary_text(r.summary);
+  return 0;
+}
+
 }  // namespace qexact::cli

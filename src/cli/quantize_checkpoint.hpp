@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "qexact/checkpoint.hpp"
+#include "qexact/model.hpp"
 
 namespace qexact::cli {
 
@@ -18,5 +19,13 @@ struct CheckpointOptions {
 // Quantizes the checkpoint and prints the per-tensor summary on `out`; a progress bar goes to
 // stderr when stderr is a terminal. Returns the exit status (0).
 int quantize_checkpoint(const Contract& c, const CheckpointOptions& o, std::ostream& out);
+
+struct FolderCliOptions {
+  std::string input, output;
+  model::FolderOptions options;
+};
+
+// The same for a model folder (qexact/model.hpp): one bar across its shards.
+int quantize_model_folder(const Contract& c, const FolderCliOptions& o, std::ostream& out);
 
 }  // namespace qexact::cli

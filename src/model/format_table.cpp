@@ -1,0 +1,49 @@
+// One row per loader format: a new format is its own file and a line here.
+#include "model/format.hpp"
+#include "model/format_params.hpp"
+
+namespace qexact::model {
+
+const Format& compressed_tensors_format();
+const Format& modelopt_format();
+
+const std::vector<const Format*>& formats() {
+  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format()};
+  return table;
+}
+
+const Format& format_named(const std::string& name) {
+  std::string names = "qexact";
+  for (const Format* f : formats()) {
+    if (name == f->name()) return *f;
+    names += std::string(", ") + f->name();
+  }
+  fail(ErrorKind::bad_argument, "unknown --format '" + name + "' (formats: " + names + ")");
+}
+
+void refuse_contract(const char* format, const Contract& c, const std::string& why, const char* takes) {
+  fail(ErrorKind::bad_argument,
+       std::string("--format ") + format + " cannot store preset " + c.preset + ": " + why + " (it takes " + takes + ")");
+}
+
+std::string tensor_scale_mismatch(const std::map<std::string, std::string>& p, const std::string& expected,
+                                  const std::string& stored) {
+  const std::string got = param_or(p, "tensor_scale");
+  if (got == expected) return "";
+  return "its loaders read " + stored + " (tensor_scale=" + expected + "), this contract's tensor scale is tensor_scale=" + got;
+}
+
+std::string mx_layout_mismatch(const std::map<std::string, std::string>& p) {
+  if (param_or(p, "block") == "32" && param_or(p, "layout") == "rowmajor" && param_or(p, "packing") == "adjacent") return "";
+  return "MX weights are groups of 32 along the input axis, element 2k in the low nibble (block=32 layout=rowmajor "
+         "packing=adjacent)";
+}
+
+std::string stored_name(const std::string& weight_name, const std::string& suffix) {
+  const std::string tail = ".weight";
+  const bool weight = weight_name.size() >= tail.size() &&
+                      weight_name.compare(weight_name.size() - tail.size(), tail.size(), tail) == 0;
+  return (weight ? weight_name.substr(0, weight_name.size() - tail.size()) : weight_name) + "." + suffix;
+}
+
+}  // namespace qexact::model

@@ -1,0 +1,180 @@
+// A model folder quantized shard by shard (qexact/model.hpp): each shard through the streamed
+// checkpoint writer (checkpoint/quantize_file.cpp) into a staged folder, under the format's
+// storage; then the index, config.json and the other files; then one rename.
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include "checkpoint/storage.hpp"
+#include "io/atomic_file.hpp"
+#include "io/input_file.hpp"
+#include "io/output_guard.hpp"
+#include "io/printable.hpp"
+#include "io/read_file.hpp"
+#include "model/folder.hpp"
+#include "model/format.hpp"
+#include "model/linear_weights.hpp"
+#include "qexact/model.hpp"
+#include "quantize_with_amax.hpp"
+
+namespace qexact::model {
+namespace {
+
+using checkpoint::detail::Source;
+using checkpoint::detail::Storage;
+using ordered_json = nlohmann::ordered_json;
+
+// The tensors a loader format quantizes: the user's globs when given, else the Linear weights
+// that are not ignored by default; only float tensors either way (the plan skips the others).
+bool loader_selects(const checkpoint::Options& o, const Source& s) {
+  if (!o.include.empty() || !o.exclude.empty()) return checkpoint::detail::selected(o, s.name);
+  return is_linear_weight(s.name, s.shape) && !ignored_by_default(s.name);
+}
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+// max |x| of every fused group of selected tensors, read tensor by tensor: name -> group amax,
+// for the members of groups of two or more.
+std::map<std::string, float> fused_amax(const Folder& f, const checkpoint::Options& o) {
+  std::map<std::string, std::vector<std::string>> groups;
+  for (const auto& [name, where] : f.tensors) {
+    const safetensors::TensorInfo& t = f.shards[where.shard].index.tensors[where.tensor];
+    const Source s{t.name, t.dtype, t.shape, t.end - t.begin};
+    if (!loader_selects(o, s) || !checkpoint::detail::float_dtype(t.dtype)) continue;
+    const std::string g = fused_group(name);
+    if (!g.empty()) groups[g].push_back(name);
+  }
+  std::map<std::string, float> out;
+  std::vector<std::uint8_t> buffer;
+  for (const auto& [group, members] : groups) {
+    if (members.size() < 2) continue;
+    std::int32_t key = 0;
+    for (const std::string& name : members) {
+      const Shard& shard = f.shard_of(name);
+      const safetensors::TensorInfo& t = f.info(name);
+      const io::InputFile in(f.dir / shard.file);
+      buffer.resize(static_cast<std::size_t>(t.end - t.begin));
+      in.read_at(shard.index.data_start + t.begin, buffer);
+      key = std::max(key, amax_key(make_view(*checkpoint::detail::float_dtype(t.dtype), t.shape, buffer.data())));
+    }
+    for (const std::string& name : members) out[name] = amax_from_key(key);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string default_preset(const std::string& format) {
+  if (format == "qexact") return "";
+  return format_named(format).default_preset();
+}
+
+FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in_arg, const std::filesystem::path& out_arg,
+                             const FolderOptions& o, const checkpoint::ProgressFn& progress) {
+  const std::filesystem::path in = io::without_trailing_slash(in_arg), out = io::without_trailing_slash(out_arg);
+  const Format* format = o.format == "qexact" ? nullptr : &format_named(o.format);
+  if (format) format->check(c, o.recomputing);
+  if (o.dynamic_activations) {
+    if (!format) fail(ErrorKind::bad_argument, "--activations dynamic needs a loader --format");
+    format->check_dynamic_activations(c);
+  }
+  const Folder f = read_folder(in);
+  if (format) {
+    if (!f.config)
+      fail(ErrorKind::bad_input, in.string() + " has no config.json, which a " + format->name() +
+                                     " loader reads (its quantization_config goes there)");
+    if (f.config->contains("quantization_config"))
+      fail(ErrorKind::bad_input, in.string() + "/config.json already has a quantization_config (quant_method " +
+                                     (*f.config)["quantization_config"].value("quant_method", std::string("?")) +
+                                     "): quantize the unquantized model instead");
+  }
+  for (const Shard& s : f.shards) checkpoint::detail::check_quantizable(c, s.index.metadata, (in / s.file).string());
+
+  // What the output folder holds, declared before any work (check_output_dir).
+  const bool write_index = f.indexed || f.shards.size() > 1;
+  std::vector<std::string> names;
+  for (const Shard& s : f.shards) names.push_back(s.file);
+  if (write_index) names.push_back(kIndexName);
+  if (f.config) names.push_back(kConfigName);
+  for (const std::string& n : f.other_files) names.push_back(n);
+  if (format)
+    for (const std::string& n : format->extra_files()) names.push_back(n);
+  io::check_output_dir(out, names, o.options.replace, {in});
+
+  Storage storage;
+  std::map<std::string, float> shared;
+  if (format) {
+    if (format->shares_tensor_amax(c)) shared = fused_amax(f, o.options);
+    storage.selected = [&](const Source& s) { return loader_selects(o.options, s); };
+    storage.outputs = [&](const Source& s, const std::vector<OutputSpec>& outputs) {
+      return format->stored(c, s, outputs);
+    };
+    storage.metadata = [&](const std::map<std::string, std::string>& input, const std::vector<Source>&,
+                           const checkpoint::detail::Plan&) { return format->shard_metadata(c, input); };
+    storage.tensor_amax = [&](const std::string& name) -> std::optional<float> {
+      const auto it = shared.find(name);
+      return it == shared.end() ? std::nullopt : std::optional<float>(it->second);
+    };
+  }
+
+  std::uint64_t total = 0;
+  for (const Shard& s : f.shards) total += s.size - s.index.data_start;
+  io::StagedDir staged(out);
+  FolderResult result;
+  std::map<std::string, std::vector<std::string>> index;
+  std::uint64_t done = 0, data_size = 0;
+  for (const Shard& s : f.shards) {
+    const std::uint64_t base = done;
+    const checkpoint::ProgressFn shard_progress = [&](const checkpoint::Progress& p) {
+      if (progress) progress(checkpoint::Progress{p.stage, p.tensor, base + p.done, total});
+    };
+    const checkpoint::FileResult r = checkpoint::detail::quantize_file_stored(
+        c, in / s.file, staged.path() / s.file, o.options, shard_progress, format ? &storage : nullptr);
+    for (const auto& row : r.summary.quantized) result.summary.quantized.push_back(row);
+    for (const auto& skip : r.summary.skipped) result.summary.skipped.push_back(skip);
+    for (const auto& copied : r.summary.copied) result.summary.copied.push_back(copied);
+    const io::InputFile written(staged.path() / s.file);
+    const safetensors::Index idx = safetensors::read_index(written, s.file);
+    for (const auto& t : idx.tensors) index[s.file].push_back(t.name);
+    data_size += written.size() - idx.data_start;
+    result.shards.push_back(s.file);
+    done += s.size - s.index.data_start;
+  }
+  const auto by_name = [](const auto& a, const auto& b) { return a.name < b.name; };
+  std::sort(result.summary.quantized.begin(), result.summary.quantized.end(), by_name);
+  std::sort(result.summary.skipped.begin(), result.summary.skipped.end());
+  std::sort(result.summary.copied.begin(), result.summary.copied.end());
+
+  if (write_index) io::write_new_file(staged.path() / kIndexName, bytes_of(index_json(index, data_size)));
+  if (f.config) {
+    ordered_json config = *f.config;
+    std::map<std::string, std::string> extra;
+    if (format) {
+      Written w;
+      w.dynamic_activations = o.dynamic_activations;
+      std::set<std::string> quantized;
+      for (const auto& row : result.summary.quantized) quantized.insert(row.name);
+      for (const auto& [name, where] : f.tensors) {
+        const auto& t = f.shards[where.shard].index.tensors[where.tensor];
+        if (!is_linear_weight(name, t.shape) || quantized.count(name)) continue;
+        (module_of(name).find("embed") == std::string::npos ? w.unquantized_linear : w.embeddings).push_back(name);
+      }
+      extra = format->write_config(config, c, w);
+    }
+    io::write_new_file(staged.path() / kConfigName, bytes_of(config.dump(2) + "\n"));
+    for (const auto& [name, text] : extra) io::write_new_file(staged.path() / name, bytes_of(text));
+  }
+  // Copied by the kernel, never held whole: a folder may carry large files beside its shards (a
+  // consolidated checkpoint the index does not list).
+  for (const std::string& n : f.other_files) {
+    const io::InputFile src(in / n);
+    io::StagedFile copy(staged.path() / n, src.size());
+    copy.copy_at(0, src.fd(), 0, src.size(), (in / n).string());
+    copy.commit();
+  }
+  io::sync_directory(staged.path());
+  staged.publish(o.options.replace);
+  return result;
+}
+
+}  // namespace qexact::model

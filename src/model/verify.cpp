@@ -1,0 +1,299 @@
+#include "model/verify.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include "checkpoint/plan.hpp"
+#include "checkpoint/storage.hpp"
+#include "io/input_file.hpp"
+#include "io/printable.hpp"
+#include "io/temp_name.hpp"
+#include "model/folder.hpp"
+#include "model/format.hpp"
+#include "model/linear_weights.hpp"
+#include "qexact/model.hpp"
+
+namespace qexact::model {
+namespace {
+
+using checkpoint::detail::Source;
+using ordered_json = nlohmann::ordered_json;
+
+// What a folder was written as, and the contract its metadata or config names.
+struct Recipe {
+  const Format* format = nullptr;  // null: qexact's own layout
+  std::string format_name;
+  Contract contract;
+};
+
+Recipe recipe_of(const Folder& q, const VerifyOptions& o) {
+  Recipe r;
+  const ordered_json* config = q.config && q.config->contains("quantization_config") ? &(*q.config)["quantization_config"] : nullptr;
+  if (config) {
+    for (const Format* f : formats())
+      if (f->recognizes(*config)) r.format = f;
+    if (!r.format)
+      fail(ErrorKind::bad_input, q.dir.string() + "/config.json: quantization_config quant_method '" +
+                                     config->value("quant_method", std::string("?")) +
+                                     "' is not a format qexact reads (compressed-tensors, or qexact's own metadata)");
+    r.format_name = r.format->name();
+    r.contract = make_contract(o.preset.empty() ? r.format->preset_of(*config) : o.preset);
+    return r;
+  }
+  r.format_name = "qexact";
+  for (const Shard& s : q.shards) {
+    const auto it = s.index.metadata.find("qexact.preset");
+    if (it == s.index.metadata.end()) continue;
+    std::vector<std::string> overrides;
+    for (const auto& [k, v] : s.index.metadata)
+      if (k.rfind("qexact.param.", 0) == 0) overrides.push_back(k.substr(13) + "=" + v);
+    r.contract = make_contract(o.preset.empty() ? it->second : o.preset, o.preset.empty() ? overrides : std::vector<std::string>{});
+    return r;
+  }
+  fail(ErrorKind::bad_input, q.dir.string() + " names no quantization: its config.json has no quantization_config and "
+                                              "no shard has qexact metadata");
+}
+
+// The stored form of a source tensor's outputs in a folder of this recipe.
+std::vector<checkpoint::detail::StoredOutput> stored_of(const Recipe& r, const Source& s) {
+  const std::vector<OutputSpec> outputs = output_specs(r.contract, s.shape);
+  return r.format ? r.format->stored(r.contract, s, outputs) : checkpoint::detail::qexact_stored(s.name, outputs);
+}
+
+std::vector<std::uint8_t> read_bytes(const Folder& f, const std::string& name) {
+  const Shard& shard = f.shard_of(name);
+  const safetensors::TensorInfo& t = f.info(name);
+  const io::InputFile in(f.dir / shard.file);
+  std::vector<std::uint8_t> b(static_cast<std::size_t>(t.end - t.begin));
+  in.read_at(shard.index.data_start + t.begin, b);
+  return b;
+}
+
+float read_f32(const Folder& f, const std::string& name) {
+  const std::vector<std::uint8_t> b = read_bytes(f, name);
+  float v = 0;
+  if (b.size() == 4 && f.info(name).dtype == "F32") std::memcpy(&v, b.data(), 4);
+  return v;
+}
+
+// `name` as an fnmatch pattern that matches only itself.
+std::string literal_glob(const std::string& name) {
+  std::string g;
+  for (char ch : name) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') g += '\\';
+    g += ch;
+  }
+  return g;
+}
+
+std::string fmt_float(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+// The pieces joined. (Built by appending: GCC 12's -Wrestrict misfires on `"literal" + std::string&&`.)
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+
+// A temporary folder removed on destruction.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(std::filesystem::path p) : path(std::move(p)) {}
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+std::uint64_t TensorVerdict::differing() const {
+  std::uint64_t n = 0;
+  for (const StoredDiff& d : stored) n += d.differing;
+  return n;
+}
+
+Verification verify_folder(const std::filesystem::path& quantized, const std::filesystem::path& source,
+                           const VerifyOptions& o) {
+  const Folder q = read_folder(quantized);
+  const Folder s = read_folder(source);
+  const Recipe r = recipe_of(q, o);
+  Verification v;
+  v.format = r.format_name;
+  v.preset = r.contract.preset;
+
+  // The source tensors the folder quantized: those whose stored scale it holds.
+  std::vector<std::string> selected;
+  std::map<std::string, Source> sources;
+  for (const auto& [name, where] : s.tensors) {
+    const auto& t = s.shards[where.shard].index.tensors[where.tensor];
+    const Source src{t.name, t.dtype, t.shape, t.end - t.begin};
+    if (!checkpoint::detail::float_dtype(t.dtype)) continue;
+    std::vector<checkpoint::detail::StoredOutput> stored;
+    try {
+      stored = stored_of(r, src);
+    } catch (const Error&) {
+      continue;  // a shape this contract cannot take was not quantized
+    }
+    // Quantized when any of its outputs is there: one under another name, or under its own name
+    // in another dtype (compressed-tensors FP8 keeps `weight`, as E4M3).
+    bool present = false;
+    for (const auto& so : stored)
+      if (q.tensors.count(so.name) && (so.name != name || q.info(so.name).dtype != t.dtype)) present = true;
+    if (present) {
+      selected.push_back(name);
+      sources.emplace(name, src);
+    }
+  }
+  if (selected.empty())
+    fail(ErrorKind::bad_input, quantized.string() + " holds no tensor of " + source.string() + " quantized as " +
+                                   v.format + " " + v.preset + " stores it (wrong --source, or --preset?)");
+
+  // The folder as qexact writes it from the source, quantizing the same tensors.
+  // In the system's temporary folder (TMPDIR), not beside the inputs, which may be read-only.
+  std::string tmpl = (std::filesystem::temp_directory_path() / "qexact-verify-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) fail(ErrorKind::io, "cannot create a temporary folder in " + std::filesystem::temp_directory_path().string() + " for the recomputed model");
+  const TempDir tmp{std::filesystem::path(tmpl)};
+  FolderOptions fo;
+  fo.format = r.format_name;
+  fo.recomputing = true;
+  for (const std::string& n : selected) fo.options.include.push_back(literal_glob(n));
+  fo.options.run = o.run;
+  quantize_folder(r.contract, s.dir, tmp.path / "expected", fo);
+  const Folder e = read_folder(tmp.path / "expected");
+
+  std::set<std::string> expected_outputs;
+  for (const std::string& name : selected) {
+    TensorVerdict t;
+    t.source = name;
+    for (const auto& so : stored_of(r, sources.at(name))) {
+      expected_outputs.insert(so.name);
+      StoredDiff d{so.name, 0, 0};
+      if (!q.tensors.count(so.name)) {
+        v.findings.push_back(cat({"'", io::printable(so.name), "' is missing (", v.format, " stores ", name, " with it)"}));
+        t.stored.push_back(d);
+        continue;
+      }
+      const auto& qi = q.info(so.name);
+      const auto& ei = e.info(so.name);
+      if (qi.dtype != ei.dtype || qi.shape != ei.shape) {
+        v.findings.push_back(cat({"'", io::printable(so.name), "' is ", qi.dtype, " ", shape_str(qi.shape), ", the format stores ", ei.dtype, " ", shape_str(ei.shape)}));
+        t.stored.push_back(d);
+        continue;
+      }
+      const std::vector<std::uint8_t> a = read_bytes(q, so.name), b = read_bytes(e, so.name);
+      d.bytes = b.size();
+      for (std::size_t i = 0; i < b.size(); ++i) d.differing += a[i] != b[i];
+      v.differing += d.differing;
+      v.bytes += d.bytes;
+      t.stored.push_back(d);
+    }
+    // A tensor scale stored as the other convention's: the reciprocal of the expected value.
+    if (t.stored.size() == 3 && t.stored[2].differing != 0) {
+      const float a = read_f32(q, t.stored[2].name), x = read_f32(e, t.stored[2].name);
+      if (x != 0 && std::isfinite(a) && std::fabs(static_cast<double>(a) * x - 1.0) < 0.01)
+        v.findings.push_back(cat({"'", io::printable(t.stored[2].name), "' = ", fmt_float(a), " is the reciprocal of ", fmt_float(x), ": stored the other way round (", v.format, " loaders read ", (r.format ? r.format->tensor_scale_meaning() : "qexact's tensor scale"), ")"}));
+    }
+    v.tensors.push_back(std::move(t));
+  }
+
+  // Fused shards whose global scales differ: the loader fuses them under one.
+  if (r.format && r.format->shares_tensor_amax(r.contract)) {
+    std::map<std::string, std::vector<const TensorVerdict*>> groups;
+    for (const TensorVerdict& t : v.tensors)
+      if (const std::string g = fused_group(t.source); !g.empty() && t.stored.size() == 3) groups[g].push_back(&t);
+    for (const auto& [g, members] : groups) {
+      std::string values;
+      bool same = true;
+      const float first = q.tensors.count(members[0]->stored[2].name) ? read_f32(q, members[0]->stored[2].name) : 0;
+      for (const TensorVerdict* t : members) {
+        const float val = q.tensors.count(t->stored[2].name) ? read_f32(q, t->stored[2].name) : 0;
+        same = same && std::memcmp(&val, &first, 4) == 0;
+        values += (values.empty() ? "" : ", ") + module_of(t->source).substr(module_of(t->source).rfind('.') + 1) + " " + fmt_float(val);
+      }
+      if (members.size() > 1 && !same)
+        v.findings.push_back(cat({"fused shards of ", g, " have different global scales (", values, "): vLLM fuses them into one layer under one global scale"}));
+    }
+  }
+
+  // Everything else: the tensors both hold must be the same bytes; none may be only in one.
+  std::set<std::string> quantized_modules;
+  for (const std::string& n : selected) quantized_modules.insert(module_of(n));
+  std::map<std::string, std::map<std::string, std::vector<std::pair<std::string, float>>>> activation_groups;
+  for (const auto& [name, where] : q.tensors) {
+    if (expected_outputs.count(name)) continue;
+    const auto dot = name.rfind('.');
+    const std::string module = dot == std::string::npos ? name : name.substr(0, dot);
+    const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+    if ((leaf == "input_scale" || leaf == "input_global_scale") && quantized_modules.count(module) && !e.tensors.count(name)) {
+      ++v.activation_scales;
+      const auto& info = q.info(name);
+      const auto fdt = checkpoint::detail::float_dtype(info.dtype);
+      float value = std::nanf("");
+      if (fdt && shape_numel(info.shape) == 1) {
+        const std::vector<std::uint8_t> b = read_bytes(q, name);
+        value = to_f32_vector(make_view(*fdt, {1}, b.data()))[0];
+      }
+      if (!fdt || shape_numel(info.shape) != 1)
+        v.findings.push_back(cat({"'", io::printable(name), "' is ", info.dtype, " ", shape_str(info.shape),
+                                  ": an activation scale is one float"}));
+      else if (!(std::isfinite(value) && value > 0))
+        v.findings.push_back(cat({"'", io::printable(name), "' = ", fmt_float(value), ": an activation scale is positive and finite"}));
+      if (const std::string g = fused_group(module + ".weight"); !g.empty())
+        activation_groups[leaf][g].emplace_back(module.substr(module.rfind('.') + 1), value);
+      continue;
+    }
+    if (!e.tensors.count(name)) {
+      v.findings.push_back(cat({"'", io::printable(name), "' is a tensor the recomputed folder does not have"}));
+      continue;
+    }
+    if (read_bytes(q, name) != read_bytes(e, name))
+      v.findings.push_back(cat({"'", io::printable(name), "' (not quantized) differs from the source's"}));
+  }
+  for (const auto& [leaf, groups] : activation_groups)
+    for (const auto& [g, members] : groups) {
+      std::string values;
+      bool same = true;
+      for (const auto& [m, val] : members) {
+        same = same && std::memcmp(&val, &members[0].second, 4) == 0;
+        values += cat({values.empty() ? "" : ", ", m, " ", fmt_float(val)});
+      }
+      if (members.size() > 1 && !same)
+        v.findings.push_back(cat({"fused shards of ", g, " have different ", leaf, " (", values,
+                                  "): they read one input, and a fused layer takes one"}));
+    }
+  for (const auto& [name, where] : e.tensors)
+    if (!q.tensors.count(name) && !expected_outputs.count(name))
+      v.findings.push_back(cat({"'", io::printable(name), "' is missing"}));
+
+  // The config's ignore list against what the folder quantized (compressed-tensors).
+  if (r.format && q.config) {
+    const ordered_json& qc = (*q.config)["quantization_config"];
+    const ordered_json ec = e.config ? (*e.config)["quantization_config"] : ordered_json();
+    if (qc.value("format", std::string()) != ec.value("format", std::string()))
+      v.findings.push_back(cat({"quantization_config format is '", qc.value("format", std::string()), "', its tensors are '", ec.value("format", std::string()), "'"}));
+    std::set<std::string> ignore;
+    if (qc.contains("ignore") && qc["ignore"].is_array())
+      for (const auto& x : qc["ignore"])
+        if (x.is_string()) ignore.insert(x.get<std::string>());
+    for (const std::string& n : selected)
+      if (ignore.count(module_of(n))) v.findings.push_back(cat({"'", module_of(n), "' is quantized but listed in ignore"}));
+    if (ec.contains("ignore"))
+      for (const auto& x : ec["ignore"])
+        if (x.is_string() && !ignore.count(x.get<std::string>()))
+          v.findings.push_back(cat({"'", x.get<std::string>(), "' is not quantized but missing from ignore: a loader " "expects it quantized"}));
+  }
+  return v;
+}
+
+}  // namespace qexact::model

@@ -1,0 +1,336 @@
+// `qexact quantize` of a model folder, run as a process (QEXACT_CLI) on a small synthetic Llama
+// folder: the compressed-tensors layout (names, dtypes, shapes, config.json), every stored byte
+// equal to what the library gives the tensor alone (or under its fused group's amax), shards and
+// index, other files copied; and the malformed folders and refusals, which exit 2 and write
+// nothing. (The bytes against llm-compressor itself: python/peer_tests/test_model_folders.py.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.hpp"
+#include "io/safetensors.hpp"
+#include "qexact/contract.hpp"
+#include "qexact/quantize.hpp"
+#include "quantize_with_amax.hpp"
+
+namespace qexact {
+namespace {
+namespace st = safetensors;
+using Bytes = std::vector<std::uint8_t>;
+using json = nlohmann::json;
+
+Bytes bytes_of(const Tensor& t) {
+  const auto* b = static_cast<const std::uint8_t*>(t.raw());
+  return Bytes(b, b + t.nbytes());
+}
+
+const st::Entry* find(const st::Archive& a, const std::string& name) {
+  for (const st::Entry& e : a.entries)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+class ModelFolderTest : public test::CliTest {
+ protected:
+  ModelFolderTest() : CliTest("qexact_model_") {}
+
+  // One layer of a Llama: attention, MLP, norms, embeddings and head, in bf16; the values of
+  // each tensor from its own seed, with different ranges so that the fused amax matters.
+  std::map<std::string, Tensor> layer() const {
+    std::map<std::string, Tensor> t;
+    std::uint32_t seed = 1;
+    const auto add = [&](const std::string& name, const Shape& shape, float range) {
+      std::vector<float> v = test::random_values(shape_numel(shape), seed++);
+      for (float& x : v) x *= range;
+      t.emplace(name, from_f32_vector(v, shape, DType::bf16));
+    };
+    add("model.embed_tokens.weight", {64, 64}, 1);
+    add("model.layers.0.input_layernorm.weight", {64}, 1);
+    add("model.layers.0.self_attn.q_proj.weight", {64, 64}, 0.5f);
+    add("model.layers.0.self_attn.k_proj.weight", {32, 64}, 2);
+    add("model.layers.0.self_attn.v_proj.weight", {32, 64}, 1);
+    add("model.layers.0.self_attn.o_proj.weight", {64, 64}, 1);
+    add("model.layers.0.mlp.gate_proj.weight", {128, 64}, 3);
+    add("model.layers.0.mlp.up_proj.weight", {128, 64}, 1);
+    add("model.layers.0.mlp.down_proj.weight", {64, 128}, 1);
+    add("lm_head.weight", {64, 64}, 1);
+    return t;
+  }
+
+  // The folder `dir` in work(): config.json, the tensors in `shards` files (round robin by name)
+  // with an index when there are several, and a tokenizer file.
+  void make_folder(const std::string& dir, int shards) const {
+    std::filesystem::create_directories(work() / dir);
+    std::vector<st::Archive> files(static_cast<std::size_t>(shards));
+    json map = json::object();
+    int k = 0;
+    for (const auto& [name, t] : layer()) {
+      const int s = k++ % shards;
+      files[static_cast<std::size_t>(s)].entries.push_back(st::make_entry(name, "BF16", t.view()));
+      map[name] = shard_name(s, shards);
+    }
+    for (int s = 0; s < shards; ++s) {
+      auto& entries = files[static_cast<std::size_t>(s)].entries;
+      std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+      files[static_cast<std::size_t>(s)].metadata = {{"format", "pt"}};
+      st::write(work() / dir / shard_name(s, shards), files[static_cast<std::size_t>(s)]);
+    }
+    if (shards > 1) put(dir + "/model.safetensors.index.json", json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
+    put(dir + "/config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64})");
+    put(dir + "/tokenizer.json", "{\"version\": \"1.0\"}");
+  }
+
+  static std::string shard_name(int s, int shards) {
+    if (shards == 1) return "model.safetensors";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", s + 1, shards);
+    return buf;
+  }
+
+  // Every tensor of every shard of an output folder.
+  st::Archive read_all(const std::string& dir) const {
+    st::Archive all;
+    for (const auto& e : std::filesystem::directory_iterator(work() / dir))
+      if (e.path().extension() == ".safetensors")
+        for (st::Entry& t : st::read(e.path()).entries) all.entries.push_back(std::move(t));
+    return all;
+  }
+};
+
+TEST_F(ModelFolderTest, CompressedTensorsNvfp4IsTheLibrarysBytesUnderTheFusedAmax) {
+  make_folder("in", 3);
+  const auto r = run({"quantize", "in", "--format", "compressed-tensors", "--out", "out"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(get("out/tokenizer.json"), get("in/tokenizer.json"));
+  const st::Archive out = read_all("out");
+  const Contract c = make_contract("nvfp4.ct");
+  const auto tensors = layer();
+  const auto amax_of = [&](std::initializer_list<const char*> names) {
+    std::int32_t key = 0;
+    for (const char* n : names) key = std::max(key, amax_key(tensors.at(n).view()));
+    return amax_from_key(key);
+  };
+  const float qkv = amax_of({"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                             "model.layers.0.self_attn.v_proj.weight"});
+  const float gate_up = amax_of({"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"});
+  std::size_t checked = 0;
+  for (const auto& [name, x] : tensors) {
+    const std::string module = name.substr(0, name.size() - 7);
+    const bool linear = x.shape().size() == 2 && name.find("embed") == std::string::npos && name != "lm_head.weight";
+    if (!linear) {
+      const st::Entry* e = find(out, name);
+      ASSERT_NE(e, nullptr) << name;
+      EXPECT_EQ(e->bytes, bytes_of(x)) << name << " is copied as it was";
+      continue;
+    }
+    EXPECT_EQ(find(out, name), nullptr) << name;
+    const bool in_qkv = name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos ||
+                        name.find("v_proj") != std::string::npos;
+    const bool in_gate_up = name.find("gate_proj") != std::string::npos || name.find("up_proj") != std::string::npos;
+    const QuantResult q = in_qkv       ? quantize_with_tensor_amax(c, x.view(), qkv, {})
+                          : in_gate_up ? quantize_with_tensor_amax(c, x.view(), gate_up, {})
+                                       : quantize(c, x.view());
+    const st::Entry* packed = find(out, module + ".weight_packed");
+    const st::Entry* scale = find(out, module + ".weight_scale");
+    const st::Entry* global = find(out, module + ".weight_global_scale");
+    ASSERT_TRUE(packed && scale && global) << module;
+    EXPECT_EQ(packed->dtype, "U8");
+    EXPECT_EQ(packed->shape, (Shape{x.shape()[0], x.shape()[1] / 2}));
+    EXPECT_EQ(scale->dtype, "F8_E4M3");
+    EXPECT_EQ(scale->shape, (Shape{x.shape()[0], x.shape()[1] / 16}));
+    EXPECT_EQ(global->dtype, "F32");
+    EXPECT_EQ(global->shape, (Shape{1}));
+    EXPECT_EQ(packed->bytes, bytes_of(q.payload)) << module;
+    EXPECT_EQ(scale->bytes, bytes_of(q.scale)) << module;
+    EXPECT_EQ(global->bytes, bytes_of(q.tensor_scale)) << module;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7u);
+  // The fused shards share one global scale, which is not every member's own.
+  EXPECT_EQ(find(out, "model.layers.0.self_attn.q_proj.weight_global_scale")->bytes,
+            find(out, "model.layers.0.self_attn.k_proj.weight_global_scale")->bytes);
+  EXPECT_NE(find(out, "model.layers.0.self_attn.q_proj.weight_global_scale")->bytes,
+            bytes_of(quantize(c, tensors.at("model.layers.0.self_attn.q_proj.weight").view()).tensor_scale));
+
+  const json config = json::parse(get("out/config.json"));
+  EXPECT_EQ(config["model_type"], "llama");
+  const json& q = config["quantization_config"];
+  EXPECT_EQ(q["quant_method"], "compressed-tensors");
+  EXPECT_EQ(q["format"], "nvfp4-pack-quantized");
+  EXPECT_EQ(q["quantization_status"], "compressed");
+  EXPECT_EQ(q["ignore"], json::array({"lm_head"}));
+  EXPECT_EQ(q["config_groups"]["group_0"]["weights"]["strategy"], "tensor_group");
+  EXPECT_EQ(q["config_groups"]["group_0"]["weights"]["group_size"], 16);
+  EXPECT_EQ(q["config_groups"]["group_0"]["targets"], json::array({"Linear"}));
+
+  // The index names every stored tensor in the shard that holds it.
+  const json index = json::parse(get("out/model.safetensors.index.json"));
+  std::size_t listed = 0;
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    const st::Archive shard = st::read(work() / "out" / file.get<std::string>());
+    EXPECT_NE(find(shard, name), nullptr) << name << " in " << file;
+    ++listed;
+  }
+  EXPECT_EQ(listed, out.entries.size());
+}
+
+TEST_F(ModelFolderTest, CompressedTensorsFp8KeepsABf16ModelsScalesInBf16AndPerChannelAsColumns) {
+  make_folder("in", 1);
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--preset", "fp8.ct.channel", "--out", "out"}).status, 0);
+  const st::Archive out = read_all("out");
+  const auto tensors = layer();
+  const Tensor& x = tensors.at("model.layers.0.mlp.down_proj.weight");
+  const QuantResult q = quantize(make_contract("fp8.ct.channel"), x.view());
+  const st::Entry* w = find(out, "model.layers.0.mlp.down_proj.weight");
+  const st::Entry* s = find(out, "model.layers.0.mlp.down_proj.weight_scale");
+  ASSERT_TRUE(w && s);
+  EXPECT_EQ(w->dtype, "F8_E4M3");
+  EXPECT_EQ(w->bytes, bytes_of(q.payload));
+  EXPECT_EQ(s->dtype, "BF16");
+  EXPECT_EQ(s->shape, (Shape{64, 1}));
+  ASSERT_EQ(s->bytes.size() * 2, q.scale.nbytes());
+  for (std::int64_t i = 0; i < q.scale.numel(); ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, static_cast<const std::uint8_t*>(q.scale.raw()) + 4 * i, 4);
+    ASSERT_EQ(bits & 0xFFFFu, 0u) << "a bf16 value";
+    EXPECT_EQ(s->bytes[2 * i] | (s->bytes[2 * i + 1] << 8), static_cast<int>(bits >> 16)) << i;
+  }
+  const json q8 = json::parse(get("out/config.json"))["quantization_config"];
+  EXPECT_EQ(q8["format"], "float-quantized");
+  EXPECT_EQ(q8["config_groups"]["group_0"]["weights"]["strategy"], "channel");
+  EXPECT_TRUE(q8["config_groups"]["group_0"]["input_activations"].is_null()) << "weights only by default";
+
+  // Dynamic activations: the same bytes, and the config says the loader quantizes them per token.
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--preset", "fp8.ct.channel", "--activations",
+                 "dynamic", "--out", "dyn"}).status, 0);
+  EXPECT_EQ(get("dyn/model.safetensors"), get("out/model.safetensors"));
+  const json a = json::parse(get("dyn/config.json"))["quantization_config"]["config_groups"]["group_0"]["input_activations"];
+  EXPECT_EQ(a["dynamic"], true);
+  EXPECT_EQ(a["strategy"], "token");
+  EXPECT_EQ(a["num_bits"], 8);
+  expect_rejected({"quantize", "in", "--format", "compressed-tensors", "--activations", "dynamic", "--out", "o"},
+                  "calibrated input_global_scale");
+}
+
+TEST_F(ModelFolderTest, TheQexactFormatWritesEveryShardInQexactsLayout) {
+  make_folder("in", 2);
+  ASSERT_EQ(run({"quantize", "in", "--preset", "mxfp8.torchao.floor", "--out", "out"}).status, 0);
+  const st::Archive out = read_all("out");
+  EXPECT_NE(find(out, "model.layers.0.self_attn.q_proj.weight.payload"), nullptr);
+  EXPECT_NE(find(out, "model.layers.0.input_layernorm.weight.payload"), nullptr) << "default: every tensor";
+  EXPECT_EQ(json::parse(get("out/config.json")), json::parse(get("in/config.json")));
+}
+
+TEST_F(ModelFolderTest, MalformedFoldersAndRefusalsWriteNothing) {
+  make_folder("in", 2);
+  expect_rejected({"quantize", "in", "--format", "compressed-tensors", "--preset", "nvfp4.modelopt", "--out", "o"},
+                  "weight_global_scale as a multiplier");
+  expect_rejected({"quantize", "in", "--format", "gguf-someday", "--out", "o"}, "unknown --format");
+  expect_rejected({"quantize", "in/model-00001-of-00002.safetensors", "--format", "compressed-tensors", "--out", "o.safetensors"},
+                  "--format applies to model folders");
+  expect_rejected({"quantize", "in", "--out", "o"}, "--preset is required");
+
+  // An index that lists a shard the folder lacks, or a tensor in the wrong shard.
+  std::filesystem::copy(work() / "in", work() / "bad", std::filesystem::copy_options::recursive);
+  json index = json::parse(get("bad/model.safetensors.index.json"));
+  index["weight_map"]["lm_head.weight"] = "model-00009-of-00009.safetensors";
+  put("bad/model.safetensors.index.json", index.dump());
+  expect_rejected({"quantize", "bad", "--format", "compressed-tensors", "--out", "o"}, "model-00009-of-00009.safetensors");
+  std::string other = index["weight_map"]["model.layers.0.input_layernorm.weight"] == "model-00001-of-00002.safetensors"
+                          ? "model-00002-of-00002.safetensors"
+                          : "model-00001-of-00002.safetensors";
+  index = json::parse(get("in/model.safetensors.index.json"));
+  index["weight_map"]["model.layers.0.input_layernorm.weight"] = other;
+  put("bad/model.safetensors.index.json", index.dump());
+  expect_rejected({"quantize", "bad", "--format", "compressed-tensors", "--out", "o"}, "model.layers.0.input_layernorm.weight");
+
+  // A folder already quantized for a loader.
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--out", "ct"}).status, 0);
+  expect_rejected({"quantize", "ct", "--format", "compressed-tensors", "--out", "o"}, "already has a quantization_config");
+  // An existing output without --force.
+  expect_rejected({"quantize", "in", "--format", "compressed-tensors", "--out", "ct"}, "ct");
+}
+
+
+TEST_F(ModelFolderTest, VerifyPassesOnItsOwnFolderAndNamesWhatACorruptedOneBreaks) {
+  make_folder("in", 1);
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--out", "ct"}).status, 0);
+  const auto ok = run({"verify", "ct", "--source", "in"});
+  ASSERT_EQ(ok.status, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("0 findings: PASS"), std::string::npos) << ok.out;
+
+  // The q_proj global scale stored as its reciprocal (ModelOpt's convention), up_proj's no longer
+  // shared with gate_proj, k_proj's block scales gone, one norm changed.
+  st::Archive a = st::read(work() / "ct" / "model.safetensors");
+  const auto f32_at = [&](const std::string& name) -> float& {
+    for (st::Entry& e : a.entries)
+      if (e.name == name) return *reinterpret_cast<float*>(e.bytes.data());
+    throw std::runtime_error("no " + name);
+  };
+  f32_at("model.layers.0.self_attn.q_proj.weight_global_scale") = 1.0f / f32_at("model.layers.0.self_attn.q_proj.weight_global_scale");
+  f32_at("model.layers.0.mlp.up_proj.weight_global_scale") *= 2;
+  a.entries.erase(std::remove_if(a.entries.begin(), a.entries.end(),
+                                 [](const st::Entry& e) { return e.name == "model.layers.0.self_attn.k_proj.weight_scale"; }),
+                  a.entries.end());
+  for (st::Entry& e : a.entries)
+    if (e.name == "model.layers.0.input_layernorm.weight") e.bytes[0] ^= 1;
+  st::write(work() / "ct" / "model.safetensors", a);
+
+  const auto bad = run({"verify", "ct", "--source", "in", "--json"});
+  ASSERT_EQ(bad.status, 1) << bad.err;
+  const json j = json::parse(bad.out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_GT(j["differing"].get<std::uint64_t>(), 0u);
+  const std::string findings = j["findings"].dump();
+  EXPECT_NE(findings.find("q_proj.weight_global_scale' = "), std::string::npos) << findings;
+  EXPECT_NE(findings.find("stored the other way round"), std::string::npos) << findings;
+  EXPECT_NE(findings.find("fused shards of model.layers.0.mlp.gate_up_proj have different global scales"), std::string::npos)
+      << findings;
+  EXPECT_NE(findings.find("k_proj.weight_scale' is missing"), std::string::npos) << findings;
+  EXPECT_NE(findings.find("input_layernorm.weight' (not quantized) differs"), std::string::npos) << findings;
+
+  expect_rejected({"verify", "ct", "--source", "nowhere"}, "nowhere");
+  expect_rejected({"verify", "in", "--source", "in"}, "names no quantization");
+}
+
+TEST_F(ModelFolderTest, ModelOptNvfp4StoresADescaleSharedAsTheGroupsLargest) {
+  make_folder("in", 1);
+  ASSERT_EQ(run({"quantize", "in", "--format", "modelopt", "--out", "mo"}).status, 0);
+  const st::Archive out = read_all("mo");
+  const auto tensors = layer();
+  const Contract c = make_contract("nvfp4.modelopt");
+  std::int32_t key = 0;
+  for (const char* n : {"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"})
+    key = std::max(key, amax_key(tensors.at(n).view()));
+  const QuantResult q = quantize_with_tensor_amax(c, tensors.at("model.layers.0.mlp.up_proj.weight").view(), amax_from_key(key), {});
+  const st::Entry* w = find(out, "model.layers.0.mlp.up_proj.weight");
+  const st::Entry* s = find(out, "model.layers.0.mlp.up_proj.weight_scale");
+  const st::Entry* s2 = find(out, "model.layers.0.mlp.up_proj.weight_scale_2");
+  ASSERT_TRUE(w && s && s2);
+  EXPECT_EQ(w->dtype, "U8");
+  EXPECT_EQ(s->dtype, "F8_E4M3");
+  EXPECT_EQ(s2->dtype, "F32");
+  EXPECT_EQ(s2->shape, Shape{});
+  EXPECT_EQ(w->bytes, bytes_of(q.payload));
+  EXPECT_EQ(s->bytes, bytes_of(q.scale));
+  EXPECT_EQ(s2->bytes, bytes_of(q.tensor_scale));
+  EXPECT_EQ(s2->bytes, find(out, "model.layers.0.mlp.gate_proj.weight_scale_2")->bytes);
+  const json hf = json::parse(get("mo/hf_quant_config.json"));
+  EXPECT_EQ(hf["quantization"]["quant_algo"], "W4A16_NVFP4");
+  EXPECT_EQ(hf["quantization"]["exclude_modules"], json::array({"lm_head", "model.embed_tokens"}));
+  EXPECT_EQ(json::parse(get("mo/config.json"))["quantization_config"]["quant_method"], "modelopt");
+  ASSERT_EQ(run({"verify", "mo", "--source", "in"}).status, 0);
+  // Each loader reads its own convention: the other stack's NVFP4 is refused by name.
+  expect_rejected({"quantize", "in", "--format", "modelopt", "--preset", "nvfp4.ct", "--out", "o"}, "descale");
+  expect_rejected({"quantize", "in", "--format", "modelopt", "--preset", "fp8.modelopt.export.tensor", "--out", "o"},
+                  "calibrated input scales");
+}
+
+}  // namespace
+}  // namespace qexact
