@@ -108,6 +108,8 @@ const std::vector<std::vector<std::string>>& variants() {
       {"fp8.modelopt.export.channel", "signed_zero=underflow"},
       {"fp8.modelopt.eager"},
       {"fp8.modelopt.eager", "granularity=row", "amax_floor=0.5", "quotient_arith=input"},
+      {"fp8.hf.block"},
+      {"fp8.ct.channel", "zero_group=one_unless_positive"},  // vector scales beside the rule's lanes
       {"fp8.ascend.token", "zero_group=eps", "quotient_arith=input"},
       {"fp8.ascend.token", "zero_group=nan", "scale_arith=input"},
       {"fp8.torchao.rowwise", "scale_arith=reciprocal_multiplier", "signed_zero=underflow"},

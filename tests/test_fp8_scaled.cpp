@@ -492,6 +492,21 @@ TEST(Fp8ScaledStacks, TorchScalarByTensorIsAReciprocalProduct) {
   EXPECT_EQ(scale_bits(above), std::vector<std::uint32_t>{bits(1.0f / (448.0f * (1.0f / 0x1.000002p-24f)))});
 }
 
+TEST(Fp8ScaledStacks, TransformersTileWithoutAPositiveAmaxHasMultiplierOne) {
+  // transformers' torch.where(amax > 0, 448 / amax, 1): a NaN amax (torch's amax propagates it)
+  // and a zero one both give multiplier 1, stored as 1; finite elements beside the NaN keep
+  // their own codes (measured: 3 -> 0x44, 1 -> 0x38, -0.3 -> 0xAA).
+  const QuantResult nan = quantize_as("fp8.hf.block", DType::f32, {3.0f, 1.0f, -0.3f, kNaN});
+  EXPECT_EQ(codes(nan), (std::vector<int>{0x44, 0x38, 0xAA, 0x7F}));
+  EXPECT_EQ(scale_bits(nan), std::vector<std::uint32_t>{bits(1.0f)});
+  const QuantResult zero = quantize_as("fp8.hf.block", DType::bf16, {0.0f, -0.0f});
+  EXPECT_EQ(codes(zero), (std::vector<int>{0x00, 0x80}));
+  EXPECT_EQ(scale_bits(zero), std::vector<std::uint32_t>{bits(1.0f)});
+  const QuantResult three = quantize_as("fp8.hf.block", DType::f32, {3.0f, -3.0f});
+  EXPECT_EQ(scale_bits(three), std::vector<std::uint32_t>{bits(1.0f / std::bit_cast<float>(0x43155556u))});
+  EXPECT_EQ(codes(three), (std::vector<int>{0x7E, 0xFE}));
+}
+
 TEST(Fp8ScaledStacks, ParametersThatNeedEachOtherAreChecked) {
   EXPECT_THROW(make_contract("fp8.ascend.token", {"scale_arith=reciprocal_multiplier"}), Error);
   EXPECT_THROW(make_contract("fp8.ascend.token", {"zero_group=amax_one"}), Error);

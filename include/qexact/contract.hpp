@@ -201,6 +201,8 @@ enum class ZeroGroup : std::uint8_t {
   eps,    // a scale that comes out 0 (amax 0, or one that underflows) becomes the machine epsilon
           // of the scale's arithmetic (fp32 2^-23, bf16 2^-7, f16 2^-10; compressed-tensors)
   amax_one,  // an amax <= amax_floor is replaced by 1.0 (ModelOpt's fp8 fake quant)
+  one_unless_positive,  // an amax that is not > 0 (0, or NaN) gives scale 1.0: transformers'
+                        // FP8 torch.where(amax > 0, max / amax, 1); a positive amax as `floor`
 };
 enum class NonFiniteInput : std::uint8_t {
   reject,     // an error naming the first non-finite element (the seed presets)

@@ -447,6 +447,7 @@ float top_code(const Contract& c) { return lab_family(c.family).top_code(c); }
 
 float fp8_nominal_scale(const Contract& c, float amax) {
   if (amax == 0.0f && c.zero_group == ZeroGroup::zero) return 0.0f;
+  if (!(amax > 0.0f) && c.zero_group == ZeroGroup::one_unless_positive) return 1.0f;
   const double max_elem = elem_traits(c.element).max;
   double a = std::max(static_cast<double>(amax), c.amax_floor);
   if (c.zero_group == ZeroGroup::amax_one) a = amax <= c.amax_floor ? 1.0 : amax;

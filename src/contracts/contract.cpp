@@ -76,7 +76,8 @@ constexpr EnumName<ScalePow2> kScalePow2[] = {
 constexpr EnumName<StoredScale> kStored[] = {{StoredScale::computed, "computed"}, {StoredScale::inverse, "inverse"}};
 constexpr EnumName<ZeroGroup> kZeroGroups[] = {
     {ZeroGroup::zero, "zero"}, {ZeroGroup::floor, "floor"}, {ZeroGroup::one, "one"},
-    {ZeroGroup::nan, "nan"}, {ZeroGroup::eps, "eps"}, {ZeroGroup::amax_one, "amax_one"}};
+    {ZeroGroup::nan, "nan"}, {ZeroGroup::eps, "eps"}, {ZeroGroup::amax_one, "amax_one"},
+    {ZeroGroup::one_unless_positive, "one_unless_positive"}};
 constexpr EnumName<NonFiniteInput> kNonFiniteInput[] = {{NonFiniteInput::reject, "reject"},
                                                         {NonFiniteInput::propagate, "propagate"}};
 constexpr EnumName<TensorScale> kTensorScales[] = {

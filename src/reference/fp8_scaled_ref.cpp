@@ -124,6 +124,7 @@ struct DomainScale {
 // Steps 2 to 4: amax floor, scale, power of two, a zero scale's replacement.
 DomainScale scale_of(const Contract& c, float amax, DType dt) {
   if (c.zero_group == ZeroGroup::zero && amax == 0.0f) return {true, 0.0f};
+  if (c.zero_group == ZeroGroup::one_unless_positive && !(amax > 0.0f)) return {false, 1.0f};
   if (std::isnan(amax)) return {false, amax};  // max / NaN and NaN / max are that NaN (torch.clamp lets it through)
   const float max = elem_traits(c.element).max;
   const bool multiplier = c.scale_kind == ScaleKind::multiplier;

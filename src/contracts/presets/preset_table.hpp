@@ -48,5 +48,6 @@ std::vector<PresetDef> compressed_tensors_presets();
 std::vector<PresetDef> onnx_presets();
 std::vector<PresetDef> jax_presets();
 std::vector<PresetDef> quark_presets();
+std::vector<PresetDef> transformers_presets();
 
 }  // namespace qexact::presets

@@ -127,7 +127,9 @@ Fp8Scale fp8_scale_of(const Fp8Plan& p, std::uint32_t amax_bits) {
   const float amax = as_float(amax_bits);
   const bool nan = (amax_bits & 0x7FFFFFFFu) > kExpField;
   float s = amax;  // a NaN amax divides through unchanged
-  if (!nan) {
+  if (p.zero_group == ZeroGroup::one_unless_positive && (nan || amax_bits == 0)) {
+    s = 1.0f;  // amax_bits is a magnitude: not > 0 means 0 or NaN
+  } else if (!nan) {
     // max(amax, floor) in the arithmetic's precision; zero_group=one when that is still 0;
     // zero_group=amax_one: an amax up to the floor counts as 1, and the floor bounds nothing.
     const float floor_f = static_cast<float>(p.amax_floor);
