@@ -5,7 +5,9 @@
 # gguf-py 0.19.0 Q8_0 and MXFP4, ml_dtypes 0.6.0 casts, ONNX QuantizeLinear (onnx 1.22.0's
 # reference evaluator and onnxruntime 1.31.1) with given scales, JAX 0.12.0.1 on XLA:CPU (MX and
 # NVFP4, in a Python 3.12 venv of its own: scripts/jax-venv.sh), AMD Quark 0.13 (MX real and fake
-# quantization); and the source-read FP8 group presets
+# quantization), transformers 5.24.0's fine-grained FP8 quantize-on-load op; the model folders
+# against llm-compressor 0.14.0.1, ModelOpt's HF export and transformers (write, load, verify);
+# and the source-read FP8 group presets
 # against their formulas written in torch (test_source_formulas.py). The peers are pinned in
 # python/requirements-test.txt (JAX: python/requirements-jax.txt) and installed by
 # scripts/python-venv.sh (scripts/jax-venv.sh); one that cannot be

@@ -332,5 +332,49 @@ TEST_F(ModelFolderTest, ModelOptNvfp4StoresADescaleSharedAsTheGroupsLargest) {
                   "calibrated input scales");
 }
 
+TEST_F(ModelFolderTest, HfFp8StoresWeightScaleInvAsTheTileGridAndListsWhatItLeaves) {
+  make_folder("in", 1);
+  ASSERT_EQ(run({"quantize", "in", "--format", "hf-fp8", "--out", "fp8"}).status, 0);
+  const st::Archive out = read_all("fp8");
+  const auto tensors = layer();
+  for (const char* name : {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj"}) {
+    const QuantResult q = quantize(make_contract("fp8.hf.block"), tensors.at(std::string(name) + ".weight").view());
+    const st::Entry* w = find(out, std::string(name) + ".weight");
+    const st::Entry* s = find(out, std::string(name) + ".weight_scale_inv");
+    ASSERT_TRUE(w && s) << name;
+    EXPECT_EQ(w->dtype, "F8_E4M3");
+    EXPECT_EQ(w->bytes, bytes_of(q.payload));
+    EXPECT_EQ(s->dtype, "F32");
+    EXPECT_EQ(s->shape, (Shape{1, 1})) << "a ragged 128x128 grid: ceil of each side";
+    EXPECT_EQ(s->bytes, bytes_of(q.scale));
+  }
+  EXPECT_EQ(find(out, "lm_head.weight")->dtype, "BF16");
+  EXPECT_EQ(find(out, "model.embed_tokens.weight")->dtype, "BF16");
+  const json q = json::parse(get("fp8/config.json"))["quantization_config"];
+  EXPECT_EQ(q["quant_method"], "fp8");
+  EXPECT_EQ(q["activation_scheme"], "dynamic");
+  EXPECT_EQ(q["weight_block_size"], json::array({128, 128}));
+  EXPECT_EQ(q["modules_to_not_convert"], json::array({"lm_head"}));
+  const auto v = run({"verify", "fp8", "--source", "in"});
+  EXPECT_EQ(v.status, 0) << v.out << v.err;
+
+  // DeepSeek-V3's own contract stores its descale as computed: the same layout.
+  ASSERT_EQ(run({"quantize", "in", "--format", "hf-fp8", "--preset", "fp8.deepseek.128x128", "--exclude", "lm_head*",
+                 "--exclude", "*embed*", "--out", "ds"}).status, 0);
+  const QuantResult ds = quantize(make_contract("fp8.deepseek.128x128"), tensors.at("model.layers.0.mlp.up_proj.weight").view());
+  EXPECT_EQ(find(read_all("ds"), "model.layers.0.mlp.up_proj.weight_scale_inv")->bytes, bytes_of(ds.scale));
+  const auto as_named = run({"verify", "ds", "--source", "in"});  // its config names fp8.hf.block: other scales
+  EXPECT_EQ(as_named.status, 1) << as_named.out << as_named.err;
+  EXPECT_NE(as_named.out.find("weight_scale_inv "), std::string::npos) << as_named.out;
+  const auto with_preset = run({"verify", "ds", "--source", "in", "--preset", "fp8.deepseek.128x128"});
+  EXPECT_EQ(with_preset.status, 0) << with_preset.out << with_preset.err;
+
+  expect_rejected({"quantize", "in", "--format", "hf-fp8", "--preset", "fp8.ct.channel", "--out", "o"}, "tile:RxC");
+  expect_rejected({"quantize", "in", "--format", "hf-fp8", "--preset", "mxfp8.ct", "--out", "o"}, "is not FP8");
+  expect_rejected({"quantize", "in", "--format", "hf-fp8", "--preset", "fp8.hf.block", "--param", "stored=computed", "--out", "o"},
+                  "what dequantize multiplies");
+  expect_rejected({"quantize", "in", "--format", "hf-fp8", "--activations", "dynamic", "--out", "o"}, "always declares dynamic");
+}
+
 }  // namespace
 }  // namespace qexact

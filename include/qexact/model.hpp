@@ -12,6 +12,10 @@
 //                       (the default; W4A16_NVFP4), mxfp4.modelopt, fp8.modelopt.export.channel
 //                       (FP8_PER_CHANNEL_PER_TOKEN); hf_quant_config.json and config.json's
 //                       quantization_config.
+//   hf-fp8              fine-grained FP8 as transformers saves it and DeepSeek-V3 ships it, for
+//                       transformers, vLLM and SGLang: fp8.hf.block (the default), or any E4M3
+//                       tile / tensor contract whose stored scale dequantize multiplies
+//                       (fp8.deepseek.128x128); `<m>.weight_scale_inv`.
 // A loader format quantizes the Linear weights (rank-2 `<module>.weight`) but lm_head, the
 // embeddings and MoE routers, unless `include` / `exclude` are given; NVFP4 fused shards (q/k/v,
 // gate/up) are quantized under their group's tensor amax, so that they share one global scale.
@@ -51,5 +55,12 @@ FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in,
 
 // The preset a format quantizes with when none is named ("" for qexact's own, which needs one).
 std::string default_preset(const std::string& format);
+
+// Every --format, qexact's own first: its name, who writes and reads such folders, and its
+// default preset ("" for qexact's own).
+struct FormatInfo {
+  std::string name, about, preset;
+};
+std::vector<FormatInfo> folder_formats();
 
 }  // namespace qexact::model

@@ -235,3 +235,62 @@ def test_modelopt_export_is_qexacts_folder(base, tmp_path, config):
     qa = json.loads((ours / "config.json").read_text())["quantization_config"]
     qb = json.loads((theirs / "config.json").read_text())["quantization_config"]
     assert qa == qb
+
+
+# ---- hf-fp8: transformers' fine-grained FP8 --------------------------------------------------
+
+def transformers_fp8(base: Path, out: Path) -> Path:
+    """transformers 5.24 quantizes the bf16 model on load (FineGrainedFP8Config) and saves it, as a
+    user with a GPU does. Its quantizer refuses to start without a GPU (validate_environment); the
+    conversion it runs is plain torch, so that check alone is bypassed here."""
+    from transformers import AutoModelForCausalLM, FineGrainedFP8Config
+    from transformers.quantizers.quantizer_finegrained_fp8 import FineGrainedFP8HfQuantizer
+
+    original = FineGrainedFP8HfQuantizer.validate_environment
+    FineGrainedFP8HfQuantizer.validate_environment = lambda self, *a, **k: None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16, quantization_config=FineGrainedFP8Config())
+    finally:
+        FineGrainedFP8HfQuantizer.validate_environment = original
+    model.save_pretrained(out)
+    return out
+
+
+def test_qexact_writes_transformers_fp8_folder(base, tmp_path):
+    """Every tensor of the folder transformers saves (names, dtypes, shapes, bytes) and its
+    quantization_config, but modules_to_not_convert: transformers computes lm_head at load and
+    saves null, qexact names it (vLLM reads the list too)."""
+    theirs = transformers_fp8(base, tmp_path / "transformers")
+    ours = qexact_folder(base, tmp_path / "qexact", "hf-fp8", "fp8.hf.block")
+    differing, total = folder_diff(ours, theirs)
+    print(f"hf-fp8: {differing} differing of {total} bytes")
+    assert differing == 0 and total > 1_000_000
+    qa = json.loads((ours / "config.json").read_text())["quantization_config"]
+    qb = json.loads((theirs / "config.json").read_text())["quantization_config"]
+    assert qa.pop("modules_to_not_convert") == ["lm_head"] and qb.pop("modules_to_not_convert") is None
+    assert qa == qb
+    r = subprocess.run([cli(), "verify", str(theirs), "--source", str(base), "--json"], capture_output=True, text=True)
+    v = json.loads(r.stdout)
+    print(f"hf-fp8: verify of transformers' folder: {v['differing']} differing of {v['bytes']} bytes, findings {v['findings']}")
+    assert r.returncode == 0 and v["ok"] and v["preset"] == "fp8.hf.block" and v["bytes"] > 1_000_000
+
+
+def test_transformers_loads_qexacts_fp8_folder_to_qexacts_values(base, tmp_path):
+    """transformers on CPU dequantizes the folder on load (w = fp32(q) * weight_scale_inv, to
+    bf16): qexact's own dequantization of the stored bytes, rounded to bf16."""
+    from transformers import AutoModelForCausalLM
+
+    ours = qexact_folder(base, tmp_path / "qexact", "hf-fp8", "fp8.hf.block")
+    model = AutoModelForCausalLM.from_pretrained(ours, dtype=torch.bfloat16)
+    t = tensors(ours)
+    differing = total = 0
+    for layer in range(2):
+        for module in ("self_attn.q_proj", "self_attn.k_proj", "mlp.gate_proj", "mlp.down_proj"):
+            name = f"model.layers.{layer}.{module}"
+            loaded = model.get_submodule(name).weight.detach()
+            payload, scale = t[name + ".weight"].view(torch.uint8).numpy(), t[name + ".weight_scale_inv"].numpy()
+            mine = torch.from_numpy(qexact.dequantize(payload, scale, "fp8.hf.block")).to(torch.bfloat16)
+            differing += int((as_bytes(loaded) != as_bytes(mine)).sum())
+            total += as_bytes(mine).size
+    print(f"hf-fp8: {differing} differing of {total} bytes of the dequantized bf16 weights")
+    assert differing == 0 and total > 500_000

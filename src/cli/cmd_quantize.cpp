@@ -129,18 +129,20 @@ void add_quantize(CLI::App& app, Action& action) {
               checkpoint::kNamingScaled +
               ". __metadata__ holds qexact.preset, qexact.param.<key> for every parameter, qexact.naming, "
               "qexact.quantized and qexact.skipped (JSON).");
+  std::string defaults, formats;
+  for (const model::FormatInfo& f : model::folder_formats()) {
+    formats += (formats.empty() ? "" : ", ") + f.name + " (" + f.about + (f.preset.empty() ? ", the default" : "; preset " + f.preset) + ")";
+    if (!f.preset.empty()) defaults += (defaults.empty() ? "" : ", ") + f.name + ": " + f.preset;
+  }
   sub->add_option("--preset", opts->preset,
                   "named contract (see `qexact presets`); required but with a model folder and a loader --format, "
-                  "which picks its own (compressed-tensors: nvfp4.ct, modelopt: nvfp4.modelopt)");
+                  "which picks its own (" + defaults + ")");
   sub->add_option("--activations", opts->activations,
                   "model folder, compressed-tensors: also declare dynamic activation quantization in the config "
                   "(FP8: per token, or per group of 128 beside 128x128 blocks; MXFP4: per group of 32), as "
                   "llm-compressor's FP8_DYNAMIC, FP8_BLOCK and MXFP4 schemes; the weights are the same")
       ->check(CLI::IsMember({"none", "dynamic"}));
-  sub->add_option("--format", opts->format,
-                  "model folder: the output's format: qexact (each shard in qexact's layout, the default), "
-                  "compressed-tensors (what llm-compressor writes, for vLLM and transformers; preset nvfp4.ct) or "
-                  "modelopt (ModelOpt's HF export, for vLLM and TensorRT-LLM; preset nvfp4.modelopt)");
+  sub->add_option("--format", opts->format, "model folder: the output's format: " + formats);
   add_dtype_option(*sub, opts->dtype);
   add_engine_options(*sub, opts->engine);
   sub->add_option("--param", opts->params, "override one contract parameter: key=value (repeatable)")

@@ -70,7 +70,7 @@ void add_verify(CLI::App& app, Action& action) {
   auto opts = std::make_shared<VerifyArgs>();
   CLI::App* sub = app.add_subcommand(
       "verify", "Check a quantized model folder against the model it came from: every stored byte, and what its loader needs");
-  sub->add_option("quantized", opts->quantized, "the quantized model folder (compressed-tensors or qexact format)")
+  sub->add_option("quantized", opts->quantized, "the quantized model folder (any --format of `qexact quantize`)")
       ->required();
   sub->add_option("--source", opts->source, "the unquantized model folder it was made from")->required();
   sub->add_option("--preset", opts->preset, "the recipe to recompute with (default: the one the folder's config names)");

@@ -27,6 +27,8 @@ class Format {
  public:
   virtual ~Format() = default;
   virtual const char* name() const = 0;
+  // Who writes such folders and which loaders read them, for help texts.
+  virtual const char* about() const = 0;
   // The preset a folder of this format is quantized with when none is named.
   virtual const char* default_preset() const = 0;
   // bad_argument naming the presets this format takes, for a contract it cannot store.
@@ -56,6 +58,10 @@ class Format {
   // What a stored tensor scale holds, for the findings of verify: a multiplier (x / s · t... read
   // as t = 2688 / amax) or a descale (t = amax / 2688).
   virtual const char* tensor_scale_meaning() const = 0;
+  // The quantization_config key that lists the modules left unquantized, by module name.
+  virtual const char* ignore_key() const { return "ignore"; }
+  // Whether the format's loaders leave a module unquantized without the config listing it.
+  virtual bool ignored_by_loader(const std::string& /*module*/) const { return false; }
 
   // The files besides config.json that write_config returns, by name (declared before any work).
   virtual std::vector<std::string> extra_files() const { return {}; }

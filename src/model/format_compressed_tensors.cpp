@@ -99,6 +99,7 @@ ordered_json dynamic_activations(Scheme s, const std::string& granularity) {
 class CompressedTensors final : public Format {
  public:
   const char* name() const override { return "compressed-tensors"; }
+  const char* about() const override { return "what llm-compressor writes, for vLLM and transformers"; }
   const char* default_preset() const override { return "nvfp4.ct"; }
 
   void check(const Contract& c, bool /*recomputing*/) const override {

@@ -38,6 +38,7 @@ ordered_json producer() { return {{"name", "modelopt"}, {"version", kVersion}}; 
 class ModelOpt final : public Format {
  public:
   const char* name() const override { return "modelopt"; }
+  const char* about() const override { return "ModelOpt's HF export, for vLLM and TensorRT-LLM"; }
   const char* default_preset() const override { return "nvfp4.modelopt"; }
 
   void check(const Contract& c, bool recomputing) const override {

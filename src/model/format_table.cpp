@@ -6,9 +6,10 @@ namespace qexact::model {
 
 const Format& compressed_tensors_format();
 const Format& modelopt_format();
+const Format& hf_fp8_format();
 
 const std::vector<const Format*>& formats() {
-  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format()};
+  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format(), &hf_fp8_format()};
   return table;
 }
 

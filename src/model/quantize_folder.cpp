@@ -69,6 +69,12 @@ std::string default_preset(const std::string& format) {
   return format_named(format).default_preset();
 }
 
+std::vector<FormatInfo> folder_formats() {
+  std::vector<FormatInfo> out = {{"qexact", "each shard in qexact's layout and metadata", ""}};
+  for (const Format* f : formats()) out.push_back({f->name(), f->about(), f->default_preset()});
+  return out;
+}
+
 FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in_arg, const std::filesystem::path& out_arg,
                              const FolderOptions& o, const checkpoint::ProgressFn& progress) {
   const std::filesystem::path in = io::without_trailing_slash(in_arg), out = io::without_trailing_slash(out_arg);

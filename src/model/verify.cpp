@@ -282,16 +282,17 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
     const ordered_json ec = e.config ? (*e.config)["quantization_config"] : ordered_json();
     if (qc.value("format", std::string()) != ec.value("format", std::string()))
       v.findings.push_back(cat({"quantization_config format is '", qc.value("format", std::string()), "', its tensors are '", ec.value("format", std::string()), "'"}));
+    const std::string key = r.format->ignore_key();
     std::set<std::string> ignore;
-    if (qc.contains("ignore") && qc["ignore"].is_array())
-      for (const auto& x : qc["ignore"])
+    if (qc.contains(key) && qc[key].is_array())
+      for (const auto& x : qc[key])
         if (x.is_string()) ignore.insert(x.get<std::string>());
     for (const std::string& n : selected)
-      if (ignore.count(module_of(n))) v.findings.push_back(cat({"'", module_of(n), "' is quantized but listed in ignore"}));
-    if (ec.contains("ignore"))
-      for (const auto& x : ec["ignore"])
-        if (x.is_string() && !ignore.count(x.get<std::string>()))
-          v.findings.push_back(cat({"'", x.get<std::string>(), "' is not quantized but missing from ignore: a loader " "expects it quantized"}));
+      if (ignore.count(module_of(n))) v.findings.push_back(cat({"'", module_of(n), "' is quantized but listed in ", key}));
+    if (ec.contains(key) && ec[key].is_array())
+      for (const auto& x : ec[key])
+        if (x.is_string() && !ignore.count(x.get<std::string>()) && !r.format->ignored_by_loader(x.get<std::string>()))
+          v.findings.push_back(cat({"'", x.get<std::string>(), "' is not quantized but missing from ", key, ": a loader expects it quantized"}));
   }
   return v;
 }
