@@ -79,6 +79,11 @@ std::vector<Contract> mx_contracts() {
            {"element=e4m3"}, {"element=e5m2", "signed_zero=true"}, {"element=e2m3", "byte0=quantize"},
            {"element=e3m2", "round_mbits=1"}, {"scale_rule=floor"}, {"scale_rule=rceil", "byte0=flush"}})
     out.push_back(make_contract("mx.quark.e2m1", v));
+  // triton_kernels' rules: its rounded-up bits in other element formats and beside other rules.
+  for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
+           {"element=e4m3"}, {"element=e5m2", "signed_zero=false"}, {"ratio=reciprocal"}, {"scale_rule=rceil"},
+           {"nonfinite=nan", "tail=partial"}, {"element=e3m2", "byte0=min_normal"}})
+    out.push_back(make_contract("mxfp4.triton", v));
   out.push_back(make_contract("mx.ocp", {"byte0=written_one"}));
   out.push_back(make_contract("mx.ocp", {"byte0=written_one", "element=e2m1"}));
   out.push_back(make_contract("mx.ocp", {"byte0=infinite"}));
@@ -299,7 +304,8 @@ TEST_P(FastMx, FlushToZeroGroupsInsideBatches) {
   const Shape s{static_cast<std::int64_t>(f.size()) / k, k};
   for (const Contract& c : {make_contract("mxfp8.jax"), make_contract("mxfp4.jax"), make_contract("mxfp8.jax", {"byte0=infinite"}),
                             make_contract("mxfp4.jax", {"byte0=infinite"}), make_contract("mxfp8.jax", {"element=e5m2"}),
-                            make_contract("mxfp8.jax", {"scale_rule=floor", "ratio=divide"}), make_contract("mxfp8.jax", {"ftz=false"})}) {
+                            make_contract("mxfp8.jax", {"scale_rule=floor", "ratio=divide"}), make_contract("mxfp8.jax", {"ftz=false"}),
+                            make_contract("mxfp4.triton"), make_contract("mxfp4.triton", {"element=e4m3"})}) {
     expect_same(c, make_view(DType::f32, s, f.data()), 2, label(c) + " f32 ftz band");
     expect_same(c, make_view(DType::bf16, s, b.data()), 2, label(c) + " bf16 ftz band");
   }

@@ -249,7 +249,8 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
       {"mx.quark.e2m1", {false, false}},     {"mx.quark.e2m3", {false, false}},  // the packer's +0
       {"mx.quark.e3m2", {false, false}},     {"mx.quark.e4m3", {true, true}},   // fake quant keeps -0
       {"mx.quark.e5m2", {true, true}},
-      {"mxfp4.ggml", {false, false}}};  // argmin's first zero is +0
+      {"mxfp4.ggml", {false, false}},        // argmin's first zero is +0
+      {"mxfp4.triton", {true, true}}};       // the fp32 sign bit, packed
   for (const std::string& name : preset_names()) {
     const Contract c = make_contract(name);
     if (c.family != Family::mx) continue;
@@ -268,6 +269,30 @@ TEST(MxPresets, SignedZeroOfEveryPreset) {
     EXPECT_EQ(elem(4), table.at(name).minus_zero_negative ? neg_zero : 0);
     EXPECT_EQ(elem(6), table.at(name).plus_zero_negative ? neg_zero : 0);
   }
+}
+
+// triton_kernels' downcast_to_mxfp ROUND_UP, as read from its source (mxfp4.triton).
+TEST(MxTriton, RoundsTheRatiosBitsUpAndMultipliesNonFiniteGroupsByZero) {
+  const Contract c = make_contract("mxfp4.triton");
+  // amax 7: 7 / 6 rounds up to 2 (byte 128). Ties go to even: 7 / 2 = 3.5 -> 4 (code 6),
+  // 3.5 / 2 = 1.75 -> 2 (code 4), element 0 in the low nibble; -0.0 and -0.05 -> 0x8.
+  const QuantResult r = quantize_f32(c, group_of(32, 0.25f, {{0, 7.0f}, {1, 3.5f}, {2, -0.0f}, {3, -0.1f}}));
+  EXPECT_EQ(byte0(r), 128);
+  EXPECT_EQ(code(r, 0), 0x46);
+  EXPECT_EQ(code(r, 1), 0x88);
+  // A subnormal ratio: amax 1e-40 / 6 rounds up to the smallest normal, byte 1 (rceil gives 0).
+  EXPECT_EQ(byte0(quantize_f32(c, group_of(32, 0.0f, {{0, 1e-40f}}))), 1);
+  EXPECT_EQ(byte0(quantize_f32(make_contract("mxfp4.triton", {"scale_rule=rceil"}), group_of(32, 0.0f, {{0, 1e-40f}}))), 0);
+  // NaN group: byte 0, x * 0: 1 -> +0, -2 -> -0 (0x8), NaN -> 0x7 (its sign), -inf * 0 -> the
+  // default NaN, negative: 0xF.
+  const QuantResult n = quantize_f32(c, group_of(32, 0.0f, {{0, 1.0f}, {1, -2.0f}, {2, kNaN}, {3, -kInf}}));
+  EXPECT_EQ(byte0(n), 0);
+  EXPECT_EQ(code(n, 0), 0x80);
+  EXPECT_EQ(code(n, 1), 0xF7);
+  // inf group: byte 255, inf * 0 -> 0xF, 3 -> +0.
+  const QuantResult i = quantize_f32(c, group_of(32, 0.0f, {{0, kInf}, {1, 3.0f}}));
+  EXPECT_EQ(byte0(i), 255);
+  EXPECT_EQ(code(i, 0), 0x0F);
 }
 
 // ggml MXFP4 (gguf-py 0.19.0's quantize_blocks; the peer suite checks the same on its bytes).

@@ -30,6 +30,8 @@ const char* family_name(Family f);
 enum class ScaleRule : std::uint8_t {
   floor,  // 2^(floor(log2 amax) - emax_elem): the fp32 exponent of amax minus emax_elem
   rceil,  // the fp32 ratio amax/max_elem rounded up to a power of two
+  rceil_bits,  // rceil on the ratio's fp32 bits (bits + 0x7FFFFF, mantissa cleared: triton_kernels'
+               // ROUND_UP): the same byte for a normal ratio, 2^-126 (byte 1) for a subnormal one
   ceil,   // torchao CEIL: floor rule on amax rounded up to a power of two when its mantissa != 0
   even,   // torchao EVEN: floor rule on amax rounded (half up) to mbits_elem mantissa bits
 };
@@ -83,6 +85,11 @@ enum class NonFiniteRule : std::uint8_t {
                // 2^127 (byte 254), elements x / 2^127. A format without NaN (E2M1, E2M3, E3M2)
                // codes a NaN or inf by Quark's packing of its fp32 bits: the top mantissa bits
                // below the exponent field's, and the sign (E2M1 inf -> 0x6, NaN -> 0x7)
+  triton,      // triton_kernels' downcast_to_mxfp (ROUND_UP): a NaN amax's bits round up to byte 0, an
+               // inf amax stays byte 255, and both mean the multiplier 0 (its `scale == 0 ? 0 : 1 /
+               // scale`, and 1 / inf): every element x * 0, finite -> a zero of its sign, NaN -> itself,
+               // inf -> the x86 default NaN (negative); a NaN codes as the NaN code of its sign, or in
+               // E2M1, which has none, as the largest code of its sign (its bit packing saturates)
   ggml,        // gguf-py's MXFP4: a NaN amax fails its `d > 0` test and an inf one's uint8 cast gives
                // 0, so the group has byte 0; its finite elements are quantized against 2^-127, its
                // NaN and inf elements are code 0 (the argmin of all-NaN or all-inf errors is the

@@ -160,20 +160,20 @@ class Stager {
     std::vector<Suspect> suspects;
     if (c_.family == Family::mx) {
       if (c_.prequant == Prequant::bf16) suspects.push_back({"amax_fp32_not_bf16", {{"prequant_round", "none"}}});
-      for (const char* rule : {"floor", "rceil", "ceil", "even"}) {
+      for (const std::string& rule : param_choices("scale_rule")) {
         if (param_of(c_, "scale_rule") == rule) continue;
         ParamChanges ch{{"scale_rule", rule}};
-        if (std::string(rule) != "floor") ch.push_back({"log2_fp32", "false"});
+        if (rule != "floor") ch.push_back({"log2_fp32", "false"});
         for (const char* ratio : {"divide", "reciprocal"}) {
           ParamChanges with = ch;
-          if (std::string(rule) == "rceil") with.push_back({"ratio", ratio});
+          if (rule.rfind("rceil", 0) == 0) with.push_back({"ratio", ratio});
           else if (std::string(ratio) == "reciprocal") continue;
           else with.push_back({"ratio", "divide"});
           suspects.push_back({"scale_rule", with});
         }
       }
       if (c_.scale_rule == ScaleRule::floor) suspects.push_back({"scale_rule", {{"log2_fp32", c_.log2_fp32 ? "false" : "true"}}});
-      if (c_.scale_rule == ScaleRule::rceil)
+      if (c_.scale_rule == ScaleRule::rceil || c_.scale_rule == ScaleRule::rceil_bits)
         suspects.push_back({"reciprocal_divisor", {{"ratio", c_.ratio == RatioOp::divide ? "reciprocal" : "divide"}}});
       for (const std::string& rule : param_choices("nonfinite"))
         if (param_of(c_, "nonfinite") != rule) suspects.push_back({"nonfinite_rule", {{"nonfinite", rule}}});

@@ -26,7 +26,8 @@ struct EnumName {
 };
 
 constexpr EnumName<ScaleRule> kScaleRules[] = {
-    {ScaleRule::floor, "floor"}, {ScaleRule::rceil, "rceil"}, {ScaleRule::ceil, "ceil"}, {ScaleRule::even, "even"}};
+    {ScaleRule::floor, "floor"}, {ScaleRule::rceil, "rceil"}, {ScaleRule::ceil, "ceil"}, {ScaleRule::even, "even"},
+    {ScaleRule::rceil_bits, "rceil_bits"}};
 constexpr EnumName<Byte0Rule> kByte0[] = {
     {Byte0Rule::flush, "flush"},
     {Byte0Rule::quantize, "quantize"},
@@ -47,6 +48,7 @@ constexpr EnumName<NonFiniteRule> kNonFinite[] = {{NonFiniteRule::zero, "zero"},
                                                   {NonFiniteRule::ct, "ct"},
                                                   {NonFiniteRule::ggml, "ggml"},
                                                   {NonFiniteRule::xla, "xla"},
+                                                  {NonFiniteRule::triton, "triton"},
                                                   {NonFiniteRule::quark, "quark"}};
 constexpr EnumName<Packing> kPackings[] = {{Packing::adjacent, "adjacent"}, {Packing::halves, "halves"}};
 // "true" and "false" keep their boolean spellings (and parse_bool's 1/yes, 0/no below).
@@ -454,8 +456,8 @@ void validate(const Contract& c) {
       if (c.overflow == Overflow::inf && !t.has_inf) bad(std::string("overflow=inf: ") + t.name + " has no inf");
       if (c.log2_fp32 && c.scale_rule != ScaleRule::floor && c.scale_rule != ScaleRule::rceil)
         bad("log2_fp32 applies to scale_rule=floor and rceil only");
-      if (c.ratio == RatioOp::reciprocal && c.scale_rule != ScaleRule::rceil)
-        bad("ratio=reciprocal applies to scale_rule=rceil only");
+      if (c.ratio == RatioOp::reciprocal && c.scale_rule != ScaleRule::rceil && c.scale_rule != ScaleRule::rceil_bits)
+        bad("ratio=reciprocal applies to scale_rule=rceil and rceil_bits only");
       if (c.round_mbits != -1 && (c.round_mbits < 0 || c.round_mbits > 22))
         bad("round_mbits must be -1 (the element's mantissa bits) or 0 to 22, got " + std::to_string(c.round_mbits));
       if (c.round_mbits != -1 && c.scale_rule != ScaleRule::even)
@@ -472,6 +474,10 @@ void validate(const Contract& c) {
       if (c.nonfinite == NonFiniteRule::xla &&
           (c.quotient_arith != QuotientArith::fp32 || c.finite_products || c.scale_wrap))
         bad("nonfinite=xla multiplies by the byte's fp32 reciprocal: it needs quotient_arith=fp32, "
+            "finite_products=false and scale_wrap=false");
+      if (c.nonfinite == NonFiniteRule::triton &&
+          (c.quotient_arith != QuotientArith::fp32 || c.finite_products || c.scale_wrap))
+        bad("nonfinite=triton multiplies its non-finite groups' elements by 0 in fp32: it needs quotient_arith=fp32, "
             "finite_products=false and scale_wrap=false");
       if (c.nonfinite == NonFiniteRule::quark &&
           (c.quotient_arith != QuotientArith::fp32 || c.finite_products || c.scale_wrap))

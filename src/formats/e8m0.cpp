@@ -70,6 +70,12 @@ std::uint8_t e8m0_rceil(float amax, float max_elem, bool reciprocal) {
   return clamp_byte(127 + ceil_log2_exact(d));
 }
 
+std::uint8_t e8m0_rceil_bits(float amax, float max_elem, bool reciprocal) {
+  const float d = reciprocal ? amax * (1.0f / max_elem) : amax / max_elem;
+  if (!(d > 0.0f)) return 0;
+  return clamp_byte(127 + std::max(ceil_log2_exact(d), -126));
+}
+
 std::uint8_t e8m0_rceil_log2_fp32(float amax, float max_elem, bool reciprocal) {
   const float d = reciprocal ? amax * (1.0f / max_elem) : amax / max_elem;
   if (!(d > 0.0f)) return 0;

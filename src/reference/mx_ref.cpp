@@ -55,6 +55,7 @@ std::uint8_t scale_byte(const Contract& c, float amax) {
     case ScaleRule::rceil:
       return c.log2_fp32 ? e8m0_rceil_log2_fp32(amax, t.max, c.ratio == RatioOp::reciprocal)
                          : e8m0_rceil(amax, t.max, c.ratio == RatioOp::reciprocal);
+    case ScaleRule::rceil_bits: return e8m0_rceil_bits(amax, t.max, c.ratio == RatioOp::reciprocal);
     case ScaleRule::ceil: return e8m0_ceil(amax, t.emax);
     case ScaleRule::even: return e8m0_even(amax, t.emax, c.round_mbits < 0 ? t.mbits : c.round_mbits);
   }
@@ -293,6 +294,21 @@ GroupOut quantize_group_of(const Contract& c, DType dt, const float* x, std::int
   if (nonfinite) {
     switch (c.nonfinite) {
       case NonFiniteRule::xla: break;  // quantize_group_xla
+      case NonFiniteRule::triton: {
+        // Byte 0 (NaN) or 255 (inf): the multiplier 0 for every element.
+        out.scale_byte = given ? *given : s.has_nan ? 0 : 255;
+        const ElemTraits& t = elem_traits(c.element);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float q = xla_product(x[i], 0.0f);  // x * 0 as x86 gives it
+          if (!std::isnan(q)) {
+            out.codes[i] = encode(c, q);
+          } else {
+            const std::uint8_t sign = std::signbit(q) ? static_cast<std::uint8_t>(1u << (t.bits - 1)) : 0;
+            out.codes[i] = t.has_nan ? nan_code(c, q, true) : static_cast<std::uint8_t>(sign | t.max_code);
+          }
+        }
+        return out;
+      }
       case NonFiniteRule::quark: {
         if (s.has_nan) {
           out.scale_byte = given ? *given : 0x7F;  // the NaN scale's float-to-int cast gives 0

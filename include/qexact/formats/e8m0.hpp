@@ -26,6 +26,9 @@ int floor_of_fp32_log2(float amax);
 // rceil: the fp32 ratio d (amax / max_elem, or amax * fp32(1 / max_elem) when `reciprocal`)
 // rounded up to a power of two, 127 + ceil(log2 d) clamped to [0, 254]; d = 0 gives 0.
 std::uint8_t e8m0_rceil(float amax, float max_elem, bool reciprocal);
+// rceil_bits: as rceil, but no scale below 2^-126: a subnormal d > 0 gives byte 1 (rounding d's
+// fp32 bit pattern up to the next exponent field reaches the smallest normal).
+std::uint8_t e8m0_rceil_bits(float amax, float max_elem, bool reciprocal);
 // rceil with log2 evaluated in fp32 (ModelOpt's ceil(torch.log2(d))): a d a hair above 2^k whose
 // correctly rounded fp32 log2 is the integer k gets exponent k.
 std::uint8_t e8m0_rceil_log2_fp32(float amax, float max_elem, bool reciprocal);

@@ -23,6 +23,7 @@ const std::vector<StackDef>& stack_table() {
       {"jax", "JAX 0.12.0.1 on XLA:CPU (Python 3.12)", jax_presets},
       {"quark", "AMD Quark 0.13 (amd-quark) on torch 2.15 (CPU)", quark_presets},
       {"transformers", "Hugging Face transformers 5.24.0's quantize-on-load ops on torch 2.15 (CPU)", transformers_presets},
+      {"triton", "triton-lang triton_kernels' MX casts (read from their source)", triton_presets},
   };
   return stacks;
 }

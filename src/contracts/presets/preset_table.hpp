@@ -49,5 +49,6 @@ std::vector<PresetDef> onnx_presets();
 std::vector<PresetDef> jax_presets();
 std::vector<PresetDef> quark_presets();
 std::vector<PresetDef> transformers_presets();
+std::vector<PresetDef> triton_presets();
 
 }  // namespace qexact::presets

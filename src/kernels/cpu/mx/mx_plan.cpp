@@ -88,9 +88,15 @@ MxPlan make_mx_plan(const Contract& c, const TensorView& x, std::uint8_t* payloa
   p.log2_above_from = log2_above_from.data();
   static const std::array<std::array<float, 256>, 5> code_values = build_code_values();
   p.code_values = code_values[static_cast<std::size_t>(c.element)].data();
-  p.nan_keeps_sign =
-      c.nonfinite == NonFiniteRule::byte0_nan || c.nonfinite == NonFiniteRule::ct || c.nonfinite == NonFiniteRule::xla;
-  p.nan_code = t.has_nan ? 0x7F : c.nonfinite == NonFiniteRule::xla ? 1 << (t.bits - 1) : 0;
+  // A format without NaN codes one by a fixed code (0 or XLA's 0x8), but triton's saturating
+  // packing keeps the sign of the NaN it packs.
+  p.nan_keeps_sign = (t.has_nan && (c.nonfinite == NonFiniteRule::byte0_nan || c.nonfinite == NonFiniteRule::ct ||
+                                    c.nonfinite == NonFiniteRule::xla)) ||
+                     c.nonfinite == NonFiniteRule::triton;
+  p.nan_code = t.has_nan                                ? 0x7F
+               : c.nonfinite == NonFiniteRule::xla    ? 1 << (t.bits - 1)
+               : c.nonfinite == NonFiniteRule::triton ? t.max_code
+                                                      : 0;
   p.ftz = c.ftz;
   p.batch_min_byte = c.ftz ? 32 : 1;
   p.scale_wrap = c.scale_wrap;

@@ -30,9 +30,10 @@ struct MxPlan {
   NonFiniteRule nonfinite = NonFiniteRule::zero;
   Byte0Rule byte0 = Byte0Rule::flush;
   SignedZero signed_zero = SignedZero::keep;
-  bool nan_keeps_sign = false;  // a NaN element's code keeps its sign (byte0_nan, ct, xla)
+  bool nan_keeps_sign = false;  // a NaN element's code keeps its sign (byte0_nan, ct, xla with a NaN
+                                // code; triton in every format)
   std::int32_t nan_code = 0x7F;  // a NaN element's code, sign aside: 0x7F, or for formats without
-                                 // NaN 0 (xla: 0x8, XLA's convert to E2M1)
+                                 // NaN 0 (xla: 0x8, XLA's convert to E2M1; triton: max_code)
   // ftz (XLA:CPU): subnormal inputs read as signed zeros, rceil's ratio and the multiplier of
   // byte 254 flushed. Batches take groups of byte >= batch_min_byte only: from byte 32 on a
   // subnormal input's product is below 2^-31, a zero code read or not, so the per-group path

@@ -133,7 +133,7 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v, int cap) {
   // Sign: kept on zeros unless the contract says otherwise; the canonical NaN has none.
   VI sign = hn::ShiftLeftSame(hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(DU(), bits))), p.elem_bits - 1);
   // A NaN element's sign survives where the contract says so and the format has a NaN code.
-  if (!p.nan_keeps_sign || !p.has_nan || p.canonical_nan) sign = hn::IfThenZeroElse(is_nan, sign);
+  if (!p.nan_keeps_sign || p.canonical_nan) sign = hn::IfThenZeroElse(is_nan, sign);
   if (!kRneSaturate && p.signed_zero == SignedZero::drop) sign = hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign);
   if (!kRneSaturate && p.signed_zero == SignedZero::underflow)  // a zero value (a -0.0 input) only
     sign = hn::IfThenZeroElse(
@@ -351,6 +351,13 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
       const auto up = hn::Or(hn::And(subnormal, hn::Gt(mant, hn::Set(di, 0x400000))),
                              hn::AndNot(subnormal, hn::Ne(mant, zero)));
       byte = hn::Min(hn::Add(de, hn::IfThenElseZero(up, one)), top);
+      break;
+    }
+    case ScaleRule::rceil_bits: {
+      const VF a = hn::BitCast(df, amax);
+      const VI d = hn::BitCast(di, p.ratio_reciprocal ? hn::Mul(a, hn::Set(df, p.inv_max_value))
+                                                      : hn::Div(a, hn::Set(df, p.max_value)));
+      byte = hn::Min(hn::ShiftRight<23>(hn::Add(d, mantissa_mask)), top);
       break;
     }
   }

@@ -73,6 +73,11 @@ inline int scale_byte_from_bits(const MxPlan& p, std::uint32_t amax) {
       const bool up = de == 0 ? mant > 0x400000 : mant != 0;
       return std::min(de + (up ? 1 : 0), 254);
     }
+    case ScaleRule::rceil_bits: {
+      const float a = bits_to_float(amax);
+      const std::uint32_t d = float_bits(p.ratio_reciprocal ? a * p.inv_max_value : a / p.max_value);
+      return std::min(static_cast<int>((d + 0x7FFFFFu) >> 23), 254);  // d finite: at most 2^128's field
+    }
   }
   return 0;
 }
@@ -172,6 +177,11 @@ inline GroupScale group_scale(const MxPlan& p, std::uint32_t amax, std::uint32_t
           break;
         }
         g.byte = 255;
+        g.multiplier = 0.0f;
+        return g;
+      case NonFiniteRule::triton:
+        // NaN: its bits round up to byte 0; inf: byte 255; either scale multiplies by 0.
+        g.byte = amax > 0x7F800000u ? 0 : 255;
         g.multiplier = 0.0f;
         return g;
       case NonFiniteRule::te:
