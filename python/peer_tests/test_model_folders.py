@@ -19,6 +19,7 @@ from safetensors import safe_open
 
 import qexact
 from conftest import cli
+from stack_material import BF16
 
 SCHEMES = {  # llm-compressor scheme -> the qexact preset that writes its weights
     "NVFP4A16": "nvfp4.ct",
@@ -294,3 +295,65 @@ def test_transformers_loads_qexacts_fp8_folder_to_qexacts_values(base, tmp_path)
             total += as_bytes(mine).size
     print(f"hf-fp8: {differing} differing of {total} bytes of the dequantized bf16 weights")
     assert differing == 0 and total > 500_000
+
+
+# ---- gpt-oss-mxfp4: gpt-oss's MXFP4 experts ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpt_oss(tmp_path_factory) -> Path:
+    """A 2-layer gpt-oss (hidden 256, 4 experts of intermediate 128, top 2), random weights from a
+    fixed seed, in bf16: its experts are `gate_up_proj` [E, H, 2I] and `down_proj` [E, I, H]."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    torch.manual_seed(20261205)
+    config = GptOssConfig(hidden_size=256, intermediate_size=128, num_hidden_layers=2, num_local_experts=4,
+                          num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                          vocab_size=1000, layer_types=["sliding_attention", "full_attention"])
+    model = GptOssForCausalLM(config).to(torch.bfloat16)
+    with torch.no_grad():  # transformers initialises the experts to zeros: give them values
+        for layer in model.model.layers:
+            for p in (layer.mlp.experts.gate_up_proj, layer.mlp.experts.down_proj):
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.02)
+    out = tmp_path_factory.mktemp("gpt-oss") / "gpt-oss"
+    model.save_pretrained(out)
+    return out
+
+
+def test_transformers_loads_qexacts_gpt_oss_folder_to_qexacts_values(gpt_oss, tmp_path):
+    """transformers 5.24 loads `--format gpt-oss-mxfp4` on CPU (it dequantizes the experts on
+    load: lut[nibble] * 2^(byte - 127) in bf16, transposed back to [E, in, out]) to qexact's own
+    dequantization of the stored blocks and scales, rounded to bf16; everything else is the source's."""
+    from transformers import AutoModelForCausalLM
+
+    ours = qexact_folder(gpt_oss, tmp_path / "qexact", "gpt-oss-mxfp4", "mxfp4.triton")
+    stored, source = tensors(ours), tensors(gpt_oss)
+    assert json.loads((ours / "config.json").read_text())["quantization_config"] == {
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
+        "quant_method": "mxfp4"}
+    model = AutoModelForCausalLM.from_pretrained(ours, dtype=torch.bfloat16)
+    differing = total = 0
+    for layer in range(2):
+        for proj in ("gate_up_proj", "down_proj"):
+            name = f"model.layers.{layer}.mlp.experts.{proj}"
+            assert name not in stored and source[name].dtype == torch.bfloat16
+            blocks, scales = stored[name + "_blocks"].numpy(), stored[name + "_scales"].numpy()
+            e, out, groups, _ = blocks.shape
+            assert scales.shape == (e, out, groups) and source[name].shape == (e, groups * 32, out)
+            # The stored bytes: the contract's of the expert transposed to [E, out, in].
+            w = np.ascontiguousarray(np.swapaxes(source[name].view(torch.int16).numpy(), 1, 2)).view(BF16)
+            want_blocks, want_scales = qexact.quantize(w, "mxfp4.triton")
+            assert (np.asarray(want_blocks).reshape(-1) == blocks.reshape(-1)).all(), name
+            assert (np.asarray(want_scales).reshape(-1) == scales.reshape(-1)).all(), name
+            values = qexact.dequantize(blocks.reshape(e, out, groups * 16), scales, "mxfp4.triton", shape=(e, out, groups * 32))
+            mine = torch.from_numpy(np.ascontiguousarray(np.swapaxes(values, 1, 2))).to(torch.bfloat16)
+            loaded = getattr(model.model.layers[layer].mlp.experts, proj).detach()
+            differing += int((as_bytes(loaded) != as_bytes(mine)).sum())
+            total += as_bytes(mine).size
+    for name, t in source.items():
+        if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            assert torch.equal(stored[name].view(torch.uint8), t.view(torch.uint8)), name
+    print(f"gpt-oss-mxfp4: {differing} differing of {total} bytes of the dequantized bf16 experts")
+    assert differing == 0 and total > 1_000_000
+    r = subprocess.run([cli(), "verify", str(ours), "--source", str(gpt_oss), "--json"], capture_output=True, text=True)
+    v = json.loads(r.stdout)
+    assert r.returncode == 0 and v["ok"] and v["preset"] == "mxfp4.triton", v

@@ -60,6 +60,13 @@ std::string stored_dtype(const OutputSpec& o) {
   }
 }
 
+Shape quantized_shape(const Storage* storage, const Source& s) {
+  if (!storage || !storage->transposed || s.shape.size() < 2 || !storage->transposed(s)) return s.shape;
+  Shape t = s.shape;
+  std::swap(t[t.size() - 1], t[t.size() - 2]);
+  return t;
+}
+
 std::vector<StoredOutput> qexact_stored(const std::string& name, const std::vector<OutputSpec>& outputs) {
   std::vector<StoredOutput> out;
   for (const OutputSpec& o : outputs) out.push_back({name + "." + o.name, stored_dtype(o), o.shape, std::nullopt});
@@ -122,7 +129,7 @@ Plan make_plan(const Contract& c, const std::vector<Source>& sources, const Opti
     }
     Planned p{Action::quantize, {}, {}, {}};
     try {
-      p.outputs = output_specs(c, s.shape);
+      p.outputs = output_specs(c, quantized_shape(storage, s));
     } catch (const Error& err) {
       if (err.kind() != ErrorKind::bad_argument && err.kind() != ErrorKind::bad_input) throw;
       plan.skip(i, s, err.what(), o.strict);

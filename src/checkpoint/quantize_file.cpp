@@ -211,7 +211,9 @@ FileResult quantize_file_stored(const Contract& c, const std::filesystem::path& 
       const Planned& p = plan.tensors[i];
       bool streamed_refusal = false;
       const std::optional<float> amax = storage && storage->tensor_amax ? storage->tensor_amax(s.name) : std::nullopt;
-      if (streams_by_chunk(c, s.shape) && !amax && stored_as_computed(p)) {
+      // (A square tensor keeps its shape transposed: the flag, not the shape, says so.)
+      const bool transposed = storage && storage->transposed && s.shape.size() >= 2 && storage->transposed(s);
+      if (streams_by_chunk(c, s.shape) && !amax && !transposed && stored_as_computed(p)) {
         report(Stage::quantize, s.name, done);
         TensorSummary row{s.name, s.shape, dtype, 0, 0, s.nbytes, planned_bytes(slots, slot, p.outputs.size())};
         const TensorPlace place{at, layout.offsets[slot], layout.offsets[slot + 1]};
@@ -231,7 +233,14 @@ FileResult quantize_file_stored(const Contract& c, const std::filesystem::path& 
       report(Stage::read, s.name, done);
       const std::span<std::uint8_t> in = buffer.get(static_cast<std::size_t>(s.nbytes));
       file.read_at(at, in);
-      const TensorView x = make_view(dtype, s.shape, in.data());
+      TensorView x = make_view(dtype, s.shape, in.data());
+      Tensor swapped;  // the transposed tensor, contiguous: one more copy of it in memory
+      if (transposed) {
+        std::swap(x.shape[x.shape.size() - 1], x.shape[x.shape.size() - 2]);
+        std::swap(x.strides[x.strides.size() - 1], x.strides[x.strides.size() - 2]);
+        swapped = contiguous_copy(x);
+        x = swapped.view();
+      }
       report(Stage::quantize, s.name, done);
       std::string reason;
       const std::optional<QuantResult> r = quantize_one(c, x, p, o.run, reason, amax);

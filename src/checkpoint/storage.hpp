@@ -25,7 +25,13 @@ struct Storage {
       metadata;
   // The tensor amax a tensor is quantized under when it is not its own (a fused group's), or none.
   std::function<std::optional<float>(const std::string& name)> tensor_amax;
+  // Whether the contract quantizes a tensor with its last two axes swapped: gpt-oss keeps its
+  // experts as [E, in, out], and its loader's MX blocks run along `in` of each output row.
+  std::function<bool(const Source&)> transposed;
 };
+
+// The shape the contract quantizes a source tensor as (its own, or transposed).
+Shape quantized_shape(const Storage* storage, const Source& s);
 
 // The bytes an output is stored as: the tensor's own, or narrowed (bad_input naming the stored
 // tensor and the first element that the narrower dtype does not hold exactly).

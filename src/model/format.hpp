@@ -35,6 +35,13 @@ class Format {
   // `recomputing`: for verify, which recomputes a folder's weights and may take a layout whose
   // folders also hold calibrated tensors (activation scales) that qexact does not write.
   virtual void check(const Contract& c, bool recomputing) const = 0;
+  // The tensors a folder of this format quantizes by default: the Linear weights but lm_head,
+  // embeddings and routers (linear_weights.hpp).
+  virtual bool selects(const checkpoint::detail::Source& s) const;
+  // Why --include / --exclude cannot change that choice ("" when they can).
+  virtual std::string fixed_selection() const { return ""; }
+  // Whether a selected tensor is quantized with its last two axes swapped (Storage::transposed).
+  virtual bool transposed(const checkpoint::detail::Source&) const { return false; }
   // Whether fused shards (q/k/v, gate/up) are quantized under their group's tensor amax, as the
   // loader needs to fuse them; only contracts with a tensor amax have one to share.
   virtual bool shares_tensor_amax(const Contract& c) const = 0;

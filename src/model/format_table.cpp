@@ -1,15 +1,17 @@
 // One row per loader format: a new format is its own file and a line here.
 #include "model/format.hpp"
 #include "model/format_params.hpp"
+#include "model/linear_weights.hpp"
 
 namespace qexact::model {
 
 const Format& compressed_tensors_format();
 const Format& modelopt_format();
 const Format& hf_fp8_format();
+const Format& gpt_oss_format();
 
 const std::vector<const Format*>& formats() {
-  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format(), &hf_fp8_format()};
+  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format(), &hf_fp8_format(), &gpt_oss_format()};
   return table;
 }
 
@@ -20,6 +22,10 @@ const Format& format_named(const std::string& name) {
     names += std::string(", ") + f->name();
   }
   fail(ErrorKind::bad_argument, "unknown --format '" + name + "' (formats: " + names + ")");
+}
+
+bool Format::selects(const checkpoint::detail::Source& s) const {
+  return is_linear_weight(s.name, s.shape) && !ignored_by_default(s.name);
 }
 
 void refuse_contract(const char* format, const Contract& c, const std::string& why, const char* takes) {

@@ -24,23 +24,23 @@ using checkpoint::detail::Source;
 using checkpoint::detail::Storage;
 using ordered_json = nlohmann::ordered_json;
 
-// The tensors a loader format quantizes: the user's globs when given, else the Linear weights
-// that are not ignored by default; only float tensors either way (the plan skips the others).
-bool loader_selects(const checkpoint::Options& o, const Source& s) {
+// The tensors a loader format quantizes: the user's globs when given, else the format's own
+// choice; only float tensors either way (the plan skips the others).
+bool loader_selects(const Format& f, const checkpoint::Options& o, const Source& s) {
   if (!o.include.empty() || !o.exclude.empty()) return checkpoint::detail::selected(o, s.name);
-  return is_linear_weight(s.name, s.shape) && !ignored_by_default(s.name);
+  return f.selects(s);
 }
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 // max |x| of every fused group of selected tensors, read tensor by tensor: name -> group amax,
 // for the members of groups of two or more.
-std::map<std::string, float> fused_amax(const Folder& f, const checkpoint::Options& o) {
+std::map<std::string, float> fused_amax(const Format& format, const Folder& f, const checkpoint::Options& o) {
   std::map<std::string, std::vector<std::string>> groups;
   for (const auto& [name, where] : f.tensors) {
     const safetensors::TensorInfo& t = f.shards[where.shard].index.tensors[where.tensor];
     const Source s{t.name, t.dtype, t.shape, t.end - t.begin};
-    if (!loader_selects(o, s) || !checkpoint::detail::float_dtype(t.dtype)) continue;
+    if (!loader_selects(format, o, s) || !checkpoint::detail::float_dtype(t.dtype)) continue;
     const std::string g = fused_group(name);
     if (!g.empty()) groups[g].push_back(name);
   }
@@ -80,6 +80,10 @@ FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in_
   const std::filesystem::path in = io::without_trailing_slash(in_arg), out = io::without_trailing_slash(out_arg);
   const Format* format = o.format == "qexact" ? nullptr : &format_named(o.format);
   if (format) format->check(c, o.recomputing);
+  // (verify's recomputation names the tensors the folder holds, which the format chose.)
+  if (format && !o.recomputing && (!o.options.include.empty() || !o.options.exclude.empty()) &&
+      !format->fixed_selection().empty())
+    fail(ErrorKind::bad_argument, std::string("--include / --exclude: --format ") + format->name() + " " + format->fixed_selection());
   if (o.dynamic_activations) {
     if (!format) fail(ErrorKind::bad_argument, "--activations dynamic needs a loader --format");
     format->check_dynamic_activations(c);
@@ -107,11 +111,17 @@ FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in_
     for (const std::string& n : format->extra_files()) names.push_back(n);
   io::check_output_dir(out, names, o.options.replace, {in});
 
+  // A format that quantizes a fixed set of tensors cannot leave one of them out: a tensor the
+  // contract refuses is an error naming it, as --strict makes it.
+  checkpoint::Options options = o.options;
+  if (format && !format->fixed_selection().empty()) options.strict = true;
+
   Storage storage;
   std::map<std::string, float> shared;
   if (format) {
-    if (format->shares_tensor_amax(c)) shared = fused_amax(f, o.options);
-    storage.selected = [&](const Source& s) { return loader_selects(o.options, s); };
+    if (format->shares_tensor_amax(c)) shared = fused_amax(*format, f, o.options);
+    storage.selected = [&](const Source& s) { return loader_selects(*format, o.options, s); };
+    storage.transposed = [&](const Source& s) { return format->transposed(s); };
     storage.outputs = [&](const Source& s, const std::vector<OutputSpec>& outputs) {
       return format->stored(c, s, outputs);
     };
@@ -135,7 +145,7 @@ FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in_
       if (progress) progress(checkpoint::Progress{p.stage, p.tensor, base + p.done, total});
     };
     const checkpoint::FileResult r = checkpoint::detail::quantize_file_stored(
-        c, in / s.file, staged.path() / s.file, o.options, shard_progress, format ? &storage : nullptr);
+        c, in / s.file, staged.path() / s.file, options, shard_progress, format ? &storage : nullptr);
     for (const auto& row : r.summary.quantized) result.summary.quantized.push_back(row);
     for (const auto& skip : r.summary.skipped) result.summary.skipped.push_back(skip);
     for (const auto& copied : r.summary.copied) result.summary.copied.push_back(copied);

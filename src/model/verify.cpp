@@ -62,7 +62,9 @@ Recipe recipe_of(const Folder& q, const VerifyOptions& o) {
 
 // The stored form of a source tensor's outputs in a folder of this recipe.
 std::vector<checkpoint::detail::StoredOutput> stored_of(const Recipe& r, const Source& s) {
-  const std::vector<OutputSpec> outputs = output_specs(r.contract, s.shape);
+  checkpoint::detail::Storage storage;
+  if (r.format) storage.transposed = [&](const Source& src) { return r.format->transposed(src); };
+  const std::vector<OutputSpec> outputs = output_specs(r.contract, checkpoint::detail::quantized_shape(&storage, s));
   return r.format ? r.format->stored(r.contract, s, outputs) : checkpoint::detail::qexact_stored(s.name, outputs);
 }
 
