@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan: the .npy and safetensors
+# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan: the .npy, safetensors and GGUF
 # parsers, and the JSON documents: lab manifests, plans, sweep files, meta.json) and runs each for SECONDS
 # (default 60) from its seed corpus under fuzz/corpus/. Fails on any finding; the crashing
 # inputs are left under build/fuzz/findings/<target>/.
@@ -16,7 +16,7 @@ CXX=clang++ cmake -S fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEXACT
 cmake --build "$build" -j2
 
 status=0
-for target in npy safetensors json_documents; do
+for target in npy safetensors gguf json_documents; do
   findings="$build/findings/$target"
   work="$build/corpus/$target"   # grows while fuzzing; the committed seeds stay as they are
   mkdir -p "$findings" "$work"
