@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.hpp"
+#include "io/gguf.hpp"
 #include "io/safetensors.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
@@ -432,6 +433,89 @@ TEST_F(ModelFolderTest, GptOssStoresEachExpertTransposedAsBlocksAndScales) {
   std::sort(a.entries.begin(), a.entries.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
   st::write(work() / "oss" / "model.safetensors", a);
   expect_rejected({"quantize", "oss", "--format", "gpt-oss-mxfp4", "--out", "o"}, "model.layers.0.mlp.experts.down_proj");
+}
+
+TEST_F(ModelFolderTest, GgufIsQ8_0BlocksInLlamaCppsRowOrderAndVerifyNamesWhatBreaks) {
+  make_folder("in", 2);
+  put("in/config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "head_dim": 16, "max_position_embeddings": 256, "vocab_size": 64, "rms_norm_eps": 1e-05,
+      "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})");
+  const auto r = run({"quantize", "in", "--format", "gguf", "--out", "m.gguf"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("note: tokenizer not converted"), std::string::npos) << r.out;
+  const std::string bytes = get("m.gguf");
+  const gguf::File g = gguf::parse(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), "m.gguf");
+  const auto tensors = layer();
+  const auto data = [&](const std::string& name) {
+    const gguf::TensorInfo* t = g.tensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    return Bytes(bytes.begin() + static_cast<std::ptrdiff_t>(g.data_start + t->offset),
+                 bytes.begin() + static_cast<std::ptrdiff_t>(g.data_start + t->offset + t->nbytes));
+  };
+  // q_proj (4 heads of 16 rows): row 2i + j of a head is transformers' row 8j + i; then Q8_0
+  // blocks, each its fp16 scale and 32 codes.
+  Tensor q = from_f32_vector(to_f32_vector(tensors.at("model.layers.0.self_attn.q_proj.weight").view()), {64, 64}, DType::bf16);
+  Tensor permuted = q;
+  for (int h = 0; h < 4; ++h)
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 2; ++j)
+        std::memcpy(static_cast<std::uint8_t*>(permuted.raw()) + (h * 16 + 2 * i + j) * 128,
+                    static_cast<const std::uint8_t*>(q.raw()) + (h * 16 + 8 * j + i) * 128, 128);
+  // ggml's Q8_0 blocks of a weight: each block's fp16 scale, then its 32 codes.
+  const auto q8_0_blocks = [](const Tensor& w) {
+    const QuantResult r = quantize(make_contract("q8_0.ggml"), w.view());
+    Bytes out;
+    for (std::int64_t b = 0; b < r.scale.numel(); ++b) {
+      const auto* s = static_cast<const std::uint8_t*>(r.scale.raw()) + 2 * b;
+      const auto* c = static_cast<const std::uint8_t*>(r.payload.raw()) + 32 * b;
+      out.insert(out.end(), s, s + 2);
+      out.insert(out.end(), c, c + 32);
+    }
+    return out;
+  };
+  const Bytes want = q8_0_blocks(permuted);
+  EXPECT_EQ(g.tensor("blk.0.attn_q.weight")->type, gguf::GgmlType::q8_0);
+  EXPECT_EQ(data("blk.0.attn_q.weight"), want);
+  EXPECT_EQ(g.tensor("blk.0.attn_norm.weight")->type, gguf::GgmlType::f32) << "1-D tensors in F32";
+  const std::vector<float> norm = to_f32_vector(tensors.at("model.layers.0.input_layernorm.weight").view());
+  const Bytes nb = data("blk.0.attn_norm.weight");
+  EXPECT_EQ(std::memcmp(nb.data(), norm.data(), nb.size()), 0);
+  EXPECT_EQ(g.find("llama.attention.head_count_kv")->value, 2);
+  EXPECT_EQ(g.find("llama.rope.freq_base")->value, 500000.0);
+  EXPECT_EQ(g.find("tokenizer.ggml.model")->value, "no_vocab");
+  EXPECT_EQ(g.find("qexact.preset")->value, "q8_0.ggml");
+  ASSERT_EQ(run({"verify", "m.gguf", "--source", "in"}).status, 0);
+
+  // A converter that forgot the rope permutation, and one that wrote MXFP4 nibbles in adjacent order.
+  std::string unpermuted = bytes;
+  const Bytes plain = q8_0_blocks(q);
+  std::memcpy(unpermuted.data() + g.data_start + g.tensor("blk.0.attn_q.weight")->offset, plain.data(), plain.size());
+  put("bad.gguf", unpermuted);
+  const auto bad = run({"verify", "bad.gguf", "--source", "in"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("'blk.0.attn_q.weight' has its rows in transformers' order"), std::string::npos) << bad.out;
+
+  ASSERT_EQ(run({"quantize", "in", "--format", "gguf", "--preset", "mxfp4.ggml", "--out", "x.gguf"}).status, 0);
+  std::string mx = get("x.gguf");
+  const gguf::File gx = gguf::parse(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(mx.data()), mx.size()), "x.gguf");
+  const gguf::TensorInfo* down = gx.tensor("blk.0.ffn_down.weight");
+  ASSERT_EQ(down->type, gguf::GgmlType::mxfp4);
+  for (std::uint64_t blk = 0; blk < down->nbytes; blk += 17) {  // halves -> adjacent
+    auto* b = reinterpret_cast<std::uint8_t*>(mx.data()) + gx.data_start + down->offset + blk + 1;
+    std::uint8_t e[32];
+    for (int j = 0; j < 16; ++j) e[j] = b[j] & 0x0F, e[j + 16] = b[j] >> 4;
+    for (int k = 0; k < 16; ++k) b[k] = static_cast<std::uint8_t>(e[2 * k] | (e[2 * k + 1] << 4));
+  }
+  put("adjacent.gguf", mx);
+  const auto adjacent = run({"verify", "adjacent.gguf", "--source", "in"});
+  EXPECT_EQ(adjacent.status, 1);
+  EXPECT_NE(adjacent.out.find("MXFP4 codes in adjacent nibbles"), std::string::npos) << adjacent.out;
+
+  expect_rejected({"quantize", "in", "--format", "gguf", "--preset", "mxfp4.ct", "--out", "o.gguf"}, "packing=halves");
+  expect_rejected({"quantize", "in", "--format", "gguf", "--out", "m.gguf"}, "already exists");
+  put("in/config.json", R"({"model_type": "gpt2", "n_layer": 1})");
+  expect_rejected({"quantize", "in", "--format", "gguf", "--out", "o.gguf"}, "model_type \"gpt2\"");
 }
 
 }  // namespace

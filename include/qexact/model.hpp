@@ -16,6 +16,11 @@
 //                       transformers, vLLM and SGLang: fp8.hf.block (the default), or any E4M3
 //                       tile / tensor contract whose stored scale dequantize multiplies
 //                       (fp8.deepseek.128x128); `<m>.weight_scale_inv`.
+//   gpt-oss-mxfp4       gpt-oss's experts as OpenAI ships them (*_blocks / *_scales), quantized
+//                       transposed: mxfp4.triton; every expert projection, nothing else.
+//   gguf                one GGUF v3 file for llama.cpp (`out` is its path), the llama
+//                       architecture: q8_0.ggml (the default) or mxfp4.ggml in ggml's blocks,
+//                       llama.cpp's names and rope row order, the byte-level BPE vocabulary.
 // A loader format quantizes the Linear weights (rank-2 `<module>.weight`) but lm_head, the
 // embeddings and MoE routers, unless `include` / `exclude` are given; NVFP4 fused shards (q/k/v,
 // gate/up) are quantized under their group's tensor amax, so that they share one global scale.
@@ -47,7 +52,8 @@ struct FolderOptions {
 
 struct FolderResult {
   checkpoint::Summary summary;       // all shards, by name
-  std::vector<std::string> shards;   // the output's shard files
+  std::vector<std::string> shards;   // the output's shard files (gguf: the one file)
+  std::vector<std::string> notes;    // what the output leaves out, one sentence each (gguf: an unconverted tokenizer)
 };
 
 FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in, const std::filesystem::path& out,

@@ -103,7 +103,9 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
     folder ``out`` in a loader's ``format``, as ``qexact quantize src --format F --out out`` does:
     "compressed-tensors" (llm-compressor's layout, for vLLM and transformers; preset nvfp4.ct by
     default), "modelopt" (ModelOpt's HF export; nvfp4.modelopt), "hf-fp8" (transformers' and
-    DeepSeek-V3's fine-grained FP8, weight_scale_inv; fp8.hf.block), or "qexact" (each shard in
+    DeepSeek-V3's fine-grained FP8, weight_scale_inv; fp8.hf.block), "gpt-oss-mxfp4" (its experts
+    as *_blocks / *_scales; mxfp4.triton), "gguf" (one GGUF file for llama.cpp, ``out`` its path;
+    q8_0.ggml or mxfp4.ggml), or "qexact" (each shard in
     qexact's layout; a preset is required). A loader format quantizes the Linear weights but
     lm_head, embeddings and routers unless ``include`` / ``exclude`` say otherwise."""
     overrides: list[str] = []

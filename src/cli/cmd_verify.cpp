@@ -49,9 +49,12 @@ int run_verify(const VerifyArgs& a) {
   for (const auto& t : v.tensors) {
     std::cout << io::printable(t.source);
     for (const auto& d : t.stored) {
-      const auto dot = d.name.rfind('.');
-      std::cout << "  " << (dot == std::string::npos ? d.name : d.name.substr(dot + 1)) << " " << d.differing << "/"
-                << d.bytes;
+      // The stored name past the dotted prefix it shares with the source: `weight_scale`,
+      // `gate_up_proj_blocks`; a name of its own (GGUF's blk.0.attn_q.weight) whole.
+      std::size_t common = 0;
+      for (std::size_t i = 0; i < d.name.size() && i < t.source.size() && d.name[i] == t.source[i]; ++i)
+        if (d.name[i] == '.') common = i + 1;
+      std::cout << "  " << io::printable(d.name.substr(common)) << " " << d.differing << "/" << d.bytes;
     }
     std::cout << "\n";
   }
@@ -70,7 +73,7 @@ void add_verify(CLI::App& app, Action& action) {
   auto opts = std::make_shared<VerifyArgs>();
   CLI::App* sub = app.add_subcommand(
       "verify", "Check a quantized model folder against the model it came from: every stored byte, and what its loader needs");
-  sub->add_option("quantized", opts->quantized, "the quantized model folder (any --format of `qexact quantize`)")
+  sub->add_option("quantized", opts->quantized, "the quantized model folder (any --format of `qexact quantize`), or a GGUF file")
       ->required();
   sub->add_option("--source", opts->source, "the unquantized model folder it was made from")->required();
   sub->add_option("--preset", opts->preset, "the recipe to recompute with (default: the one the folder's config names)");

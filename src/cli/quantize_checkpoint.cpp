@@ -61,6 +61,7 @@ int quantize_model_folder(const Contract& c, const FolderCliOptions& o, std::ost
     r = model::quantize_folder(c, o.input, o.output, o.options, [&](const checkpoint::Progress& p) { bar(p); });
   }
   out << checkpoint::summary_text(r.summary);
+  for (const std::string& note : r.notes) out << "note: " << note << "\n";
   return 0;
 }
 

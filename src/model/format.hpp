@@ -5,6 +5,7 @@
 // which contracts it can store (a loader reads the bytes one way: a compressed-tensors NVFP4
 // global scale is a multiplier, ModelOpt's a descale, and each is refused in the other's folder).
 #pragma once
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/storage.hpp"
+#include "model/folder.hpp"
 #include "qexact/contract.hpp"
+#include "qexact/model.hpp"
 
 namespace qexact::model {
 
@@ -76,7 +79,17 @@ class Format {
   // (ModelOpt's hf_quant_config.json), by name.
   virtual std::map<std::string, std::string> write_config(nlohmann::ordered_json& config, const Contract& c,
                                                           const Written& w) const = 0;
+
+  // Writes the quantized model: by default a folder of safetensors shards under stored() and
+  // write_config() (write_shards); a format whose output is one file of its own (GGUF) writes
+  // that. The folder `f` is read and checked; `out` is the output path as given.
+  virtual FolderResult write(const Contract& c, const Folder& f, const std::filesystem::path& out, const FolderOptions& o,
+                             const checkpoint::ProgressFn& progress) const;
 };
+
+// The folder of safetensors shards a format (or qexact's own layout, format null) writes.
+FolderResult write_shards(const Format* format, const Contract& c, const Folder& f, const std::filesystem::path& out,
+                          const FolderOptions& o, const checkpoint::ProgressFn& progress);
 
 // Every format but qexact's own (whose layout is checkpoint::quantize_file's), by name.
 const std::vector<const Format*>& formats();

@@ -9,9 +9,10 @@ const Format& compressed_tensors_format();
 const Format& modelopt_format();
 const Format& hf_fp8_format();
 const Format& gpt_oss_format();
+const Format& gguf_format();
 
 const std::vector<const Format*>& formats() {
-  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format(), &hf_fp8_format(), &gpt_oss_format()};
+  static const std::vector<const Format*> table = {&compressed_tensors_format(), &modelopt_format(), &hf_fp8_format(), &gpt_oss_format(), &gguf_format()};
   return table;
 }
 

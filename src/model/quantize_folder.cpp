@@ -45,17 +45,13 @@ std::map<std::string, float> fused_amax(const Format& format, const Folder& f, c
     if (!g.empty()) groups[g].push_back(name);
   }
   std::map<std::string, float> out;
-  std::vector<std::uint8_t> buffer;
   for (const auto& [group, members] : groups) {
     if (members.size() < 2) continue;
     std::int32_t key = 0;
     for (const std::string& name : members) {
-      const Shard& shard = f.shard_of(name);
       const safetensors::TensorInfo& t = f.info(name);
-      const io::InputFile in(f.dir / shard.file);
-      buffer.resize(static_cast<std::size_t>(t.end - t.begin));
-      in.read_at(shard.index.data_start + t.begin, buffer);
-      key = std::max(key, amax_key(make_view(*checkpoint::detail::float_dtype(t.dtype), t.shape, buffer.data())));
+      const std::vector<std::uint8_t> bytes = f.bytes(name);
+      key = std::max(key, amax_key(make_view(*checkpoint::detail::float_dtype(t.dtype), t.shape, bytes.data())));
     }
     for (const std::string& name : members) out[name] = amax_from_key(key);
   }
@@ -99,7 +95,17 @@ FolderResult quantize_folder(const Contract& c, const std::filesystem::path& in_
                                      "): quantize the unquantized model instead");
   }
   for (const Shard& s : f.shards) checkpoint::detail::check_quantizable(c, s.index.metadata, (in / s.file).string());
+  return format ? format->write(c, f, out, o, progress) : write_shards(nullptr, c, f, out, o, progress);
+}
 
+FolderResult Format::write(const Contract& c, const Folder& f, const std::filesystem::path& out, const FolderOptions& o,
+                           const checkpoint::ProgressFn& progress) const {
+  return write_shards(this, c, f, out, o, progress);
+}
+
+FolderResult write_shards(const Format* format, const Contract& c, const Folder& f, const std::filesystem::path& out,
+                          const FolderOptions& o, const checkpoint::ProgressFn& progress) {
+  const std::filesystem::path& in = f.dir;
   // What the output folder holds, declared before any work (check_output_dir).
   const bool write_index = f.indexed || f.shards.size() > 1;
   std::vector<std::string> names;

@@ -68,30 +68,11 @@ std::vector<checkpoint::detail::StoredOutput> stored_of(const Recipe& r, const S
   return r.format ? r.format->stored(r.contract, s, outputs) : checkpoint::detail::qexact_stored(s.name, outputs);
 }
 
-std::vector<std::uint8_t> read_bytes(const Folder& f, const std::string& name) {
-  const Shard& shard = f.shard_of(name);
-  const safetensors::TensorInfo& t = f.info(name);
-  const io::InputFile in(f.dir / shard.file);
-  std::vector<std::uint8_t> b(static_cast<std::size_t>(t.end - t.begin));
-  in.read_at(shard.index.data_start + t.begin, b);
-  return b;
-}
-
 float read_f32(const Folder& f, const std::string& name) {
-  const std::vector<std::uint8_t> b = read_bytes(f, name);
+  const std::vector<std::uint8_t> b = f.bytes(name);
   float v = 0;
   if (b.size() == 4 && f.info(name).dtype == "F32") std::memcpy(&v, b.data(), 4);
   return v;
-}
-
-// `name` as an fnmatch pattern that matches only itself.
-std::string literal_glob(const std::string& name) {
-  std::string g;
-  for (char ch : name) {
-    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') g += '\\';
-    g += ch;
-  }
-  return g;
 }
 
 std::string fmt_float(float v) {
@@ -127,6 +108,8 @@ std::uint64_t TensorVerdict::differing() const {
 
 Verification verify_folder(const std::filesystem::path& quantized, const std::filesystem::path& source,
                            const VerifyOptions& o) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(quantized, ec)) return verify_gguf(quantized, source, o);
   const Folder q = read_folder(quantized);
   const Folder s = read_folder(source);
   const Recipe r = recipe_of(q, o);
@@ -193,7 +176,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
         t.stored.push_back(d);
         continue;
       }
-      const std::vector<std::uint8_t> a = read_bytes(q, so.name), b = read_bytes(e, so.name);
+      const std::vector<std::uint8_t> a = q.bytes(so.name), b = e.bytes(so.name);
       d.bytes = b.size();
       for (std::size_t i = 0; i < b.size(); ++i) d.differing += a[i] != b[i];
       v.differing += d.differing;
@@ -243,7 +226,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
       const auto fdt = checkpoint::detail::float_dtype(info.dtype);
       float value = std::nanf("");
       if (fdt && shape_numel(info.shape) == 1) {
-        const std::vector<std::uint8_t> b = read_bytes(q, name);
+        const std::vector<std::uint8_t> b = q.bytes(name);
         value = to_f32_vector(make_view(*fdt, {1}, b.data()))[0];
       }
       if (!fdt || shape_numel(info.shape) != 1)
@@ -259,7 +242,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
       v.findings.push_back(cat({"'", io::printable(name), "' is a tensor the recomputed folder does not have"}));
       continue;
     }
-    if (read_bytes(q, name) != read_bytes(e, name))
+    if (q.bytes(name) != e.bytes(name))
       v.findings.push_back(cat({"'", io::printable(name), "' (not quantized) differs from the source's"}));
   }
   for (const auto& [leaf, groups] : activation_groups)

@@ -43,7 +43,11 @@ struct VerifyOptions {
   RunOptions run;
 };
 
+// `quantized` a folder, or a GGUF file (verify_gguf).
 Verification verify_folder(const std::filesystem::path& quantized, const std::filesystem::path& source,
                            const VerifyOptions& o);
+
+// A GGUF file against the transformers folder it came from (verify_gguf.cpp).
+Verification verify_gguf(const std::filesystem::path& quantized, const std::filesystem::path& source, const VerifyOptions& o);
 
 }  // namespace qexact::model
