@@ -518,5 +518,32 @@ TEST_F(ModelFolderTest, GgufIsQ8_0BlocksInLlamaCppsRowOrderAndVerifyNamesWhatBre
   expect_rejected({"quantize", "in", "--format", "gguf", "--out", "o.gguf"}, "model_type \"gpt2\"");
 }
 
+TEST_F(ModelFolderTest, VerifyDiagnosesAndInferNamesTheRecipeOfAFolderMadeWithAnotherArithmetic) {
+  make_folder("in", 1);
+  // fp8.ct.channel with an fp32 quotient, where compressed-tensors divides in the model's bf16.
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--preset", "fp8.ct.channel", "--param",
+                 "quotient_arith=fp32", "--out", "ct"}).status, 0);
+  const auto v = run({"verify", "ct", "--source", "in", "--json"});
+  ASSERT_EQ(v.status, 1) << v.err;
+  const json j = json::parse(v.out);
+  bool diagnosed = false;
+  for (const json& t : j["tensors"])
+    for (const json& d : t["diagnoses"])
+      diagnosed = diagnosed || d.get<std::string>().rfind("quotient_arith (confirmed by a re-run)", 0) == 0;
+  EXPECT_TRUE(diagnosed) << v.out;
+
+  const auto inf = run({"infer", "ct", "--source", "in", "--lab", "lab", "--json"});
+  ASSERT_EQ(inf.status, 0) << inf.out << inf.err;
+  const json r = json::parse(inf.out);
+  EXPECT_EQ(r["preset"], "fp8.ct.channel");
+  EXPECT_EQ(r["overrides"], json({{"quotient_arith", "fp32"}}));
+  EXPECT_EQ(r["cases_with_outputs"], 4);
+  // The lab stays for compare, which finds the folder's recipe's bytes in it.
+  const auto cmp = run({"compare", "lab", "--param", "quotient_arith=fp32"});
+  EXPECT_EQ(cmp.status, 0) << cmp.out << cmp.err;
+  expect_rejected({"infer", "ct", "--source", "in", "--lab", "lab"}, "already exists");
+  expect_rejected({"infer", "ct", "--lab", "lab2"}, "--lab and --preset apply to a model folder");
+}
+
 }  // namespace
 }  // namespace qexact

@@ -134,6 +134,16 @@ def test_verify_passes_llm_compressors_folder(base, tmp_path, scheme):
     assert r.returncode == 0 and v["ok"] and v["differing"] == 0 and v["bytes"] > 500_000
     assert v["preset"] == SCHEMES.get(scheme, "nvfp4.ct")
     assert v["activation_scales"] == (14 if scheme == "NVFP4" else 0)
+    assert_infer_names(theirs, base, v["preset"])
+
+
+def assert_infer_names(quantized: Path, base: Path, preset: str) -> None:
+    """`qexact infer QUANTIZED --source BASE`: a lab of the folder's smallest tensors (under their own
+    amax), and the search names the preset exactly, with no override."""
+    r = subprocess.run([cli(), "infer", str(quantized), "--source", str(base), "--json"], capture_output=True, text=True)
+    j = json.loads(r.stdout)
+    print(f"infer on {quantized.name}: {'exact' if j['exact'] else 'closest'} {j['preset']} {j['overrides']}")
+    assert r.returncode == 0 and (j["exact"], j["preset"], j["overrides"]) == (True, preset, {}), r.stdout[-2000:]
 
 
 DYNAMIC = {"FP8_DYNAMIC": "fp8.ct.channel", "FP8_BLOCK": "fp8.ct.block", "MXFP4": "mxfp4.ct"}
@@ -225,6 +235,7 @@ def test_modelopt_export_is_qexacts_folder(base, tmp_path, config):
     print(f"{config}: verify {v['preset']}: {v['differing']} differing of {v['bytes']} bytes, "
           f"{v['activation_scales']} activation scales, findings {v['findings']}")
     assert r.returncode == 0 and v["ok"] and v["bytes"] > 500_000
+    assert_infer_names(theirs, base, v["preset"])
     if not MODELOPT[config]:
         assert v["activation_scales"] == 14
         return
@@ -274,6 +285,7 @@ def test_qexact_writes_transformers_fp8_folder(base, tmp_path):
     v = json.loads(r.stdout)
     print(f"hf-fp8: verify of transformers' folder: {v['differing']} differing of {v['bytes']} bytes, findings {v['findings']}")
     assert r.returncode == 0 and v["ok"] and v["preset"] == "fp8.hf.block" and v["bytes"] > 1_000_000
+    assert_infer_names(theirs, base, "fp8.hf.block")
 
 
 def test_transformers_loads_qexacts_fp8_folder_to_qexacts_values(base, tmp_path):

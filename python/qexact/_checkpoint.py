@@ -139,16 +139,19 @@ class Verification:
     activation_scales: int
     tensors: dict[str, list[StoredDiff]]
     findings: list[str]
+    diagnoses: dict[str, list[str]]  # per differing tensor: compare's signatures, or why it was not diagnosed
 
 
 def verify_folder(quantized: str | os.PathLike[str], source: str | os.PathLike[str], *, preset: str | None = None,
                   engine: Engine = "fast", threads: int = 0) -> Verification:
     """``qexact verify quantized --source source``: recompute every quantized tensor of the folder
-    from its source with the recipe its config names (or ``preset``) and compare byte for byte."""
-    fmt, name, ok, differing, nbytes, activation, tensors, findings = _core.verify_folder(
+    (or GGUF file) from its source with the recipe its config names (or ``preset``) and compare
+    byte for byte; where bytes differ, compare's diagnoses say why."""
+    fmt, name, ok, differing, nbytes, activation, tensors, findings, diagnoses = _core.verify_folder(
         os.fspath(quantized), os.fspath(source), preset or "", engine, threads)
     return Verification(fmt, name, ok, differing, nbytes, activation,
-                        {t: [StoredDiff(*r) for r in rows] for t, rows in tensors}, list(findings))
+                        {t: [StoredDiff(*r) for r in rows] for t, rows in tensors}, list(findings),
+                        {t: list(d) for t, d in diagnoses})
 
 
 def _dtype_key(x: Any) -> str:

@@ -118,7 +118,8 @@ SummaryTuple quantize_model_folder(const std::string& src, const std::string& ou
 // format, preset, ok, differing, bytes, activation scales, tensors (source, [(stored, differing, bytes)]), findings
 using StoredRow = std::tuple<std::string, std::uint64_t, std::uint64_t>;
 using VerifyTuple = std::tuple<std::string, std::string, bool, std::uint64_t, std::uint64_t, std::uint64_t,
-                               std::vector<std::pair<std::string, std::vector<StoredRow>>>, std::vector<std::string>>;
+                               std::vector<std::pair<std::string, std::vector<StoredRow>>>, std::vector<std::string>,
+                               std::vector<std::pair<std::string, std::vector<std::string>>>>;
 
 VerifyTuple verify_model_folder(const std::string& quantized, const std::string& source, const std::string& preset,
                                 const std::string& engine, int threads) {
@@ -129,12 +130,15 @@ VerifyTuple verify_model_folder(const std::string& quantized, const std::string&
     v = model::verify_folder(quantized, source, {preset, RunOptions{parse_engine(engine), threads}});
   }
   std::vector<std::pair<std::string, std::vector<StoredRow>>> tensors;
+  std::vector<std::pair<std::string, std::vector<std::string>>> diagnoses;
   for (const auto& t : v.tensors) {
     std::vector<StoredRow> rows;
     for (const auto& d : t.stored) rows.emplace_back(d.name, d.differing, d.bytes);
     tensors.emplace_back(t.source, std::move(rows));
+    if (!t.diagnoses.empty()) diagnoses.emplace_back(t.source, t.diagnoses);
   }
-  return {v.format, v.preset, v.ok(), v.differing, v.bytes, v.activation_scales, std::move(tensors), v.findings};
+  return {v.format, v.preset, v.ok(), v.differing, v.bytes, v.activation_scales, std::move(tensors), v.findings,
+          std::move(diagnoses)};
 }
 
 }  // namespace
@@ -151,7 +155,7 @@ void bind_checkpoint(nb::module_& m) {
         "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a,
         "Quantize a model folder into one in a loader's format, as `qexact quantize FOLDER --format F` does.");
   m.def("verify_folder", &verify_model_folder, "quantized"_a, "source"_a, "preset"_a, "engine"_a, "threads"_a,
-        "`qexact verify`: (format, preset, ok, differing, bytes, activation_scales, tensors, findings).");
+        "`qexact verify`: (format, preset, ok, differing, bytes, activation_scales, tensors, findings, diagnoses).");
 }
 
 }  // namespace qexact::python

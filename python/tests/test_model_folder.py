@@ -77,3 +77,22 @@ def test_verify_folder_passes_and_names_an_inverted_global_scale(folder, tmp_pat
     assert not v.ok and v.differing == 4
     assert any("stored the other way round" in f for f in v.findings), v.findings
     assert any("gate_up_proj have different global scales" in f for f in v.findings), v.findings
+    # A fused shard is quantized under its group's amax, which compare's diagnoses do not take.
+    assert v.diagnoses["model.layers.0.mlp.up_proj.weight"][0].startswith("not diagnosed: quantized under its fused group")
+
+
+def test_verify_folder_diagnoses_and_gguf(folder, tmp_path):
+    out = tmp_path / "ct"
+    qexact.quantize_folder(folder, out, "fp8.ct.channel", params={"quotient_arith": "fp32"}, format="compressed-tensors")
+    v = qexact.verify_folder(out, folder)
+    assert not v.ok and v.preset == "fp8.ct.channel"
+    assert all(d[0].startswith("quotient_arith (confirmed by a re-run)") for d in v.diagnoses.values()), v.diagnoses
+    # GGUF: one file, verified the same way (a llama's hyperparameters in config.json).
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, vocab_size=64)
+    (folder / "config.json").write_text(json.dumps(config))
+    summary = qexact.quantize_folder(folder, tmp_path / "m.gguf", format="gguf")
+    assert len(summary.quantized) == 7 and (tmp_path / "m.gguf").is_file()
+    g = qexact.verify_folder(tmp_path / "m.gguf", folder)
+    assert g.ok and g.format == "gguf" and g.preset == "q8_0.ggml" and g.differing == 0 and g.bytes > 0

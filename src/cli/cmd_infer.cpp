@@ -1,8 +1,11 @@
 // `qexact infer DIR [--json] [--family F]`: the contract that reproduces every byte of a
-// device's outputs for exported cases (conformance/infer.hpp). Exit 0 when one does, 1 when
+// device's outputs for exported cases (conformance/infer.hpp). `qexact infer QUANTIZED --source
+// ORIGINAL [--lab LAB]`: the same for a quantized model folder, through a lab of its tensors
+// (model/folder_lab.hpp). Exit 0 when one does, 1 when
 // only a closest one was found (its residual reported and diagnosed), 2 on bad input.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +13,8 @@
 #include "contracts/family_table.hpp"
 #include "conformance/infer.hpp"
 #include "contracts/contract_json.hpp"
+#include "io/temp_dir.hpp"
+#include "model/folder_lab.hpp"
 
 namespace qexact::cli {
 namespace {
@@ -19,6 +24,8 @@ struct InferCliOptions {
   bool json = false;
   std::string family;
   int threads = 1;
+  std::string source, lab, preset;  // a model folder's: its source, where to keep its lab, the start
+  int tensors = 4;
 };
 
 nlohmann::ordered_json to_json(const conformance::InferResult& r) {
@@ -121,7 +128,22 @@ int run_infer(const InferCliOptions& o) {
   conformance::InferOptions io;
   if (!o.family.empty()) io.family = conformance::parse_family(o.family);
   io.threads = o.threads;
-  const conformance::InferResult r = conformance::infer_contract(conformance::read_case_dir(o.dir), io);
+  if (o.source.empty() && (!o.lab.empty() || !o.preset.empty()))
+    fail(ErrorKind::bad_argument, "--lab and --preset apply to a model folder, with --source");
+  std::optional<io::TempDir> tmp;
+  std::string dir = o.dir;
+  if (!o.source.empty()) {
+    // A model folder: its quantized tensors become a lab first (kept where --lab says).
+    if (o.lab.empty()) tmp.emplace("qexact-infer-");
+    dir = o.lab.empty() ? (tmp->path() / "lab").string() : o.lab;
+    const std::vector<std::string> names = model::write_folder_lab(o.dir, o.source, dir, {o.preset, o.tensors});
+    if (!o.json) {
+      std::cout << "lab" << (o.lab.empty() ? "" : " " + o.lab) << ": " << names.size() << " quantized tensors of " << o.dir << ":";
+      for (const std::string& n : names) std::cout << " " << n;
+      std::cout << "\n";
+    }
+  }
+  const conformance::InferResult r = conformance::infer_contract(conformance::read_case_dir(dir), io);
   if (o.json) std::cout << to_json(r).dump(2) << "\n";
   else print_text(r, std::cout);
   return r.exact ? 0 : 1;
@@ -132,7 +154,17 @@ int run_infer(const InferCliOptions& o) {
 void add_infer(CLI::App& app, Action& action) {
   auto opts = std::make_shared<InferCliOptions>();
   CLI::App* sub = app.add_subcommand("infer", "Find the contract that reproduces a device's outputs for exported cases");
-  sub->add_option("dir", opts->dir, "a directory written by `qexact cases`, with the device's outputs")->required();
+  sub->add_option("dir", opts->dir,
+                  "a directory written by `qexact cases`, with the device's outputs; with --source, a quantized model folder")
+      ->required();
+  sub->add_option("--source", opts->source,
+                  "DIR is a quantized model folder made from this one: infer the recipe of its smallest quantized "
+                  "tensors (those quantized under their own amax)");
+  sub->add_option("--lab", opts->lab, "with --source: write the lab there (a new directory) and keep it, for `qexact compare`");
+  sub->add_option("--preset", opts->preset, "with --source: start from this preset, not the one the folder's config names");
+  sub->add_option("--tensors", opts->tensors, "with --source: how many tensors the lab holds")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   sub->add_flag("--json", opts->json, "print the result as JSON");
   std::string families;
   for (const FamilyTraits& t : family_table()) families += (families.empty() ? "" : ", ") + std::string(t.name);

@@ -31,7 +31,7 @@ nlohmann::ordered_json to_json(const model::Verification& v) {
   for (const auto& t : v.tensors) {
     nlohmann::ordered_json stored = nlohmann::ordered_json::array();
     for (const auto& d : t.stored) stored.push_back({{"name", d.name}, {"differing", d.differing}, {"bytes", d.bytes}});
-    tensors.push_back({{"tensor", t.source}, {"differing", t.differing()}, {"stored", stored}});
+    tensors.push_back({{"tensor", t.source}, {"differing", t.differing()}, {"stored", stored}, {"diagnoses", t.diagnoses}});
   }
   j["tensors"] = tensors;
   j["activation_scales"] = v.activation_scales;
@@ -57,6 +57,7 @@ int run_verify(const VerifyArgs& a) {
       std::cout << "  " << io::printable(d.name.substr(common)) << " " << d.differing << "/" << d.bytes;
     }
     std::cout << "\n";
+    for (const std::string& d : t.diagnoses) std::cout << "    diagnosis: " << d << "\n";
   }
   if (v.activation_scales)
     std::cout << v.activation_scales << " activation scales (calibrated, not recomputable) checked for dtype, one "

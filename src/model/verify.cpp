@@ -13,10 +13,12 @@
 #include "checkpoint/storage.hpp"
 #include "io/input_file.hpp"
 #include "io/printable.hpp"
-#include "io/temp_name.hpp"
+#include "io/temp_dir.hpp"
 #include "model/folder.hpp"
 #include "model/format.hpp"
 #include "model/linear_weights.hpp"
+#include "model/recipe.hpp"
+#include "conformance/compare.hpp"
 #include "qexact/model.hpp"
 
 namespace qexact::model {
@@ -24,49 +26,6 @@ namespace {
 
 using checkpoint::detail::Source;
 using ordered_json = nlohmann::ordered_json;
-
-// What a folder was written as, and the contract its metadata or config names.
-struct Recipe {
-  const Format* format = nullptr;  // null: qexact's own layout
-  std::string format_name;
-  Contract contract;
-};
-
-Recipe recipe_of(const Folder& q, const VerifyOptions& o) {
-  Recipe r;
-  const ordered_json* config = q.config && q.config->contains("quantization_config") ? &(*q.config)["quantization_config"] : nullptr;
-  if (config) {
-    for (const Format* f : formats())
-      if (f->recognizes(*config)) r.format = f;
-    if (!r.format)
-      fail(ErrorKind::bad_input, q.dir.string() + "/config.json: quantization_config quant_method '" +
-                                     config->value("quant_method", std::string("?")) +
-                                     "' is not a format qexact reads (compressed-tensors, or qexact's own metadata)");
-    r.format_name = r.format->name();
-    r.contract = make_contract(o.preset.empty() ? r.format->preset_of(*config) : o.preset);
-    return r;
-  }
-  r.format_name = "qexact";
-  for (const Shard& s : q.shards) {
-    const auto it = s.index.metadata.find("qexact.preset");
-    if (it == s.index.metadata.end()) continue;
-    std::vector<std::string> overrides;
-    for (const auto& [k, v] : s.index.metadata)
-      if (k.rfind("qexact.param.", 0) == 0) overrides.push_back(k.substr(13) + "=" + v);
-    r.contract = make_contract(o.preset.empty() ? it->second : o.preset, o.preset.empty() ? overrides : std::vector<std::string>{});
-    return r;
-  }
-  fail(ErrorKind::bad_input, q.dir.string() + " names no quantization: its config.json has no quantization_config and "
-                                              "no shard has qexact metadata");
-}
-
-// The stored form of a source tensor's outputs in a folder of this recipe.
-std::vector<checkpoint::detail::StoredOutput> stored_of(const Recipe& r, const Source& s) {
-  checkpoint::detail::Storage storage;
-  if (r.format) storage.transposed = [&](const Source& src) { return r.format->transposed(src); };
-  const std::vector<OutputSpec> outputs = output_specs(r.contract, checkpoint::detail::quantized_shape(&storage, s));
-  return r.format ? r.format->stored(r.contract, s, outputs) : checkpoint::detail::qexact_stored(s.name, outputs);
-}
 
 float read_f32(const Folder& f, const std::string& name) {
   const std::vector<std::uint8_t> b = f.bytes(name);
@@ -88,15 +47,31 @@ std::string cat(std::initializer_list<std::string_view> parts) {
   return out;
 }
 
-// A temporary folder removed on destruction.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(std::filesystem::path p) : path(std::move(p)) {}
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+constexpr int kDiagnosedTensors = 8;  // compare's diagnoses run the reference engine: the first few differing tensors
+
+// compare's diagnoses of a differing tensor (the lab's signatures, confirmed by re-running where
+// they can be): the source tensor quantized by the recipe against the folder's stored outputs.
+void diagnose(const Recipe& r, const Folder& q, const Folder& s, const Source& src, TensorVerdict& t, int& diagnosed) {
+  if (r.format && r.format->shares_tensor_amax(r.contract) && !fused_group(src.name).empty()) {
+    t.diagnoses.push_back("not diagnosed: quantized under its fused group's tensor amax, which compare does not take");
+    return;
   }
-};
+  if (diagnosed >= kDiagnosedTensors) return;
+  ++diagnosed;
+  try {
+    const Tensor x = quantized_input(r, s, src);
+    std::vector<Tensor> outs = stored_outputs(r, q, src);
+    conformance::DeviceOutput device;
+    device.payload = std::move(outs[0]);
+    device.scale = std::move(outs[1]);
+    if (outs.size() > 2) device.tensor_scale = std::move(outs[2]);
+    for (const conformance::Diagnosis& d : conformance::compare_device(r.contract, x.view(), device).diagnoses)
+      t.diagnoses.push_back(d.signature + (d.confirmed ? " (confirmed by a re-run): " : " (from the pattern): ") + d.explanation);
+    if (t.diagnoses.empty()) t.diagnoses.push_back("none of the lab's signatures matches");
+  } catch (const Error& e) {
+    t.diagnoses.push_back(std::string("not diagnosed: ") + e.what());
+  }
+}
 
 }  // namespace
 
@@ -112,7 +87,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
   if (std::filesystem::is_regular_file(quantized, ec)) return verify_gguf(quantized, source, o);
   const Folder q = read_folder(quantized);
   const Folder s = read_folder(source);
-  const Recipe r = recipe_of(q, o);
+  const Recipe r = recipe_of(q, o.preset);
   Verification v;
   v.format = r.format_name;
   v.preset = r.contract.preset;
@@ -120,53 +95,37 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
   // The source tensors the folder quantized: those whose stored scale it holds.
   std::vector<std::string> selected;
   std::map<std::string, Source> sources;
-  for (const auto& [name, where] : s.tensors) {
-    const auto& t = s.shards[where.shard].index.tensors[where.tensor];
-    const Source src{t.name, t.dtype, t.shape, t.end - t.begin};
-    if (!checkpoint::detail::float_dtype(t.dtype)) continue;
-    std::vector<checkpoint::detail::StoredOutput> stored;
-    try {
-      stored = stored_of(r, src);
-    } catch (const Error&) {
-      continue;  // a shape this contract cannot take was not quantized
-    }
-    // Quantized when any of its outputs is there: one under another name, or under its own name
-    // in another dtype (compressed-tensors FP8 keeps `weight`, as E4M3).
-    bool present = false;
-    for (const auto& so : stored)
-      if (q.tensors.count(so.name) && (so.name != name || q.info(so.name).dtype != t.dtype)) present = true;
-    if (present) {
-      selected.push_back(name);
-      sources.emplace(name, src);
-    }
+  for (const Source& src : quantized_sources(r, q, s)) {
+    selected.push_back(src.name);
+    sources.emplace(src.name, src);
   }
   if (selected.empty())
     fail(ErrorKind::bad_input, quantized.string() + " holds no tensor of " + source.string() + " quantized as " +
                                    v.format + " " + v.preset + " stores it (wrong --source, or --preset?)");
 
   // The folder as qexact writes it from the source, quantizing the same tensors.
-  // In the system's temporary folder (TMPDIR), not beside the inputs, which may be read-only.
-  std::string tmpl = (std::filesystem::temp_directory_path() / "qexact-verify-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) fail(ErrorKind::io, "cannot create a temporary folder in " + std::filesystem::temp_directory_path().string() + " for the recomputed model");
-  const TempDir tmp{std::filesystem::path(tmpl)};
+  const io::TempDir tmp("qexact-verify-");
   FolderOptions fo;
   fo.format = r.format_name;
   fo.recomputing = true;
   for (const std::string& n : selected) fo.options.include.push_back(literal_glob(n));
   fo.options.run = o.run;
-  quantize_folder(r.contract, s.dir, tmp.path / "expected", fo);
-  const Folder e = read_folder(tmp.path / "expected");
+  quantize_folder(r.contract, s.dir, tmp.path() / "expected", fo);
+  const Folder e = read_folder(tmp.path() / "expected");
 
   std::set<std::string> expected_outputs;
+  int diagnosed = 0;
   for (const std::string& name : selected) {
     TensorVerdict t;
     t.source = name;
+    bool comparable = true;  // every stored output there, of its dtype and shape
     for (const auto& so : stored_of(r, sources.at(name))) {
       expected_outputs.insert(so.name);
       StoredDiff d{so.name, 0, 0};
       if (!q.tensors.count(so.name)) {
         v.findings.push_back(cat({"'", io::printable(so.name), "' is missing (", v.format, " stores ", name, " with it)"}));
         t.stored.push_back(d);
+        comparable = false;
         continue;
       }
       const auto& qi = q.info(so.name);
@@ -174,6 +133,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
       if (qi.dtype != ei.dtype || qi.shape != ei.shape) {
         v.findings.push_back(cat({"'", io::printable(so.name), "' is ", qi.dtype, " ", shape_str(qi.shape), ", the format stores ", ei.dtype, " ", shape_str(ei.shape)}));
         t.stored.push_back(d);
+        comparable = false;
         continue;
       }
       const std::vector<std::uint8_t> a = q.bytes(so.name), b = e.bytes(so.name);
@@ -189,6 +149,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
       if (x != 0 && std::isfinite(a) && std::fabs(static_cast<double>(a) * x - 1.0) < 0.01)
         v.findings.push_back(cat({"'", io::printable(t.stored[2].name), "' = ", fmt_float(a), " is the reciprocal of ", fmt_float(x), ": stored the other way round (", v.format, " loaders read ", (r.format ? r.format->tensor_scale_meaning() : "qexact's tensor scale"), ")"}));
     }
+    if (t.differing() != 0 && comparable) diagnose(r, q, s, sources.at(name), t, diagnosed);
     v.tensors.push_back(std::move(t));
   }
 

@@ -23,6 +23,9 @@ struct StoredDiff {
 struct TensorVerdict {
   std::string source;              // the source tensor (`<m>.weight`)
   std::vector<StoredDiff> stored;  // its stored outputs, in output order
+  // compare's diagnoses where bytes differ (signature, how it was found, the explanation), for
+  // the first 8 differing tensors; or why a tensor was not diagnosed.
+  std::vector<std::string> diagnoses;
   std::uint64_t differing() const;
 };
 

@@ -6,8 +6,6 @@
 // before its bytes are called wrong: attn_q / attn_k rows left in transformers' order (llama.cpp's
 // rope needs them interleaved), and MXFP4 codes in adjacent nibbles (element 2k low, the HF /
 // OCP order) where ggml pairs element j with j + 16. Then the llama.* hyperparameters.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -16,6 +14,7 @@
 #include "io/gguf.hpp"
 #include "io/input_file.hpp"
 #include "io/printable.hpp"
+#include "io/temp_dir.hpp"
 #include "model/folder.hpp"
 #include "model/gguf_llama.hpp"
 #include "model/verify.hpp"
@@ -67,14 +66,6 @@ std::string recipe_preset(const gguf::File& g, const std::string& given, std::ve
                                                      : " holds both Q8_0 and MXFP4 tensors: pass --preset for one recipe"));
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 Verification verify_gguf(const std::filesystem::path& quantized, const std::filesystem::path& source_dir,
@@ -109,11 +100,9 @@ Verification verify_gguf(const std::filesystem::path& quantized, const std::file
   }
   if (fo.options.include.empty()) fail(ErrorKind::bad_input, src + " quantizes no tensor of " + source_dir.string());
 
-  std::string tmpl = (std::filesystem::temp_directory_path() / "qexact-verify-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) fail(ErrorKind::io, "cannot create a temporary folder in " + std::filesystem::temp_directory_path().string());
-  const TempDir tmp{std::filesystem::path(tmpl)};
-  quantize_folder(c, source_dir, tmp.path / "expected.gguf", fo);
-  const io::InputFile efile(tmp.path / "expected.gguf");
+  const io::TempDir tmp("qexact-verify-");
+  quantize_folder(c, source_dir, tmp.path() / "expected.gguf", fo);
+  const io::InputFile efile(tmp.path() / "expected.gguf");
   const gguf::File e = gguf::read(efile);
 
   for (const gguf::TensorInfo& et : e.tensors) {
