@@ -545,5 +545,42 @@ TEST_F(ModelFolderTest, VerifyDiagnosesAndInferNamesTheRecipeOfAFolderMadeWithAn
   expect_rejected({"infer", "ct", "--lab", "lab2"}, "--lab and --preset apply to a model folder");
 }
 
+TEST_F(ModelFolderTest, DequantizeUnquantizesEveryFormatIntoTheModelsDtype) {
+  make_folder("in", 2);
+  put("in/config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "dtype": "bfloat16"})");
+  const auto tensors = layer();
+  const std::string down = "model.layers.0.mlp.down_proj.weight";
+  for (const auto& [format, preset] : std::vector<std::pair<std::string, std::string>>{
+           {"modelopt", "nvfp4.modelopt"}, {"compressed-tensors", "fp8.ct.block"}, {"qexact", "mxfp8.torchao.floor"}}) {
+    SCOPED_TRACE(format);
+    std::filesystem::remove_all(work() / "q");
+    std::filesystem::remove_all(work() / "d");
+    ASSERT_EQ(run({"quantize", "in", "--format", format, "--preset", preset, "--out", "q"}).status, 0);
+    const auto r = run({"dequantize", "q", "--out", "d"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const st::Archive d = read_all("d");
+    const st::Entry* e = find(d, down);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->dtype, "BF16");
+    EXPECT_EQ(e->shape, (Shape{64, 128}));
+    // The library's dequantization of the library's quantization, rounded to bf16 (RNE).
+    const Contract c = make_contract(preset);
+    const QuantResult q = quantize(c, tensors.at(down).view());
+    const Tensor v = dequantize(c, q.payload.view(), q.scale.view(), q.tensor_scale.numel() ? q.tensor_scale.view() : TensorView{},
+                                {64, 128});
+    const Tensor b = from_f32_vector(to_f32_vector(v.view()), {64, 128}, DType::bf16);
+    EXPECT_EQ(e->bytes, bytes_of(b));
+    if (format != "qexact") {  // a loader format leaves lm_head as it is; qexact's quantizes every tensor
+      EXPECT_EQ(find(d, "lm_head.weight")->bytes, bytes_of(tensors.at("lm_head.weight"))) << "copied";
+    }
+    EXPECT_FALSE(json::parse(get("d/config.json")).contains("quantization_config"));
+    EXPECT_FALSE(std::filesystem::exists(work() / "d" / "hf_quant_config.json"));
+    EXPECT_EQ(get("d/tokenizer.json"), get("in/tokenizer.json"));
+  }
+  ASSERT_EQ(run({"dequantize", "q", "--out", "f", "--dtype", "F32"}).status, 0);
+  EXPECT_EQ(find(read_all("f"), down)->dtype, "F32");
+  expect_rejected({"dequantize", "q", "--out", "d"}, "already exists");
+}
+
 }  // namespace
 }  // namespace qexact

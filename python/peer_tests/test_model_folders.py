@@ -196,6 +196,23 @@ def test_transformers_loads_qexacts_folder_to_qexacts_values(base, tmp_path, sch
             total += as_bytes(mine).size
     print(f"{scheme}: {differing} differing of {total} bytes of the decompressed bf16 weights")
     assert differing == 0
+    assert_dequantized_folder_is_loaded(ours, model, tmp_path / "dequantized")
+
+
+def assert_dequantized_folder_is_loaded(quantized: Path, model, out: Path) -> None:
+    """`qexact dequantize QUANTIZED --out OUT` writes the bf16 folder whose every tensor is the loaded
+    model's (the loader's own decompression): transformers then loads OUT as a plain model."""
+    subprocess.run([cli(), "dequantize", str(quantized), "--out", str(out)], check=True, capture_output=True)
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())
+    mine = tensors(out)
+    state = {k: v.detach() for k, v in model.state_dict().items()}
+    differing = total = 0
+    for name, t in mine.items():
+        if name in state:
+            differing += int((as_bytes(t) != as_bytes(state[name].to(t.dtype))).sum())
+            total += as_bytes(t).size
+    print(f"{quantized.name}: qexact dequantize vs the loaded model: {differing} differing of {total} bytes")
+    assert differing == 0 and total > 1_000_000
 
 
 MODELOPT = {  # ModelOpt 0.47 config -> the qexact preset that writes its weights ("" : verify only)
@@ -307,6 +324,7 @@ def test_transformers_loads_qexacts_fp8_folder_to_qexacts_values(base, tmp_path)
             total += as_bytes(mine).size
     print(f"hf-fp8: {differing} differing of {total} bytes of the dequantized bf16 weights")
     assert differing == 0 and total > 500_000
+    assert_dequantized_folder_is_loaded(ours, model, tmp_path / "dequantized")
 
 
 # ---- gpt-oss-mxfp4: gpt-oss's MXFP4 experts ---------------------------------------------------
@@ -366,6 +384,7 @@ def test_transformers_loads_qexacts_gpt_oss_folder_to_qexacts_values(gpt_oss, tm
             assert torch.equal(stored[name].view(torch.uint8), t.view(torch.uint8)), name
     print(f"gpt-oss-mxfp4: {differing} differing of {total} bytes of the dequantized bf16 experts")
     assert differing == 0 and total > 1_000_000
+    assert_dequantized_folder_is_loaded(ours, model, tmp_path / "dequantized")
     r = subprocess.run([cli(), "verify", str(ours), "--source", str(gpt_oss), "--json"], capture_output=True, text=True)
     v = json.loads(r.stdout)
     assert r.returncode == 0 and v["ok"] and v["preset"] == "mxfp4.triton", v

@@ -30,8 +30,8 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from . import _arrays, _core, _torch_io
-from ._checkpoint import (CheckpointSummary, StoredDiff, TensorSummary, Verification, quantize_checkpoint,
-                          quantize_folder, quantize_state_dict, verify_folder)
+from ._checkpoint import (CheckpointSummary, StoredDiff, TensorSummary, Verification, dequantize_folder,
+                          quantize_checkpoint, quantize_folder, quantize_state_dict, verify_folder)
 from ._contract import ContractInfo
 from ._report import CompareReport, Diagnosis
 
@@ -59,6 +59,7 @@ __all__ = [
     "quantize",
     "quantize_checkpoint",
     "quantize_folder",
+    "dequantize_folder",
     "verify_folder",
     "Verification",
     "StoredDiff",

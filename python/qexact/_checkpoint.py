@@ -98,7 +98,7 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
                     format: str = "qexact", params: Mapping[str, Any] | None = None,
                     include: str | Sequence[str] | None = None, exclude: str | Sequence[str] | None = None,
                     strict: bool = False, engine: Engine = "fast", threads: int = 0,
-                    force: bool = False) -> CheckpointSummary:
+                    force: bool = False, activations: Literal["none", "dynamic"] = "none") -> CheckpointSummary:
     """Quantize the model folder ``src`` (config.json, safetensors shards and their index) into the
     folder ``out`` in a loader's ``format``, as ``qexact quantize src --format F --out out`` does:
     "compressed-tensors" (llm-compressor's layout, for vLLM and transformers; preset nvfp4.ct by
@@ -107,7 +107,11 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
     as *_blocks / *_scales; mxfp4.triton), "gguf" (one GGUF file for llama.cpp, ``out`` its path;
     q8_0.ggml or mxfp4.ggml), or "qexact" (each shard in
     qexact's layout; a preset is required). A loader format quantizes the Linear weights but
-    lm_head, embeddings and routers unless ``include`` / ``exclude`` say otherwise."""
+    lm_head, embeddings and routers unless ``include`` / ``exclude`` say otherwise.
+    ``activations="dynamic"`` (compressed-tensors) also declares the activations the loader
+    quantizes at run time, as ``--activations dynamic``."""
+    if activations not in ("none", "dynamic"):
+        raise ValueError(f"activations must be 'none' or 'dynamic', got {activations!r}")
     overrides: list[str] = []
     if preset is not None:
         overrides = list(ContractInfo.of(preset, dict(params or {})).overrides)
@@ -115,7 +119,15 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
         raise ValueError("params need a preset")
     return CheckpointSummary._of(_core.quantize_folder(
         os.fspath(src), os.fspath(out), preset or "", overrides, format, _globs(include, "include"),
-        _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force)))
+        _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force), activations == "dynamic"))
+
+
+def dequantize_folder(quantized: str | os.PathLike[str], out: str | os.PathLike[str], *, dtype: str | None = None,
+                      engine: Engine = "fast", threads: int = 0, force: bool = False) -> list[str]:
+    """``qexact dequantize quantized --out out``: the quantized model folder (any format but GGUF)
+    unquantized into ``out``, each quantized tensor under its source name in ``dtype`` ("F32",
+    "BF16", "F16"; default the config's dtype); returns the dequantized tensors' names."""
+    return list(_core.dequantize_folder(os.fspath(quantized), os.fspath(out), dtype or "", engine, threads, bool(force)))
 
 
 class StoredDiff(NamedTuple):

@@ -18,6 +18,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "array_bridge.hpp"
+#include "model/dequantize_folder.hpp"
 #include "model/verify.hpp"
 #include "qexact/checkpoint.hpp"
 #include "qexact/model.hpp"
@@ -101,11 +102,11 @@ quantize_tensor_list(const std::vector<std::string>& names, const std::vector<st
 SummaryTuple quantize_model_folder(const std::string& src, const std::string& out, const std::string& preset,
                                    const Overrides& o, const std::string& format, const std::vector<std::string>& include,
                                    const std::vector<std::string>& exclude, bool strict, const std::string& engine,
-                                   int threads, bool force) {
+                                   int threads, bool force, bool dynamic_activations) {
   const std::string name = preset.empty() ? model::default_preset(format) : preset;
   if (name.empty()) fail(ErrorKind::bad_argument, "a preset is needed for format 'qexact' (a loader format names its own)");
   const Contract c = make_contract(name, o);
-  model::FolderOptions opts{format, false, false, options_of(include, exclude, strict, engine, threads)};
+  model::FolderOptions opts{format, false, dynamic_activations, options_of(include, exclude, strict, engine, threads)};
   opts.options.replace = force;
   model::FolderResult r;
   {
@@ -113,6 +114,13 @@ SummaryTuple quantize_model_folder(const std::string& src, const std::string& ou
     r = model::quantize_folder(c, src, out, opts);
   }
   return summary_tuple(r.summary, {});
+}
+
+std::vector<std::string> dequantize_model_folder(const std::string& quantized, const std::string& out,
+                                                 const std::string& dtype, const std::string& engine, int threads, bool force) {
+  if (threads < 0) fail(ErrorKind::bad_argument, "threads must be >= 0, got " + std::to_string(threads));
+  nb::gil_scoped_release release;
+  return model::dequantize_folder(quantized, out, {dtype, RunOptions{parse_engine(engine), threads}, force});
 }
 
 // format, preset, ok, differing, bytes, activation scales, tensors (source, [(stored, differing, bytes)]), findings
@@ -152,8 +160,10 @@ void bind_checkpoint(nb::module_& m) {
         "metadata"_a, "preset"_a, "overrides"_a, "include"_a, "exclude"_a, "strict"_a, "engine"_a, "threads"_a,
         "Quantize named tensors in memory: (outputs, passed_through, summary).");
   m.def("quantize_folder", &quantize_model_folder, "src"_a, "out"_a, "preset"_a, "overrides"_a, "format"_a, "include"_a,
-        "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a,
+        "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a, "dynamic_activations"_a,
         "Quantize a model folder into one in a loader's format, as `qexact quantize FOLDER --format F` does.");
+  m.def("dequantize_folder", &dequantize_model_folder, "quantized"_a, "out"_a, "dtype"_a, "engine"_a, "threads"_a,
+        "force"_a, "`qexact dequantize FOLDER --out OUT`: the dequantized tensors' names.");
   m.def("verify_folder", &verify_model_folder, "quantized"_a, "source"_a, "preset"_a, "engine"_a, "threads"_a,
         "`qexact verify`: (format, preset, ok, differing, bytes, activation_scales, tensors, findings, diagnoses).");
 }

@@ -96,3 +96,16 @@ def test_verify_folder_diagnoses_and_gguf(folder, tmp_path):
     assert len(summary.quantized) == 7 and (tmp_path / "m.gguf").is_file()
     g = qexact.verify_folder(tmp_path / "m.gguf", folder)
     assert g.ok and g.format == "gguf" and g.preset == "q8_0.ggml" and g.differing == 0 and g.bytes > 0
+
+
+def test_dequantize_folder_and_dynamic_activations_are_the_clis(folder, tmp_path, cli):
+    qexact.quantize_folder(folder, tmp_path / "ct", "fp8.ct.channel", format="compressed-tensors", activations="dynamic")
+    subprocess.run([cli, "quantize", str(folder), "--format", "compressed-tensors", "--preset", "fp8.ct.channel",
+                    "--activations", "dynamic", "--out", str(tmp_path / "cli")], check=True, capture_output=True)
+    assert (tmp_path / "ct" / "config.json").read_text() == (tmp_path / "cli" / "config.json").read_text()
+    names = qexact.dequantize_folder(tmp_path / "ct", tmp_path / "d")
+    assert "model.layers.0.mlp.gate_proj.weight" in names and "lm_head.weight" not in names
+    subprocess.run([cli, "dequantize", str(tmp_path / "cli"), "--out", str(tmp_path / "dcli")], check=True, capture_output=True)
+    assert (tmp_path / "d" / "model.safetensors").read_bytes() == (tmp_path / "dcli" / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match="activations"):
+        qexact.quantize_folder(folder, tmp_path / "x", format="compressed-tensors", activations="static")

@@ -1,6 +1,8 @@
 // `qexact dequantize DIR [--engine E] [--threads N] --out OUT.npy`: fp32 values of a `qexact
 // quantize` output directory, under the contract meta.json records: payload.npy, scale.npy and,
 // for a contract with a tensor scale (nvfp4 tensor_scale=amax), tensor_scale.npy.
+// `qexact dequantize QUANTIZED_FOLDER --out FOLDER [--dtype D]`: a model folder unquantized
+// (model/dequantize_folder.hpp).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -11,6 +13,8 @@
 #include "io/dir_files.hpp"
 #include "io/read_file.hpp"
 #include "io/npy.hpp"
+#include "model/dequantize_folder.hpp"
+#include "model/folder.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact::cli {
@@ -20,6 +24,8 @@ struct DequantizeOptions {
   std::string dir;
   std::string out;
   EngineArgs engine;
+  std::string dtype;  // a model folder's output dtype
+  bool force = false;
 };
 
 // The file is read once: its bytes are checked against meta.json's record, then decoded.
@@ -34,7 +40,23 @@ Tensor read_recorded(const io::DirFiles& dir, const char* name, const TensorMeta
   return t;
 }
 
+// A quantized model folder (config.json or safetensors shards, no meta.json) into an unquantized one.
+bool is_model_folder(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!model::is_folder(dir) || std::filesystem::exists(dir / kMetaFile, ec)) return false;
+  if (std::filesystem::exists(dir / model::kConfigName, ec)) return true;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors") return true;
+  return false;
+}
+
 int run_dequantize(const DequantizeOptions& o) {
+  if (is_model_folder(o.dir)) {
+    const auto names = model::dequantize_folder(o.dir, o.out, {o.dtype, o.engine.options(), o.force});
+    std::cout << "dequantized " << names.size() << " tensors of " << o.dir << " into " << o.out << "\n";
+    return 0;
+  }
+  if (!o.dtype.empty() || o.force) fail(ErrorKind::bad_argument, "--dtype and --force apply to a model folder");
   const std::filesystem::path dir = o.dir;
   // Every file a quantize directory may hold is an input: the output is none of them.
   io::check_output_file(o.out, {dir / kMetaFile, dir / "payload.npy", dir / "scale.npy", dir / "tensor_scale.npy"});
@@ -70,9 +92,16 @@ int run_dequantize(const DequantizeOptions& o) {
 
 void add_dequantize(CLI::App& app, Action& action) {
   auto opts = std::make_shared<DequantizeOptions>();
-  CLI::App* sub = app.add_subcommand("dequantize", "fp32 values of a `qexact quantize` output directory");
-  sub->add_option("dir", opts->dir, "directory written by `qexact quantize`")->required();
-  sub->add_option("--out", opts->out, "output OUT.npy (fp32)")->required();
+  CLI::App* sub = app.add_subcommand(
+      "dequantize", "fp32 values of a `qexact quantize` output directory, or a quantized model folder unquantized");
+  sub->add_option("dir", opts->dir,
+                  "directory written by `qexact quantize` (meta.json), or a quantized model folder (any --format but gguf)")
+      ->required();
+  sub->add_option("--out", opts->out, "output OUT.npy (fp32); for a model folder, the output folder")->required();
+  sub->add_option("--dtype", opts->dtype,
+                  "model folder: the dequantized tensors' dtype (default: config.json's dtype, else F32)")
+      ->check(CLI::IsMember({"F32", "BF16", "F16"}));
+  sub->add_flag("--force", opts->force, "model folder: replace an existing output folder (atomically)");
   add_engine_options(*sub, opts->engine);
   sub->callback([opts, &action] { action = [opts] { return run_dequantize(*opts); }; });
 }

@@ -61,7 +61,10 @@ class Format {
     m["qexact.preset"] = c.preset;
     return m;
   }
-  // Reading back: whether config.json's quantization_config is this format's, and the preset it
+  // Reading back: the source tensors a folder of this format quantized, from its stored tensors
+  // alone (names, shapes; `dtype` is the model's, which the stored tensors do not keep).
+  virtual std::vector<checkpoint::detail::Source> sources_in(const Folder& q, const std::string& dtype) const = 0;
+  // Whether config.json's quantization_config is this format's, and the preset it
   // names (bad_file naming the field for one this format cannot name).
   virtual bool recognizes(const nlohmann::ordered_json& quantization_config) const = 0;
   virtual std::string preset_of(const nlohmann::ordered_json& quantization_config) const = 0;

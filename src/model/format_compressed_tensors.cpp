@@ -161,6 +161,13 @@ class CompressedTensors final : public Format {
 
   const char* tensor_scale_meaning() const override { return "a multiplier (2688 / amax)"; }
 
+  std::vector<Source> sources_in(const Folder& q, const std::string& dtype) const override {
+    std::vector<Source> out = weights_beside(q, "weight_packed", "weight_scale", dtype);  // NVFP4, MXFP4
+    for (Source& s : weights_beside(q, "weight", "weight_scale", dtype))                   // FP8, MXFP8
+      if (q.info(stored_name(s.name, "weight")).dtype == "F8_E4M3") out.push_back(std::move(s));
+    return out;
+  }
+
   bool shares_tensor_amax(const Contract& c) const override { return c.family == Family::nvfp4; }
 
   void check_dynamic_activations(const Contract& c) const override {

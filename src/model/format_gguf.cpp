@@ -124,6 +124,9 @@ class Gguf final : public Format {
     throw std::logic_error("gguf stores ggml blocks, not safetensors outputs");
   }
   bool recognizes(const ordered_json&) const override { return false; }  // a GGUF is a file, not a config
+  std::vector<Source> sources_in(const Folder&, const std::string&) const override {
+    throw std::logic_error("a GGUF is a file, not a folder of stored tensors");
+  }
   std::string preset_of(const ordered_json&) const override { throw std::logic_error("gguf has no quantization_config"); }
   const char* tensor_scale_meaning() const override { return "no tensor scale"; }
   std::map<std::string, std::string> write_config(ordered_json&, const Contract&, const Written&) const override {

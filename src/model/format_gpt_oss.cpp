@@ -10,6 +10,7 @@
 // them. Biases, attention, routers, embeddings and lm_head stay as they are.
 // config.json's quantization_config: {"modules_to_not_convert": [...], "quant_method": "mxfp4"}
 // with openai/gpt-oss-20b's list.
+#include "io/safetensors.hpp"
 #include "model/format.hpp"
 #include "model/format_params.hpp"
 
@@ -71,6 +72,20 @@ class GptOss final : public Format {
   }
   std::string preset_of(const ordered_json&) const override { return "mxfp4.triton"; }
   const char* tensor_scale_meaning() const override { return "no tensor scale"; }
+
+  // `<p>_blocks` [E, out, in / 32, 16]: the expert `<p>` [E, in, out].
+  std::vector<Source> sources_in(const Folder& q, const std::string& dtype) const override {
+    std::vector<Source> out;
+    for (const auto& [name, where] : q.tensors) {
+      if (!ends_with(name, "_blocks") || !q.tensors.count(name.substr(0, name.size() - 7) + "_scales")) continue;
+      const Shape& b = q.info(name).shape;
+      if (b.size() != 4) continue;
+      const Shape shape{b[0], b[2] * 32, b[1]};
+      out.push_back({name.substr(0, name.size() - 7), dtype, shape,
+                     static_cast<std::uint64_t>(shape_numel(shape)) * safetensors::itemsize(dtype)});
+    }
+    return out;
+  }
   const char* ignore_key() const override { return "modules_to_not_convert"; }
 
   std::map<std::string, std::string> write_config(ordered_json& config, const Contract&, const Written&) const override {

@@ -87,6 +87,10 @@ class HfFp8 final : public Format {
   }
 
   const char* tensor_scale_meaning() const override { return "no tensor scale"; }
+
+  std::vector<Source> sources_in(const Folder& q, const std::string& dtype) const override {
+    return weights_beside(q, "weight", "weight_scale_inv", dtype);
+  }
   const char* ignore_key() const override { return "modules_to_not_convert"; }
   // transformers adds the output embedding to the list itself (and saves null); vLLM's lm_head
   // is no FP8 Linear.

@@ -109,6 +109,10 @@ class ModelOpt final : public Format {
 
   const char* tensor_scale_meaning() const override { return "a descale (amax / 2688)"; }
 
+  std::vector<Source> sources_in(const Folder& q, const std::string& dtype) const override {
+    return weights_beside(q, "weight", "weight_scale", dtype);
+  }
+
   std::vector<std::string> extra_files() const override { return {"hf_quant_config.json"}; }
 
   std::map<std::string, std::string> write_config(ordered_json& config, const Contract& c,

@@ -39,4 +39,9 @@ inline checkpoint::detail::StoredOutput plain(std::string name, std::string dtyp
 // A tensor's stored name: `<module>.<suffix>` for weight `<module>.weight`.
 std::string stored_name(const std::string& weight_name, const std::string& suffix);
 
+// The Linear weights `<m>.weight` [N, K] of a folder that stores each as `<m>.<payload>` beside a
+// `<m>.<scale>`: K is the payload's last axis, times 2 where the payload is packed U8 E2M1 pairs.
+std::vector<checkpoint::detail::Source> weights_beside(const Folder& q, const std::string& payload, const std::string& scale,
+                                                       const std::string& dtype);
+
 }  // namespace qexact::model

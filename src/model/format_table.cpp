@@ -47,6 +47,23 @@ std::string mx_layout_mismatch(const std::map<std::string, std::string>& p) {
          "packing=adjacent)";
 }
 
+std::vector<checkpoint::detail::Source> weights_beside(const Folder& q, const std::string& payload, const std::string& scale,
+                                                       const std::string& dtype) {
+  std::vector<checkpoint::detail::Source> out;
+  const std::string tail = "." + scale;
+  for (const auto& [name, where] : q.tensors) {
+    if (name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail) != 0) continue;
+    const std::string module = name.substr(0, name.size() - tail.size());
+    const auto it = q.tensors.find(module + "." + payload);
+    if (it == q.tensors.end()) continue;
+    const safetensors::TensorInfo& p = q.info(it->first);
+    if (p.shape.size() != 2) continue;
+    const Shape shape{p.shape[0], p.shape[1] * (p.dtype == "U8" ? 2 : 1)};
+    out.push_back({module + ".weight", dtype, shape, static_cast<std::uint64_t>(shape_numel(shape)) * safetensors::itemsize(dtype)});
+  }
+  return out;
+}
+
 std::string stored_name(const std::string& weight_name, const std::string& suffix) {
   const std::string tail = ".weight";
   const bool weight = weight_name.size() >= tail.size() &&

@@ -97,7 +97,10 @@ std::vector<Tensor> stored_outputs(const Recipe& r, const Folder& q, const Sourc
     if (!q.tensors.count(so.name)) fail(ErrorKind::bad_input, q.dir.string() + " has no '" + io::printable(so.name) + "'");
     const std::vector<std::uint8_t> b = q.bytes(so.name);
     Tensor t(specs[k].dtype, specs[k].shape);
-    const bool widen = so.narrow.has_value();
+    // An F32 output the folder keeps narrower (compressed-tensors' bf16 FP8 scales): the stored
+    // dtype says so, whatever the source's dtype was.
+    const std::string stored_dtype = q.info(so.name).dtype;
+    const bool widen = specs[k].dtype == DType::f32 && (stored_dtype == "BF16" || stored_dtype == "F16");
     if (b.size() != (widen ? t.nbytes() / 2 : t.nbytes()))
       fail(ErrorKind::bad_input, q.dir.string() + ": '" + io::printable(so.name) + "' holds " + std::to_string(b.size()) +
                                      " bytes, not the " + std::to_string(widen ? t.nbytes() / 2 : t.nbytes()) + " of its output");
@@ -107,7 +110,7 @@ std::vector<Tensor> stored_outputs(const Recipe& r, const Folder& q, const Sourc
       float* f = t.data<float>();
       for (std::int64_t i = 0; i < t.numel(); ++i) {
         const std::uint16_t h = static_cast<std::uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
-        f[i] = *so.narrow == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+        f[i] = stored_dtype == "BF16" ? bf16_to_f32(h) : f16_to_f32(h);
       }
     }
     out.push_back(std::move(t));

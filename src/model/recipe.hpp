@@ -1,7 +1,7 @@
 // What a quantized model folder was made with, read back: its format (config.json's
 // quantization_config, or qexact's shard metadata) and the contract that names; which tensors of
 // the source it quantized; and their stored outputs turned back into the contract's own outputs
-// (the inverse of Format::stored), for verify's diagnoses and infer's lab.
+// (the inverse of Format::stored), for verify's diagnoses, infer's lab and dequantize.
 #pragma once
 #include <string>
 #include <vector>
