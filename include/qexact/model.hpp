@@ -31,6 +31,8 @@
 // qexact/checkpoint.hpp's, and bad_file for a malformed folder (folder.hpp).
 #pragma once
 #include <filesystem>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,9 @@ struct FolderOptions {
   // FP8_DYNAMIC and FP8_BLOCK; MXFP4: per group of 32); the weights are the same.
   bool dynamic_activations = false;
   checkpoint::Options options;  // include / exclude / strict / replace (--force) / run
+  // Exactly these tensors, instead of the format's choice or the globs: verify's recomputation
+  // of a folder (a set, where thousands of literal globs would cost each tensor a scan of them).
+  std::optional<std::set<std::string>> only;
 };
 
 struct FolderResult {

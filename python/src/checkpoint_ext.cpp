@@ -106,7 +106,7 @@ SummaryTuple quantize_model_folder(const std::string& src, const std::string& ou
   const std::string name = preset.empty() ? model::default_preset(format) : preset;
   if (name.empty()) fail(ErrorKind::bad_argument, "a preset is needed for format 'qexact' (a loader format names its own)");
   const Contract c = make_contract(name, o);
-  model::FolderOptions opts{format, false, dynamic_activations, options_of(include, exclude, strict, engine, threads)};
+  model::FolderOptions opts{format, false, dynamic_activations, options_of(include, exclude, strict, engine, threads), std::nullopt};
   opts.options.replace = force;
   model::FolderResult r;
   {

@@ -66,7 +66,7 @@ int run_quantize(const QuantizeOptions& o) {
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a model folder's shards name each tensor's dtype");
     if (!o.scale.empty()) fail(ErrorKind::bad_argument, "--scale applies to .npy inputs, not to a model folder");
     FolderCliOptions fo{o.input, o.out,
-                        {o.format.empty() ? "qexact" : o.format, false, o.activations == "dynamic", {o.include, o.exclude, o.strict, o.force, o.engine.options()}}};
+                        {o.format.empty() ? "qexact" : o.format, false, o.activations == "dynamic", {o.include, o.exclude, o.strict, o.force, o.engine.options()}, std::nullopt}};
     return quantize_model_folder(c, fo, std::cout);
   }
   if (is_checkpoint(o.input)) {

@@ -69,20 +69,13 @@ const Shard& Folder::shard_of(const std::string& name) const {
 std::vector<std::uint8_t> Folder::bytes(const std::string& name) const {
   const Shard& shard = shard_of(name);
   const safetensors::TensorInfo& t = info(name);
-  const io::InputFile in(dir / shard.file);
+  std::shared_ptr<const io::InputFile>& in = open_[shard.file];
+  if (!in) in = std::make_shared<const io::InputFile>(dir / shard.file);
   std::vector<std::uint8_t> b(static_cast<std::size_t>(t.end - t.begin));
-  in.read_at(shard.index.data_start + t.begin, b);
+  in->read_at(shard.index.data_start + t.begin, b);
   return b;
 }
 
-std::string literal_glob(const std::string& name) {
-  std::string g;
-  for (char ch : name) {
-    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') g += '\\';
-    g += ch;
-  }
-  return g;
-}
 
 bool is_folder(const std::filesystem::path& path) {
   std::error_code ec;

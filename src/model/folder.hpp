@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,12 +46,13 @@ struct Folder {
 
   const safetensors::TensorInfo& info(const std::string& name) const;  // bad_argument if absent
   const Shard& shard_of(const std::string& name) const;
-  // A tensor's bytes, read from its shard (only that tensor is read).
+  // A tensor's bytes, read from its shard (only that tensor is read; the shard stays open).
   std::vector<std::uint8_t> bytes(const std::string& name) const;
+
+ private:
+  mutable std::map<std::string, std::shared_ptr<const io::InputFile>> open_;  // by shard file
 };
 
-// `name` as an fnmatch pattern (--include) that matches only itself.
-std::string literal_glob(const std::string& name);
 
 // Whether `path` is a directory (an input given as a folder rather than as one file).
 bool is_folder(const std::filesystem::path& path);

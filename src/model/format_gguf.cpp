@@ -153,8 +153,9 @@ class Gguf final : public Format {
       if (!dtype) fail(ErrorKind::bad_input, source + ": tensor '" + io::printable(hf) + "' is " + t.dtype + ", not F32, F16 or BF16");
       Planned p{hf, *gname, t.shape, GgmlType::f32, false, rope_heads(hf, shape)};
       const Source s{t.name, t.dtype, t.shape, t.end - t.begin};
-      const bool chosen = !o.options.include.empty() || !o.options.exclude.empty() ? checkpoint::detail::selected(o.options, hf)
-                                                                                  : selects(s);
+      const bool chosen = o.only                                                        ? o.only->count(hf) != 0
+                          : !o.options.include.empty() || !o.options.exclude.empty() ? checkpoint::detail::selected(o.options, hf)
+                                                                                      : selects(s);
       if (chosen && t.shape.size() >= 1 && t.shape.back() % 32 == 0 && t.shape.size() == 2) {
         p.type = qtype;
         p.quantized = true;

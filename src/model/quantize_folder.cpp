@@ -26,21 +26,23 @@ using ordered_json = nlohmann::ordered_json;
 
 // The tensors a loader format quantizes: the user's globs when given, else the format's own
 // choice; only float tensors either way (the plan skips the others).
-bool loader_selects(const Format& f, const checkpoint::Options& o, const Source& s) {
-  if (!o.include.empty() || !o.exclude.empty()) return checkpoint::detail::selected(o, s.name);
-  return f.selects(s);
+bool loader_selects(const Format* f, const FolderOptions& fo, const Source& s) {
+  if (fo.only) return fo.only->count(s.name) != 0;
+  const checkpoint::Options& o = fo.options;
+  if (!f || !o.include.empty() || !o.exclude.empty()) return checkpoint::detail::selected(o, s.name);
+  return f->selects(s);
 }
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 // max |x| of every fused group of selected tensors, read tensor by tensor: name -> group amax,
 // for the members of groups of two or more.
-std::map<std::string, float> fused_amax(const Format& format, const Folder& f, const checkpoint::Options& o) {
+std::map<std::string, float> fused_amax(const Format& format, const Folder& f, const FolderOptions& o) {
   std::map<std::string, std::vector<std::string>> groups;
   for (const auto& [name, where] : f.tensors) {
     const safetensors::TensorInfo& t = f.shards[where.shard].index.tensors[where.tensor];
     const Source s{t.name, t.dtype, t.shape, t.end - t.begin};
-    if (!loader_selects(format, o, s) || !checkpoint::detail::float_dtype(t.dtype)) continue;
+    if (!loader_selects(&format, o, s) || !checkpoint::detail::float_dtype(t.dtype)) continue;
     const std::string g = fused_group(name);
     if (!g.empty()) groups[g].push_back(name);
   }
@@ -123,10 +125,10 @@ FolderResult write_shards(const Format* format, const Contract& c, const Folder&
   if (format && !format->fixed_selection().empty()) options.strict = true;
 
   Storage storage;
+  storage.selected = [&](const Source& s) { return loader_selects(format, o, s); };
   std::map<std::string, float> shared;
   if (format) {
-    if (format->shares_tensor_amax(c)) shared = fused_amax(*format, f, o.options);
-    storage.selected = [&](const Source& s) { return loader_selects(*format, o.options, s); };
+    if (format->shares_tensor_amax(c)) shared = fused_amax(*format, f, o);
     storage.transposed = [&](const Source& s) { return format->transposed(s); };
     storage.outputs = [&](const Source& s, const std::vector<OutputSpec>& outputs) {
       return format->stored(c, s, outputs);
@@ -136,6 +138,14 @@ FolderResult write_shards(const Format* format, const Contract& c, const Folder&
     storage.tensor_amax = [&](const std::string& name) -> std::optional<float> {
       const auto it = shared.find(name);
       return it == shared.end() ? std::nullopt : std::optional<float>(it->second);
+    };
+  } else {  // qexact's own layout (reached with `only`)
+    storage.outputs = [&](const Source& s, const std::vector<OutputSpec>& outputs) {
+      return checkpoint::detail::qexact_stored(s.name, outputs);
+    };
+    storage.metadata = [&](const std::map<std::string, std::string>& input, const std::vector<Source>& sources,
+                           const checkpoint::detail::Plan& plan) {
+      return checkpoint::detail::output_metadata(c, input, sources, plan);
     };
   }
 
@@ -151,7 +161,7 @@ FolderResult write_shards(const Format* format, const Contract& c, const Folder&
       if (progress) progress(checkpoint::Progress{p.stage, p.tensor, base + p.done, total});
     };
     const checkpoint::FileResult r = checkpoint::detail::quantize_file_stored(
-        c, in / s.file, staged.path() / s.file, options, shard_progress, format ? &storage : nullptr);
+        c, in / s.file, staged.path() / s.file, options, shard_progress, format || o.only ? &storage : nullptr);
     for (const auto& row : r.summary.quantized) result.summary.quantized.push_back(row);
     for (const auto& skip : r.summary.skipped) result.summary.skipped.push_back(skip);
     for (const auto& copied : r.summary.copied) result.summary.copied.push_back(copied);

@@ -108,7 +108,7 @@ Verification verify_folder(const std::filesystem::path& quantized, const std::fi
   FolderOptions fo;
   fo.format = r.format_name;
   fo.recomputing = true;
-  for (const std::string& n : selected) fo.options.include.push_back(literal_glob(n));
+  fo.only.emplace(selected.begin(), selected.end());
   fo.options.run = o.run;
   quantize_folder(r.contract, s.dir, tmp.path() / "expected", fo);
   const Folder e = read_folder(tmp.path() / "expected");

@@ -91,14 +91,11 @@ Verification verify_gguf(const std::filesystem::path& quantized, const std::file
   fo.format = "gguf";
   fo.recomputing = true;
   fo.options.run = o.run;
-  for (const gguf::TensorInfo& t : g.tensors) {
-    const auto it = hf_of.find(t.name);
-    if (it == hf_of.end()) continue;
-    if (t.type == gguf::GgmlType::q8_0 || t.type == gguf::GgmlType::mxfp4) {
-      fo.options.include.push_back(literal_glob(it->second));
-    }
-  }
-  if (fo.options.include.empty()) fail(ErrorKind::bad_input, src + " quantizes no tensor of " + source_dir.string());
+  fo.only.emplace();
+  for (const gguf::TensorInfo& t : g.tensors)
+    if (const auto it = hf_of.find(t.name); it != hf_of.end() && (t.type == gguf::GgmlType::q8_0 || t.type == gguf::GgmlType::mxfp4))
+      fo.only->insert(it->second);
+  if (fo.only->empty()) fail(ErrorKind::bad_input, src + " quantizes no tensor of " + source_dir.string());
 
   const io::TempDir tmp("qexact-verify-");
   quantize_folder(c, source_dir, tmp.path() / "expected.gguf", fo);
