@@ -9,7 +9,7 @@
 // (qexact.preset, qexact.param.<key>), for `qexact verify`.
 #include <algorithm>
 #include <cstring>
-#include <regex>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "checkpoint/plan.hpp"
@@ -56,9 +56,7 @@ struct Planned {
 
 // token_embd, then the blocks by layer, then output_norm and output: the converter's order.
 std::tuple<int, long, std::string> order_key(const std::string& name) {
-  static const std::regex blk(R"(blk\.(\d+)\..*)");
-  std::smatch m;
-  if (std::regex_match(name, m, blk)) return {1, std::stol(m[1]), name};
+  if (name.rfind("blk.", 0) == 0) return {1, std::strtol(name.c_str() + 4, nullptr, 10), name};
   if (name.rfind("token_embd", 0) == 0) return {0, 0, name};
   return {2, 0, name};
 }

@@ -1,7 +1,6 @@
 #include "model/gguf_llama.hpp"
 
 #include <cstring>
-#include <regex>
 #include <vector>
 
 #include "io/printable.hpp"
@@ -72,17 +71,28 @@ std::optional<std::string> llama_tensor_name(const std::string& hf, const std::s
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
-  static const std::regex rotary(R"(model\.(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq)");
-  if (std::regex_match(hf, rotary)) return std::nullopt;
-  std::smatch m;
-  if (std::regex_match(hf, m, layer)) {
-    static const std::vector<std::pair<std::string, std::string>> names = {
-        {"input_layernorm", "attn_norm"},      {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
-        {"self_attn.k_proj", "attn_k"},         {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
-        {"mlp.gate_proj", "ffn_gate"},          {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
-    for (const auto& [from, to] : names)
-      if (m[2] == from) return "blk." + m[1].str() + "." + to + "." + m[3].str();
+  // model.layers.<N>.<module>.<weight|bias> (parsed by hand: std::regex costs a compile per
+  // pattern and trips GCC 12's -Wmaybe-uninitialized under the sanitizers).
+  const auto ends = [&](const std::string& tail) {
+    return hf.size() >= tail.size() && hf.compare(hf.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (hf == "model.rotary_emb.inv_freq" || (hf.rfind("model.layers.", 0) == 0 && ends(".self_attn.rotary_emb.inv_freq")))
+    return std::nullopt;
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) == 0) {
+    std::size_t i = prefix.size();
+    while (i < hf.size() && hf[i] >= '0' && hf[i] <= '9') ++i;
+    const std::string layer = hf.substr(prefix.size(), i - prefix.size());
+    const std::string kind = ends(".weight") ? "weight" : ends(".bias") ? "bias" : "";
+    if (!layer.empty() && i < hf.size() && hf[i] == '.' && !kind.empty()) {
+      const std::string module = hf.substr(i + 1, hf.size() - (i + 1) - kind.size() - 1);
+      static const std::vector<std::pair<std::string, std::string>> names = {
+          {"input_layernorm", "attn_norm"},      {"post_attention_layernorm", "ffn_norm"}, {"self_attn.q_proj", "attn_q"},
+          {"self_attn.k_proj", "attn_k"},         {"self_attn.v_proj", "attn_v"},           {"self_attn.o_proj", "attn_output"},
+          {"mlp.gate_proj", "ffn_gate"},          {"mlp.up_proj", "ffn_up"},                {"mlp.down_proj", "ffn_down"}};
+      for (const auto& [from, to] : names)
+        if (module == from) return "blk." + layer + "." + to + "." + kind;
+    }
   }
   fail(ErrorKind::bad_input, source + ": tensor '" + io::printable(hf) + "' has no name in llama.cpp's llama architecture");
 }
