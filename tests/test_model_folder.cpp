@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -580,6 +581,40 @@ TEST_F(ModelFolderTest, DequantizeUnquantizesEveryFormatIntoTheModelsDtype) {
   ASSERT_EQ(run({"dequantize", "q", "--out", "f", "--dtype", "F32"}).status, 0);
   EXPECT_EQ(find(read_all("f"), down)->dtype, "F32");
   expect_rejected({"dequantize", "q", "--out", "d"}, "already exists");
+}
+
+TEST_F(ModelFolderTest, MaxShardSizeCutsTheOutputAsTransformersDoes) {
+  make_folder("in", 3);
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--out", "whole"}).status, 0);
+  ASSERT_EQ(run({"quantize", "in", "--format", "compressed-tensors", "--max-shard-size", "10KiB", "--out", "cut"}).status, 0);
+  // The same tensors, byte for byte; each shard at most 10 KiB of data unless one tensor is more.
+  const st::Archive whole = read_all("whole"), cut = read_all("cut");
+  ASSERT_EQ(cut.entries.size(), whole.entries.size());
+  for (const st::Entry& e : whole.entries) {
+    const st::Entry* c = find(cut, e.name);
+    ASSERT_NE(c, nullptr) << e.name;
+    EXPECT_EQ(c->bytes, e.bytes) << e.name;
+  }
+  const json index = json::parse(get("cut/model.safetensors.index.json"));
+  std::set<std::string> files;
+  for (const auto& [name, file] : index["weight_map"].items()) files.insert(file.get<std::string>());
+  ASSERT_GT(files.size(), 3u);
+  const std::string last = "model-" + std::string(5 - std::to_string(files.size()).size(), '0') + std::to_string(files.size()) +
+                           "-of-" + std::string(5 - std::to_string(files.size()).size(), '0') + std::to_string(files.size()) + ".safetensors";
+  EXPECT_TRUE(files.count(last)) << index.dump();
+  for (const std::string& f : files) {
+    const st::Archive a = st::read(work() / "cut" / f);
+    std::uint64_t bytes = 0;
+    for (const st::Entry& e : a.entries) bytes += e.bytes.size();
+    EXPECT_TRUE(bytes <= 10240 || a.entries.size() == 1) << f << " holds " << bytes << " bytes";
+  }
+  EXPECT_EQ(run({"verify", "cut", "--source", "in"}).status, 0);
+  // One shard when everything fits: model.safetensors and no index.
+  ASSERT_EQ(run({"quantize", "in", "--format", "modelopt", "--max-shard-size", "5GB", "--out", "one"}).status, 0);
+  EXPECT_TRUE(std::filesystem::exists(work() / "one" / "model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(work() / "one" / "model.safetensors.index.json"));
+  expect_rejected({"quantize", "in", "--preset", "mxfp8.ct", "--max-shard-size", "1MB", "--out", "q"}, "loader --format");
+  expect_rejected({"quantize", "in", "--format", "modelopt", "--max-shard-size", "lots", "--out", "q"}, "not a positive size");
 }
 
 }  // namespace

@@ -53,6 +53,9 @@ struct FolderOptions {
   // Exactly these tensors, instead of the format's choice or the globs: verify's recomputation
   // of a folder (a set, where thousands of literal globs would cost each tensor a scan of them).
   std::optional<std::set<std::string>> only;
+  // Output shards of at most this many bytes (a larger tensor alone), named as transformers
+  // names them; 0: each input shard gives the output shard of its name. Loader formats only.
+  std::uint64_t max_shard_bytes = 0;
 };
 
 struct FolderResult {

@@ -388,3 +388,17 @@ def test_transformers_loads_qexacts_gpt_oss_folder_to_qexacts_values(gpt_oss, tm
     r = subprocess.run([cli(), "verify", str(ours), "--source", str(gpt_oss), "--json"], capture_output=True, text=True)
     v = json.loads(r.stdout)
     assert r.returncode == 0 and v["ok"] and v["preset"] == "mxfp4.triton", v
+
+
+def test_transformers_loads_a_folder_cut_by_max_shard_size(base, tmp_path):
+    """`--max-shard-size` cuts the output as save_pretrained does (model-0000i-of-0000N and the
+    index): transformers loads it to the same model as the uncut folder."""
+    from transformers import AutoModelForCausalLM, CompressedTensorsConfig
+
+    whole = qexact_folder(base, tmp_path / "whole", "compressed-tensors", "nvfp4.ct")
+    cut = qexact_folder(base, tmp_path / "cut", "compressed-tensors", "nvfp4.ct", "--max-shard-size", "300KB")
+    assert len(list(cut.glob("model-*-of-*.safetensors"))) > 2 and (cut / "model.safetensors.index.json").exists()
+    cfg = CompressedTensorsConfig(dequantize=True)
+    a = AutoModelForCausalLM.from_pretrained(whole, dtype=torch.bfloat16, quantization_config=cfg).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(cut, dtype=torch.bfloat16, quantization_config=cfg).state_dict()
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)

@@ -98,7 +98,8 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
                     format: str = "qexact", params: Mapping[str, Any] | None = None,
                     include: str | Sequence[str] | None = None, exclude: str | Sequence[str] | None = None,
                     strict: bool = False, engine: Engine = "fast", threads: int = 0,
-                    force: bool = False, activations: Literal["none", "dynamic"] = "none") -> CheckpointSummary:
+                    force: bool = False, activations: Literal["none", "dynamic"] = "none",
+                    max_shard_size: int | str | None = None) -> CheckpointSummary:
     """Quantize the model folder ``src`` (config.json, safetensors shards and their index) into the
     folder ``out`` in a loader's ``format``, as ``qexact quantize src --format F --out out`` does:
     "compressed-tensors" (llm-compressor's layout, for vLLM and transformers; preset nvfp4.ct by
@@ -109,7 +110,8 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
     qexact's layout; a preset is required). A loader format quantizes the Linear weights but
     lm_head, embeddings and routers unless ``include`` / ``exclude`` say otherwise.
     ``activations="dynamic"`` (compressed-tensors) also declares the activations the loader
-    quantizes at run time, as ``--activations dynamic``."""
+    quantizes at run time, as ``--activations dynamic``. ``max_shard_size`` (bytes, or "5GB",
+    "500MB", "2GiB") cuts the output into shards of at most that size, as transformers does."""
     if activations not in ("none", "dynamic"):
         raise ValueError(f"activations must be 'none' or 'dynamic', got {activations!r}")
     overrides: list[str] = []
@@ -119,7 +121,8 @@ def quantize_folder(src: str | os.PathLike[str], out: str | os.PathLike[str], pr
         raise ValueError("params need a preset")
     return CheckpointSummary._of(_core.quantize_folder(
         os.fspath(src), os.fspath(out), preset or "", overrides, format, _globs(include, "include"),
-        _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force), activations == "dynamic"))
+        _globs(exclude, "exclude"), bool(strict), engine, threads, bool(force), activations == "dynamic",
+        "" if max_shard_size is None else str(max_shard_size)))
 
 
 def dequantize_folder(quantized: str | os.PathLike[str], out: str | os.PathLike[str], *, dtype: str | None = None,

@@ -19,6 +19,7 @@
 
 #include "array_bridge.hpp"
 #include "model/dequantize_folder.hpp"
+#include "model/reshard.hpp"
 #include "model/verify.hpp"
 #include "qexact/checkpoint.hpp"
 #include "qexact/model.hpp"
@@ -102,11 +103,12 @@ quantize_tensor_list(const std::vector<std::string>& names, const std::vector<st
 SummaryTuple quantize_model_folder(const std::string& src, const std::string& out, const std::string& preset,
                                    const Overrides& o, const std::string& format, const std::vector<std::string>& include,
                                    const std::vector<std::string>& exclude, bool strict, const std::string& engine,
-                                   int threads, bool force, bool dynamic_activations) {
+                                   int threads, bool force, bool dynamic_activations, const std::string& max_shard_size) {
   const std::string name = preset.empty() ? model::default_preset(format) : preset;
   if (name.empty()) fail(ErrorKind::bad_argument, "a preset is needed for format 'qexact' (a loader format names its own)");
   const Contract c = make_contract(name, o);
-  model::FolderOptions opts{format, false, dynamic_activations, options_of(include, exclude, strict, engine, threads), std::nullopt};
+  model::FolderOptions opts{format, false, dynamic_activations, options_of(include, exclude, strict, engine, threads), std::nullopt,
+                            max_shard_size.empty() ? 0 : model::parse_shard_size(max_shard_size)};
   opts.options.replace = force;
   model::FolderResult r;
   {
@@ -160,7 +162,7 @@ void bind_checkpoint(nb::module_& m) {
         "metadata"_a, "preset"_a, "overrides"_a, "include"_a, "exclude"_a, "strict"_a, "engine"_a, "threads"_a,
         "Quantize named tensors in memory: (outputs, passed_through, summary).");
   m.def("quantize_folder", &quantize_model_folder, "src"_a, "out"_a, "preset"_a, "overrides"_a, "format"_a, "include"_a,
-        "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a, "dynamic_activations"_a,
+        "exclude"_a, "strict"_a, "engine"_a, "threads"_a, "force"_a, "dynamic_activations"_a, "max_shard_size"_a,
         "Quantize a model folder into one in a loader's format, as `qexact quantize FOLDER --format F` does.");
   m.def("dequantize_folder", &dequantize_model_folder, "quantized"_a, "out"_a, "dtype"_a, "engine"_a, "threads"_a,
         "force"_a, "`qexact dequantize FOLDER --out OUT`: the dequantized tensors' names.");

@@ -16,6 +16,7 @@
 #include "io/atomic_file.hpp"
 #include "io/npy.hpp"
 #include "model/folder.hpp"
+#include "model/reshard.hpp"
 #include "qexact/model.hpp"
 #include "qexact/quantize.hpp"
 
@@ -35,6 +36,7 @@ struct QuantizeOptions {
   bool force = false;
   std::string format;  // "" : none given
   std::string activations = "none";
+  std::string max_shard_size;  // "" : the input's shards
 };
 
 bool is_checkpoint(const std::string& path) {
@@ -52,6 +54,8 @@ int run_quantize(const QuantizeOptions& o) {
   const bool folder = model::is_folder(o.input);
   if (o.activations != "none" && !folder)
     fail(ErrorKind::bad_argument, "--activations applies to model folders");
+  if (!o.max_shard_size.empty() && !folder)
+    fail(ErrorKind::bad_argument, "--max-shard-size applies to model folders");
   if (!o.format.empty() && !folder)
     fail(ErrorKind::bad_argument, "--format applies to model folders (a directory with config.json and "
                                   ".safetensors shards); " + o.input + " is not a directory");
@@ -66,7 +70,8 @@ int run_quantize(const QuantizeOptions& o) {
       fail(ErrorKind::bad_argument, "--dtype applies to .npy inputs; a model folder's shards name each tensor's dtype");
     if (!o.scale.empty()) fail(ErrorKind::bad_argument, "--scale applies to .npy inputs, not to a model folder");
     FolderCliOptions fo{o.input, o.out,
-                        {o.format.empty() ? "qexact" : o.format, false, o.activations == "dynamic", {o.include, o.exclude, o.strict, o.force, o.engine.options()}, std::nullopt}};
+                        {o.format.empty() ? "qexact" : o.format, false, o.activations == "dynamic", {o.include, o.exclude, o.strict, o.force, o.engine.options()}, std::nullopt,
+                         o.max_shard_size.empty() ? 0 : model::parse_shard_size(o.max_shard_size)}};
     return quantize_model_folder(c, fo, std::cout);
   }
   if (is_checkpoint(o.input)) {
@@ -137,6 +142,9 @@ void add_quantize(CLI::App& app, Action& action) {
   sub->add_option("--preset", opts->preset,
                   "named contract (see `qexact presets`); required but with a model folder and a loader --format, "
                   "which picks its own (" + defaults + ")");
+  sub->add_option("--max-shard-size", opts->max_shard_size,
+                  "model folder, loader formats: output shards of at most this size (5GB, 500MB, 2GiB, bytes), "
+                  "named as transformers names them (default: each input shard gives one output shard)");
   sub->add_option("--activations", opts->activations,
                   "model folder, compressed-tensors: also declare dynamic activation quantization in the config "
                   "(FP8: per token, or per group of 128 beside 128x128 blocks; MXFP4: per group of 32), as "

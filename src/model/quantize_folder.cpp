@@ -14,6 +14,7 @@
 #include "model/folder.hpp"
 #include "model/format.hpp"
 #include "model/linear_weights.hpp"
+#include "model/reshard.hpp"
 #include "qexact/model.hpp"
 #include "quantize_with_amax.hpp"
 
@@ -108,10 +109,45 @@ FolderResult Format::write(const Contract& c, const Folder& f, const std::filesy
 FolderResult write_shards(const Format* format, const Contract& c, const Folder& f, const std::filesystem::path& out,
                           const FolderOptions& o, const checkpoint::ProgressFn& progress) {
   const std::filesystem::path& in = f.dir;
+  if (o.max_shard_bytes && !format)
+    fail(ErrorKind::bad_argument, "--max-shard-size applies to a loader --format: qexact's layout records each shard's "
+                                  "tensors in that shard's metadata");
+
+  Storage storage;
+  storage.selected = [&](const Source& s) { return loader_selects(format, o, s); };
+  if (format) storage.transposed = [&](const Source& s) { return format->transposed(s); };
+  if (format)
+    storage.outputs = [&](const Source& s, const std::vector<OutputSpec>& outputs) { return format->stored(c, s, outputs); };
+
   // What the output folder holds, declared before any work (check_output_dir).
-  const bool write_index = f.indexed || f.shards.size() > 1;
-  std::vector<std::string> names;
-  for (const Shard& s : f.shards) names.push_back(s.file);
+  std::vector<std::string> shard_names;
+  for (const Shard& s : f.shards) shard_names.push_back(s.file);
+  if (o.max_shard_bytes) {
+    // The shards the planned outputs pack into (a tensor refused later for its values is copied
+    // instead, which may change them: the shards written are then packed from what was written).
+    std::vector<std::uint64_t> sizes;
+    for (const Shard& s : f.shards) {
+      std::vector<Source> sources;
+      for (const auto& t : s.index.tensors) sources.push_back({t.name, t.dtype, t.shape, t.end - t.begin});
+      const checkpoint::detail::Plan plan = checkpoint::detail::make_plan(c, sources, o.options, {}, &storage);
+      std::vector<std::pair<std::string, std::uint64_t>> outputs;
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        if (plan.tensors[i].action != checkpoint::detail::Action::quantize) {
+          outputs.emplace_back(sources[i].name, sources[i].nbytes);
+          continue;
+        }
+        for (const auto& so : plan.tensors[i].stored)
+          outputs.emplace_back(so.name, static_cast<std::uint64_t>(shape_numel(so.shape)) * safetensors::itemsize(so.dtype));
+      }
+      std::sort(outputs.begin(), outputs.end());
+      for (const auto& [name, n] : outputs) sizes.push_back(n);
+    }
+    const std::size_t n = pack_shards(sizes, o.max_shard_bytes).size();
+    shard_names.clear();
+    for (std::size_t i = 0; i < n; ++i) shard_names.push_back(shard_file_name(i, n));
+  }
+  const bool write_index = o.max_shard_bytes ? shard_names.size() > 1 : f.indexed || f.shards.size() > 1;
+  std::vector<std::string> names = shard_names;
   if (write_index) names.push_back(kIndexName);
   if (f.config) names.push_back(kConfigName);
   for (const std::string& n : f.other_files) names.push_back(n);
@@ -124,15 +160,9 @@ FolderResult write_shards(const Format* format, const Contract& c, const Folder&
   checkpoint::Options options = o.options;
   if (format && !format->fixed_selection().empty()) options.strict = true;
 
-  Storage storage;
-  storage.selected = [&](const Source& s) { return loader_selects(format, o, s); };
   std::map<std::string, float> shared;
   if (format) {
     if (format->shares_tensor_amax(c)) shared = fused_amax(*format, f, o);
-    storage.transposed = [&](const Source& s) { return format->transposed(s); };
-    storage.outputs = [&](const Source& s, const std::vector<OutputSpec>& outputs) {
-      return format->stored(c, s, outputs);
-    };
     storage.metadata = [&](const std::map<std::string, std::string>& input, const std::vector<Source>&,
                            const checkpoint::detail::Plan&) { return format->shard_metadata(c, input); };
     storage.tensor_amax = [&](const std::string& name) -> std::optional<float> {
@@ -172,12 +202,18 @@ FolderResult write_shards(const Format* format, const Contract& c, const Folder&
     result.shards.push_back(s.file);
     done += s.size - s.index.data_start;
   }
+  if (o.max_shard_bytes) {
+    index = reshard(staged.path(), result.shards, o.max_shard_bytes);
+    result.shards.clear();
+    for (const auto& [file, tensors] : index) result.shards.push_back(file);
+  }
   const auto by_name = [](const auto& a, const auto& b) { return a.name < b.name; };
   std::sort(result.summary.quantized.begin(), result.summary.quantized.end(), by_name);
   std::sort(result.summary.skipped.begin(), result.summary.skipped.end());
   std::sort(result.summary.copied.begin(), result.summary.copied.end());
 
-  if (write_index) io::write_new_file(staged.path() / kIndexName, bytes_of(index_json(index, data_size)));
+  if (o.max_shard_bytes ? index.size() > 1 : write_index)
+    io::write_new_file(staged.path() / kIndexName, bytes_of(index_json(index, data_size)));
   if (f.config) {
     ordered_json config = *f.config;
     std::map<std::string, std::string> extra;
