@@ -109,3 +109,15 @@ def test_dequantize_folder_and_dynamic_activations_are_the_clis(folder, tmp_path
     assert (tmp_path / "d" / "model.safetensors").read_bytes() == (tmp_path / "dcli" / "model.safetensors").read_bytes()
     with pytest.raises(ValueError, match="activations"):
         qexact.quantize_folder(folder, tmp_path / "x", format="compressed-tensors", activations="static")
+
+
+def test_quantize_folder_cuts_shards_as_the_cli(folder, tmp_path, cli):
+    qexact.quantize_folder(folder, tmp_path / "py", format="modelopt", max_shard_size="8KiB")
+    subprocess.run([cli, "quantize", str(folder), "--format", "modelopt", "--max-shard-size", "8192", "--out",
+                    str(tmp_path / "cli")], check=True, capture_output=True)
+    names = sorted(p.name for p in (tmp_path / "py").glob("*.safetensors"))
+    assert len(names) > 2 and names == sorted(p.name for p in (tmp_path / "cli").glob("*.safetensors"))
+    for n in names:
+        assert (tmp_path / "py" / n).read_bytes() == (tmp_path / "cli" / n).read_bytes()
+    with pytest.raises(ValueError, match="not a positive size"):
+        qexact.quantize_folder(folder, tmp_path / "x", format="modelopt", max_shard_size="big")
