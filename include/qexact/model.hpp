@@ -18,8 +18,8 @@
 //                       (fp8.deepseek.128x128); `<m>.weight_scale_inv`.
 //   gpt-oss-mxfp4       gpt-oss's experts as OpenAI ships them (*_blocks / *_scales), quantized
 //                       transposed: mxfp4.triton; every expert projection, nothing else.
-//   gguf                one GGUF v3 file for llama.cpp (`out` is its path), the llama
-//                       architecture: q8_0.ggml (the default) or mxfp4.ggml in ggml's blocks,
+//   gguf                one GGUF v3 file for llama.cpp (`out` is its path), architectures llama
+//                       and qwen2: q8_0.ggml (the default) or mxfp4.ggml in ggml's blocks,
 //                       llama.cpp's names and rope row order, the byte-level BPE vocabulary.
 // A loader format quantizes the Linear weights (rank-2 `<module>.weight`) but lm_head, the
 // embeddings and MoE routers, unless `include` / `exclude` are given; NVFP4 fused shards (q/k/v,

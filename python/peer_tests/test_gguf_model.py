@@ -150,3 +150,42 @@ def test_readmes_round_trip_example_runs():
     lines = [line for line in r.stdout.splitlines() if "verify:" in line]
     print("\n".join(lines))
     assert len(lines) == 5 and all(" 0 differing of " in line and " 0 findings" in line for line in lines), r.stdout
+
+
+def test_qwen2_is_gguf_pys_and_loads_in_transformers(tmp_path):
+    """A qwen2 (biases on q/k/v, NeoX rope: no row permutation): gguf-py's names for the qwen2
+    architecture, every weight gguf-py's Q8_0 of it as it stands, biases F32; transformers loads the
+    file to qexact's dequantized weights."""
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(20261205)
+    config = Qwen2Config(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=512, tie_word_embeddings=False)
+    src = tmp_path / "qwen2"
+    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    with torch.no_grad():  # biases are initialised to zeros: give them values
+        for layer in model.model.layers:
+            for p in (layer.self_attn.q_proj.bias, layer.self_attn.k_proj.bias, layer.self_attn.v_proj.bias):
+                p.normal_(0, 0.5)
+    model.save_pretrained(src)
+    reader = gguf_file(src, tmp_path / "q.gguf", "q8_0.ggml")
+    fields = {f.name: f for f in reader.fields.values()}
+    assert fields["general.architecture"].contents() == "qwen2" and fields["qwen2.block_count"].contents() == 2
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, 2)
+    weights = source(src)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="q.gguf")
+    differing = total = 0
+    for t in reader.tensors:
+        hf = next(k for k in weights if names.get_name(k, try_suffixes=(".weight", ".bias")) == t.name)
+        w = weights[hf]
+        theirs = w.astype(np.float32).view(np.uint8) if w.ndim == 1 else gguf.quants.quantize(w.astype(np.float32), T.Q8_0)
+        differing += int(np.count_nonzero(np.asarray(t.data).view(np.uint8).reshape(-1) != theirs.reshape(-1)))
+        total += theirs.size
+        if w.ndim == 2:
+            rows, cols = w.shape
+            payload, scale = blocks_to_outputs(t.data, T.Q8_0, rows, cols)
+            mine = np.asarray(qexact.dequantize(payload, scale, "q8_0.ggml", shape=(rows, cols)), dtype=np.float32)
+            differing += int(np.count_nonzero(loaded.get_parameter(hf).detach().float().numpy().view(np.uint32)
+                                              != mine.view(np.uint32)))
+    print(f"gguf qwen2: {differing} differing of {total} bytes and every loaded weight")
+    assert differing == 0 and any(t.name == "blk.0.attn_q.bias" for t in reader.tensors)

@@ -1,6 +1,6 @@
 // GGUF (llama.cpp's file, gguf-py 0.19.0's reader): one file for the whole model, written as
-// llama.cpp's convert_hf_to_gguf.py writes a transformers llama (gguf_llama.hpp: names,
-// hyperparameters, the rope row order of attn_q / attn_k) with the model's byte-level BPE
+// llama.cpp's convert_hf_to_gguf.py writes a transformers llama or qwen2 (gguf_llama.hpp: names,
+// hyperparameters, llama's rope row order of attn_q / attn_k) with the model's byte-level BPE
 // vocabulary (gguf_vocab.hpp). The Linear weights, embeddings and output included, are Q8_0
 // (q8_0.ggml, the default) or MXFP4 (type 39: mxfp4.ggml, element j and j + 16 in byte j of a
 // block) in ggml's blocks: each block of 32 is its scale (Q8_0: fp16; MXFP4: the E8M0 byte)
@@ -93,8 +93,8 @@ class Gguf final : public Format {
  public:
   const char* name() const override { return "gguf"; }
   const char* about() const override {
-    return "one GGUF v3 file for llama.cpp (llama architecture): Q8_0 or MXFP4 weights in ggml's blocks, norms F32, the "
-           "byte-level BPE vocabulary; --out names the file";
+    return "one GGUF v3 file for llama.cpp (llama, mistral, qwen2): Q8_0 or MXFP4 weights in ggml's blocks, norms F32, "
+           "the byte-level BPE vocabulary; --out names the file";
   }
   const char* default_preset() const override { return "q8_0.ggml"; }
 
@@ -171,7 +171,7 @@ class Gguf final : public Format {
     std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) { return order_key(a.name) < order_key(b.name); });
 
     gguf::Metadata m;
-    m.emplace_back("general.architecture", str("llama"));
+    m.emplace_back("general.architecture", str(shape.arch));
     m.emplace_back("general.name", str(f.dir.filename().string()));
     m.emplace_back("general.file_type", u32(qtype == GgmlType::q8_0 ? kFileTypeQ8_0 : kFileTypeMxfp4));
     m.emplace_back("general.quantization_version", u32(2));

@@ -25,10 +25,14 @@ gguf::Value f32(double v) { return {gguf::ValueType::f32, gguf::ValueType::u8, s
 
 LlamaShape llama_shape(const ordered_json& c, const std::string& source) {
   const std::string type = c.value("model_type", std::string());
-  if (type != "llama" && type != "mistral")
-    fail(ErrorKind::bad_input, source + ": --format gguf writes the llama architecture (model_type llama, mistral), "
-                                        "and config.json says model_type \"" + io::printable(type) + "\"");
+  if (type != "llama" && type != "mistral" && type != "qwen2")
+    fail(ErrorKind::bad_input, source + ": --format gguf writes the llama and qwen2 architectures (model_type llama, "
+                                        "mistral, qwen2), and config.json says model_type \"" + io::printable(type) + "\"");
   LlamaShape s;
+  if (type == "qwen2") {
+    s.arch = "qwen2";
+    s.interleave_rope = false;
+  }
   s.layers = positive(c, "num_hidden_layers", source);
   s.hidden = positive(c, "hidden_size", source);
   s.ffn = positive(c, "intermediate_size", source);
@@ -53,18 +57,18 @@ LlamaShape llama_shape(const ordered_json& c, const std::string& source) {
 }
 
 void add_llama_metadata(gguf::Metadata& m, const LlamaShape& s) {
-  m.emplace_back("llama.block_count", u32(s.layers));
-  m.emplace_back("llama.context_length", u32(s.context));
-  m.emplace_back("llama.embedding_length", u32(s.hidden));
-  m.emplace_back("llama.feed_forward_length", u32(s.ffn));
-  m.emplace_back("llama.attention.head_count", u32(s.heads));
-  m.emplace_back("llama.attention.head_count_kv", u32(s.kv_heads));
-  m.emplace_back("llama.rope.freq_base", f32(s.rope_theta));
-  m.emplace_back("llama.attention.layer_norm_rms_epsilon", f32(s.rms_eps));
-  m.emplace_back("llama.attention.key_length", u32(s.head_dim));
-  m.emplace_back("llama.attention.value_length", u32(s.head_dim));
-  m.emplace_back("llama.rope.dimension_count", u32(s.head_dim));
-  m.emplace_back("llama.vocab_size", u32(s.vocab));
+  m.emplace_back(s.arch + ".block_count", u32(s.layers));
+  m.emplace_back(s.arch + ".context_length", u32(s.context));
+  m.emplace_back(s.arch + ".embedding_length", u32(s.hidden));
+  m.emplace_back(s.arch + ".feed_forward_length", u32(s.ffn));
+  m.emplace_back(s.arch + ".attention.head_count", u32(s.heads));
+  m.emplace_back(s.arch + ".attention.head_count_kv", u32(s.kv_heads));
+  m.emplace_back(s.arch + ".rope.freq_base", f32(s.rope_theta));
+  m.emplace_back(s.arch + ".attention.layer_norm_rms_epsilon", f32(s.rms_eps));
+  m.emplace_back(s.arch + ".attention.key_length", u32(s.head_dim));
+  m.emplace_back(s.arch + ".attention.value_length", u32(s.head_dim));
+  m.emplace_back(s.arch + ".rope.dimension_count", u32(s.head_dim));
+  m.emplace_back(s.arch + ".vocab_size", u32(s.vocab));
 }
 
 std::optional<std::string> llama_tensor_name(const std::string& hf, const std::string& source) {
@@ -98,6 +102,7 @@ std::optional<std::string> llama_tensor_name(const std::string& hf, const std::s
 }
 
 std::int64_t rope_heads(const std::string& hf, const LlamaShape& s) {
+  if (!s.interleave_rope) return 0;
   const auto ends = [&](const char* tail) {
     const std::size_t n = std::strlen(tail);
     return hf.size() >= n && hf.compare(hf.size() - n, n, tail) == 0;

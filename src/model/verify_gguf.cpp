@@ -141,7 +141,7 @@ Verification verify_gguf(const std::filesystem::path& quantized, const std::file
   for (const gguf::TensorInfo& qt : g.tensors)
     if (!e.tensor(qt.name)) v.findings.push_back("'" + io::printable(qt.name) + "' is a tensor qexact does not write for this model");
   for (const auto& [key, ev] : e.metadata) {
-    if (key.rfind("llama.", 0) != 0 && key != "general.architecture") continue;
+    if (key.rfind(shape.arch + ".", 0) != 0 && key != "general.architecture") continue;
     const gguf::Value* qv = g.find(key);
     if (!qv) v.findings.push_back("metadata '" + key + "' is missing (llama.cpp reads it)");
     else if (qv->value != ev.value) v.findings.push_back("metadata '" + key + "' is " + qv->value.dump() + ", the model's is " + ev.value.dump());
