@@ -34,7 +34,8 @@ const std::map<std::string, Part>& documented_parts() {
       {"scale_store", Part::scale},       {"stored", Part::scale},          {"layout", Part::scale},
       {"block_arith", Part::scale},       {"block_min", Part::scale},       {"zero_block", Part::scale},
       {"scale_wrap", Part::scale},        {"finite_products", Part::scale}, {"packing", Part::scale},
-      {"tensor_scale", Part::tensor_scale},
+      {"block_rows", Part::scale},        {"four_over_six", Part::scale},
+      {"tensor_scale", Part::tensor_scale}, {"global_e4m3_max", Part::tensor_scale},
       {"budget", Part::family},           {"pool", Part::family},           {"divisor", Part::family},
       {"out", Part::family},
   };
@@ -49,6 +50,7 @@ const std::map<std::string, std::vector<std::string>>& numeric_values() {
       {"qdim", {"-1", "0"}},            {"scale_min", {"0", "1e-06"}},   {"amax_floor", {"0", "1e-12"}},
       {"range", {"127", "128"}},        {"budget", {"1024", "1048576"}}, {"pool", {"8", "64"}},
       {"round_mbits", {"-1", "1"}},     {"block_min", {"0", "0.015625"}}, {"qmax", {"127", "127.5"}},
+      {"block_rows", {"1", "16"}},      {"global_e4m3_max", {"448", "256"}},
   };
   return v;
 }

@@ -41,7 +41,12 @@ std::vector<Contract> contracts() {
           make_preset("nvfp4.jax"), make_preset("nvfp4.jax.global"),
           make_contract("nvfp4.jax.global", {"scale_arith=fp32"}), make_contract("nvfp4.jax", {"ftz=false"}),
           make_contract("nvfp4.jax.global", {"ftz=false", "signed_zero=underflow"}),
-          make_contract("nvfp4.jax", {"signed_zero=false", "block_min=0.015625"})};
+          make_contract("nvfp4.jax", {"signed_zero=false", "block_min=0.015625"}),
+          // TransformerEngine's 16x16 weight tiles and 4over6, and the tile amax under other steps.
+          make_preset("nvfp4.te.2d"), make_preset("nvfp4.te.4over6"), make_contract("nvfp4.te.4over6", {"four_over_six=mse"}),
+          make_contract("nvfp4.te.4over6", {"global_e4m3_max=448"}), make_contract("nvfp4.te", {"global_e4m3_max=256"}),
+          make_contract("nvfp4.torchao", {"block_rows=16"}), make_contract("nvfp4.torchao", {"tensor_scale=amax", "block_rows=16"}),
+          make_contract("nvfp4.modelopt", {"block_rows=16"}), make_contract("nvfp4.ct", {"block_rows=16"})};
 }
 
 // E4M3 values (positive, finite) and the E2M1 rounding thresholds.

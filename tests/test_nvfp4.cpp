@@ -294,5 +294,45 @@ TEST(Nvfp4Reference, TransformerEngineTwoLevel) {
   EXPECT_THROW((void)make_contract("nvfp4.te", {"nonfinite_input=propagate"}), Error);
 }
 
+// nvfp4.te.4over6 on one block [4, 3, 0 ...] (tensor amax 4, S_enc = 1536 / 4 = 384): map-to-6's
+// scale is e4m3(256), 3 * 1.5 = 4.5 rounds to 4 and reads back as 2.667 (error 1/3); map-to-4's
+// is e4m3(384) = 0x7C, 3 * 1 = 3 exactly (error 0): map-to-4 is kept, codes 4 -> 6, 3 -> 5.
+TEST(Nvfp4Reference, TransformerEngineFourOverSixKeepsTheSmallerError) {
+  std::vector<float> x(16, 0.0f);
+  x[0] = 4.0f;
+  x[1] = 3.0f;
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult r = quantize(make_preset("nvfp4.te.4over6"), make_view(DType::f32, {1, 16}, x.data()), RunOptions{e, 1});
+    EXPECT_EQ(r.scale.data<std::uint8_t>()[0], 0x7C);
+    EXPECT_EQ(r.payload.data<std::uint8_t>()[0], 0x56);
+    EXPECT_EQ(bits(*r.tensor_scale.data<float>()), bits(4.0f));
+    // A block whose two candidates tie (all 4: both read back exactly) keeps map-to-6: e4m3(256) = 0x78.
+    std::vector<float> fours(16, 4.0f);
+    const QuantResult t = quantize(make_preset("nvfp4.te.4over6"), make_view(DType::f32, {1, 16}, fours.data()), RunOptions{e, 1});
+    EXPECT_EQ(t.scale.data<std::uint8_t>()[0], 0x78);
+    EXPECT_EQ(t.payload.data<std::uint8_t>()[0], 0x77);
+  }
+  EXPECT_THROW((void)make_contract("nvfp4.te.4over6", {"block_rows=16"}), Error);
+  EXPECT_THROW((void)make_contract("nvfp4.torchao", {"four_over_six=mae"}), Error);
+  EXPECT_THROW((void)make_contract("nvfp4.torchao", {"block_rows=8"}), Error);
+}
+
+// nvfp4.te.2d: a block's scale is its 16x16 tile's, in each of the tile's rows; a last tile of
+// fewer rows (row 16 here) is those rows'.
+TEST(Nvfp4Reference, TransformerEngineTilesShareTheirScale) {
+  std::vector<float> x(17 * 16, 0.5f);
+  x[3 * 16 + 2] = 6.0f;
+  for (int i = 0; i < 16; ++i) x[16 * 16 + i] = 1.0f;
+  for (const Engine e : {Engine::reference, Engine::fast}) {
+    const QuantResult tiles = quantize(make_preset("nvfp4.te.2d"), make_view(DType::f32, {17, 16}, x.data()), RunOptions{e, 1});
+    const QuantResult rows = quantize(make_preset("nvfp4.te"), make_view(DType::f32, {17, 16}, x.data()), RunOptions{e, 1});
+    const std::uint8_t* s = tiles.scale.data<std::uint8_t>();
+    for (int r = 0; r < 16; ++r) EXPECT_EQ(s[r], rows.scale.data<std::uint8_t>()[3]) << r;
+    EXPECT_NE(rows.scale.data<std::uint8_t>()[0], rows.scale.data<std::uint8_t>()[3]);
+    EXPECT_EQ(s[16], rows.scale.data<std::uint8_t>()[16]);
+    EXPECT_EQ(tiles.payload.data<std::uint8_t>()[3 * 8 + 1], rows.payload.data<std::uint8_t>()[3 * 8 + 1]);
+  }
+}
+
 }  // namespace
 }  // namespace qexact

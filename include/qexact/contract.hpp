@@ -236,6 +236,12 @@ enum class ZeroBlock : std::uint8_t {
   one,    // 1.0 before the clamp (ModelOpt's per_block_scale[== 0] = 1.0)
   eps,    // the E4M3 code 0 after the cast becomes E4M3's epsilon 0.125, code 0x20 (compressed-tensors)
 };
+// nvfp4 tensor_scale=te: TransformerEngine's "4over6" (FourOverSix): each block is quantized twice,
+// under the block scale e4m3(1.5 * s) (the largest |x| maps to 4) and e4m3(s) (maps to 6), and
+// keeps the one whose error is smaller (a tie keeps 6). The error is summed over the block's 16
+// elements in order, in fp32, from 0: |v - x| (mae) or (v - x)^2 (mse), v = ((code value * s) *
+// amax_tensor) / (6 * global_e4m3_max), as TE's reference computes it.
+enum class FourOverSix : std::uint8_t { off, mae, mse };
 // nvfp4: how an element meets its block's scale s and the tensor scale.
 enum class Nvfp4Quotient : std::uint8_t {
   reciprocal,  // x * fp32(1 / s), two level x * fp32(fp32(1 / t) / s) (torchao)
@@ -326,6 +332,9 @@ struct ScaleSpec {
   BlockArith block_arith = BlockArith::split;  // nvfp4, tensor_scale=amax
   float block_min = 0x1p-6f;                   // nvfp4: block scales are clamped to [block_min, 448]
   ZeroBlock zero_block = ZeroBlock::clamp;     // nvfp4
+  int block_rows = 1;                          // nvfp4: rows of a block scale's tile (1: 1x16; 16: 16x16,
+                                               // TransformerEngine's weights), its scale in each row's slot
+  FourOverSix four_over_six = FourOverSix::off;  // nvfp4 tensor_scale=te
 
   // Quotient: how an element meets its scale.
   Byte0Rule byte0 = Byte0Rule::flush;              // mx: what scale byte 0 divides by
@@ -351,6 +360,8 @@ struct ScaleSpec {
 // output, "tensor_scale") that the block scales are relative to (nvfp4; the others have none).
 struct TensorScaleSpec {
   TensorScale tensor_scale = TensorScale::none;
+  int global_e4m3_max = 448;  // nvfp4 tensor_scale=te: S_enc = (global_e4m3_max * 6) / amax (4over6's
+                              // tensor scale keeps the block scales below 256)
   bool operator==(const TensorScaleSpec&) const = default;
 };
 

@@ -187,13 +187,17 @@ class Generator {
     return false;
   }
 
-  // nvfp4: group 0 of a case holds amax 2688 = 448 * 6, so that a two-level contract's tensor
-  // scale is exactly 1 and every other block's E4M3 scale is what a single-level one gives.
+  // nvfp4: group 0 of a case holds amax 2688 = 448 * 6 (te: global_e4m3_max * 6), so that a
+  // two-level contract's tensor scale is exactly 1 and every other block's E4M3 scale is what a
+  // single-level one gives.
   bool pins_tensor_scale() const { return c_.family == Family::nvfp4; }
+  float pin_amax() const {
+    return c_.tensor_scale == TensorScale::te ? 6.0f * static_cast<float>(c_.global_e4m3_max) : 2688.0f;
+  }
   Fill pinned(Fill fill) const {
     if (!pins_tensor_scale()) return fill;
-    return [fill](Rng& r, std::int64_t size, std::int64_t g) {
-      return g == 0 ? anchored_content(r, size, 2688.0) : fill(r, size, g);
+    return [fill, pin = pin_amax()](Rng& r, std::int64_t size, std::int64_t g) {
+      return g == 0 ? anchored_content(r, size, pin) : fill(r, size, g);
     };
   }
 
@@ -262,6 +266,17 @@ class Generator {
         const Content ties = tie_values(c_, k);
         const auto n_ties = static_cast<std::int64_t>(ties.size());
         const double anchor = top_code(c_) * pow2(k);
+        if (c_.family == Family::nvfp4 && c_.four_over_six != FourOverSix::off) {
+          // 4over6 keeps the candidate of smaller error: a tie beside the anchor and 4s (exact
+          // under map-to-6, 4 / 1.5 off by a third under map-to-4) stays under map-to-6's scale.
+          for (float tie : ties) {
+            Content g(static_cast<std::size_t>(group_len()), static_cast<float>(4.0 * pow2(k)));
+            g[0] = static_cast<float>(anchor);
+            g[1] = tie;
+            groups.push_back(g);
+          }
+          continue;
+        }
         for (std::int64_t first = 0; first < n_ties; first += slots) {
           Content g(static_cast<std::size_t>(group_len()));
           g[0] = static_cast<float>(anchor);
@@ -277,10 +292,10 @@ class Generator {
                                                          : "every exact tie (n + 1/2) * scale";
     add_groups("ties", what + " and its negative, in two exponent domains, with an anchor pinning the scale",
                static_cast<std::int64_t>(groups.size()),
-               [groups, pin = pins_tensor_scale()](Rng&, std::int64_t size, std::int64_t g) {
+               [groups, pin = pins_tensor_scale(), pin_amax = pin_amax()](Rng&, std::int64_t size, std::int64_t g) {
                  Content v = groups[static_cast<std::size_t>(g) % groups.size()];
                  v.resize(static_cast<std::size_t>(size));
-                 if (pin && g == 0) v[0] = 2688.0f;
+                 if (pin && g == 0) v[0] = pin_amax;
                  return v;
                },
                exact_ties());
@@ -626,8 +641,8 @@ class Generator {
     // (te: amax * fp32(1/6)): the amax whose unrounded scale is exactly the midpoint, found
     // among the floats next to 6 * mid.
     const Contract c = c_;
-    auto tie_amax = [c](float mid) {
-      const float t = nvfp4_nominal_tensor_scale(c, 2688.0f);
+    auto tie_amax = [c, pin = pin_amax()](float mid) {
+      const float t = nvfp4_nominal_tensor_scale(c, pin);
       float a = 6.0f * mid;
       for (int step = 0; step < 8 && nvfp4_unrounded_block_scale(c, a, t) != mid; ++step)
         a = std::nextafter(a, nvfp4_unrounded_block_scale(c, a, t) < mid ? INFINITY : 0.0f);

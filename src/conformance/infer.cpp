@@ -337,6 +337,8 @@ std::vector<std::string> candidate_values(const Contract& c, const std::string& 
     else if (key == "qmax") v = {"127", "127.5"};  // the seed's, compressed-tensors' (255 / 2)
     else if (key == "budget") v = {"1"};  // the path changes, never the bytes
     else if (key == "qdim") v = {"-1", "0"};
+    else if (key == "block_rows") v = {"1", "16"};            // 1x16 blocks, TransformerEngine's 16x16 weight tiles
+    else if (key == "global_e4m3_max") v = {"448", "256"};  // E4M3's max, 4over6's
     else if (key == "pool") v = {"16", "32", "64", "128", "256"};
   }
   const std::string current = param_value(c, key);

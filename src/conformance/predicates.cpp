@@ -235,7 +235,7 @@ std::optional<ScaledOp> nvfp4_op(const Contract& c, const Input& in, const Obser
       if (ts.dtype() != DType::f32 || ts.numel() != 1) return std::nullopt;
       t = ts.data<float>()[0];
     }
-    // te stores the tensor amax; its steps use S_enc = 2688 / amax.
+    // te stores the tensor amax; its steps use S_enc = (E * 6) / amax.
     if (c.tensor_scale == TensorScale::te) t = nvfp4_nominal_tensor_scale(c, t);
   } else {
     t = nvfp4_nominal_tensor_scale(c, in.tensor_amax);
@@ -484,7 +484,7 @@ float nvfp4_nominal_tensor_scale(const Contract& c, float tensor_amax) {
   switch (c.tensor_scale) {
     case TensorScale::amax: return tensor_amax / (448.0f * 6.0f);
     case TensorScale::te: {
-      const float s = std::min(448.0f * 6.0f / tensor_amax, std::numeric_limits<float>::max());
+      const float s = std::min(static_cast<float>(c.global_e4m3_max) * 6.0f / tensor_amax, std::numeric_limits<float>::max());
       return tensor_amax == 0.0f || s == 0.0f ? 1.0f : s;
     }
     case TensorScale::multiplier: {

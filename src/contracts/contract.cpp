@@ -88,6 +88,8 @@ constexpr EnumName<TensorScale> kTensorScales[] = {
 constexpr EnumName<BlockArith> kBlockArith[] = {{BlockArith::split, "split"}, {BlockArith::fused, "fused"}};
 constexpr EnumName<ZeroBlock> kZeroBlocks[] = {
     {ZeroBlock::clamp, "clamp"}, {ZeroBlock::one, "one"}, {ZeroBlock::eps, "eps"}};
+constexpr EnumName<FourOverSix> kFourOverSix[] = {
+    {FourOverSix::off, "off"}, {FourOverSix::mae, "mae"}, {FourOverSix::mse, "mse"}};
 constexpr EnumName<Nvfp4Quotient> kNvfp4Quotients[] = {{Nvfp4Quotient::reciprocal, "reciprocal"},
                                                        {Nvfp4Quotient::divide, "divide"},
                                                        {Nvfp4Quotient::prescaled, "prescaled"}};
@@ -291,6 +293,11 @@ const std::vector<ParamDef>& param_defs() {
        [](Contract& c, const std::string& s) { c.block_min = parse_float("block_min", s); }},
       QX_ENUM_PARAM("zero_block", zero_block, kZeroBlocks, F::nvfp4),
       QX_ENUM_PARAM("quotient", nvfp4_quotient, kNvfp4Quotients, F::nvfp4),
+      {"block_rows", {F::nvfp4}, [](const Contract& c) { return std::to_string(c.block_rows); },
+       [](Contract& c, const std::string& s) { c.block_rows = static_cast<int>(parse_int("block_rows", s)); }},
+      QX_ENUM_PARAM("four_over_six", four_over_six, kFourOverSix, F::nvfp4),
+      {"global_e4m3_max", {F::nvfp4}, [](const Contract& c) { return std::to_string(c.global_e4m3_max); },
+       [](Contract& c, const std::string& s) { c.global_e4m3_max = static_cast<int>(parse_int("global_e4m3_max", s)); }},
   };
   return defs;
 }
@@ -411,6 +418,7 @@ std::vector<std::string> param_choices(const std::string& key) {
   }
   if (key == "block_arith") return names(kBlockArith);
   if (key == "zero_block") return names(kZeroBlocks);
+  if (key == "four_over_six") return names(kFourOverSix);
   if (key == "int_rounding") return names(kIntRounding);
   if (key == "scale_store") return names(kScaleStore);
   if (key == "divisor") return names(kPoolDivisors);
@@ -574,6 +582,15 @@ void validate(const Contract& c) {
         bad(std::string("nvfp4 takes scale_arith=fp32, input or reciprocal, got ") + name_of(kScaleArith, c.scale_arith));
       if (c.scale_arith == ScaleArith::input && c.tensor_scale != TensorScale::multiplier)
         bad("nvfp4 scale_arith=input is compressed-tensors' global scale arithmetic: it needs tensor_scale=multiplier");
+      if (c.block_rows != 1 && c.block_rows != 16)
+        bad("block_rows must be 1 (1x16 blocks) or 16 (16x16 tiles), got " + std::to_string(c.block_rows));
+      if (c.block_rows != 1 && prescaled) bad("block_rows=16 is TransformerEngine's: quotient=prescaled (XLA's) has 1x16 blocks");
+      if (c.global_e4m3_max != 448 && c.global_e4m3_max != 256)
+        bad("global_e4m3_max must be 448 or 256, got " + std::to_string(c.global_e4m3_max));
+      if ((c.four_over_six != FourOverSix::off || c.global_e4m3_max != 448) && c.tensor_scale != TensorScale::te)
+        bad("four_over_six and global_e4m3_max are TransformerEngine's: they need tensor_scale=te");
+      if (c.four_over_six != FourOverSix::off && c.block_rows != 1)
+        bad("four_over_six is modelled for 1x16 blocks (block_rows=1) only");
       break;
     }
   }

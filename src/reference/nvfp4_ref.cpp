@@ -107,8 +107,8 @@ float abs_max(const std::vector<float>& v) {
   for (float x : v) amax = std::max(amax, std::fabs(x));
   return amax;
 }
-float te_encode_scale(float amax) {
-  const float s = std::min(kE4m3Max * kE2m1Max / amax, std::numeric_limits<float>::max());
+float te_encode_scale(const TensorScaleSpec& c, float amax) {
+  const float s = std::min(static_cast<float>(c.global_e4m3_max) * kE2m1Max / amax, std::numeric_limits<float>::max());
   return amax == 0.0f || s == 0.0f ? 1.0f : s;
 }
 
@@ -140,6 +140,27 @@ float block_amax(const float* x) {
     if (a > m) m = a;
   }
   return m;
+}
+
+// The amax each block's scale is computed from: its own (block_rows=1), or its 16x16 tile's, the
+// block and the blocks above and below it in the same 16 rows (a last tile of fewer rows: those).
+std::vector<float> scale_amaxes(const Contract& c, const std::vector<float>& v, std::int64_t k) {
+  const std::int64_t blocks = static_cast<std::int64_t>(v.size()) / kNvfp4Block, per_row = k / kNvfp4Block;
+  std::vector<float> own(static_cast<std::size_t>(blocks));
+  for (std::int64_t b = 0; b < blocks; ++b) own[static_cast<std::size_t>(b)] = block_amax(v.data() + b * kNvfp4Block);
+  if (c.block_rows == 1 || blocks == 0) return own;
+  const std::int64_t rows = blocks / per_row;
+  std::vector<float> tile(own.size());
+  for (std::int64_t r0 = 0; r0 < rows; r0 += c.block_rows)
+    for (std::int64_t j = 0; j < per_row; ++j) {
+      float m = 0.0f;
+      for (std::int64_t r = r0; r < std::min(rows, r0 + c.block_rows); ++r) {
+        const float a = own[static_cast<std::size_t>(r * per_row + j)];
+        m = std::isnan(a) || std::isnan(m) ? std::numeric_limits<float>::quiet_NaN() : std::max(m, a);
+      }
+      for (std::int64_t r = r0; r < std::min(rows, r0 + c.block_rows); ++r) tile[static_cast<std::size_t>(r * per_row + j)] = m;
+    }
+  return tile;
 }
 
 // The E4M3 code of a block's scale: e4m3(clamp(amax / 6, block_min, 448)), or with a tensor
@@ -197,6 +218,28 @@ std::uint8_t element_code(const Contract& c, float x, float m) {
   }
   const float q = clamp_keep_nan(peer_mul(x, m), -kE2m1Max, kE2m1Max);
   return std::isnan(q) ? e2m1_code(q) : with_zero_sign(c, e2m1_code(q), q);
+}
+
+// four_over_six (tensor_scale=te): the block scale code of both candidates, each block's elements
+// under it, the error of each by TE's reference steps, and the candidate of the smaller error
+// (a tie keeps map-to-6). `s_enc` is S_enc, `amax` the tensor amax.
+std::uint8_t four_over_six_code(const Contract& c, const float* x, float block_max, float s_enc, float amax) {
+  const float decode = 1.0f / s_enc;
+  const float base = (block_max / kE2m1Max) * s_enc;
+  const std::uint8_t candidates[2] = {e4m3_code(clamp_keep_nan(base * 1.5f, -kE4m3Max, kE4m3Max)),
+                                      e4m3_code(clamp_keep_nan(base, -kE4m3Max, kE4m3Max))};
+  const float denom = kE2m1Max * static_cast<float>(c.global_e4m3_max);
+  float err[2] = {0.0f, 0.0f};
+  for (int k = 0; k < 2; ++k) {
+    const float sf = e4m3_value(candidates[k]);
+    const float m = std::min(1.0f / (sf * decode), std::numeric_limits<float>::max());
+    for (int i = 0; i < kNvfp4Block; ++i) {
+      const float value = ((elem_decode(ElemFormat::e2m1, element_code(c, x[i], m)) * sf) * amax) / denom;
+      const float diff = value - x[i];
+      err[k] += c.four_over_six == FourOverSix::mse ? diff * diff : std::fabs(diff);
+    }
+  }
+  return err[0] < err[1] ? candidates[0] : candidates[1];
 }
 
 // m: the multiplier (quotient=reciprocal) or the descale (quotient=divide) of the block.
@@ -307,16 +350,20 @@ QuantResult quantize_nvfp4_impl(const Contract& c, const TensorView& x, const Te
     const float stored = c.tensor_scale == TensorScale::te           ? abs_max(v)
                          : c.tensor_scale == TensorScale::multiplier ? multiplier_tensor_scale(c, x.dtype, abs_max(v))
                                                                      : tensor_scale_of(v, x.dtype);
-    t = c.tensor_scale == TensorScale::te ? te_encode_scale(stored) : stored;
+    t = c.tensor_scale == TensorScale::te ? te_encode_scale(c, stored) : stored;
     r.tensor_scale = Tensor(DType::f32, specs[2].shape);
     *r.tensor_scale.data<float>() = stored;
   }
   std::uint8_t* payload = r.payload.data<std::uint8_t>();
   std::uint8_t* scale = r.scale.data<std::uint8_t>();
   const std::int64_t blocks = static_cast<std::int64_t>(v.size()) / kNvfp4Block;
+  const std::vector<float> amaxes = scale_amaxes(c, v, k);
   for (std::int64_t b = 0; b < blocks; ++b) {
     const float* xb = v.data() + b * kNvfp4Block;
-    if (!given) scale[b] = block_scale_code(c, x.dtype, block_amax(xb), t);
+    const float a = amaxes[static_cast<std::size_t>(b)];
+    if (!given)
+      scale[b] = c.four_over_six != FourOverSix::off ? four_over_six_code(c, xb, a, t, *r.tensor_scale.data<float>())
+                                                     : block_scale_code(c, x.dtype, a, t);
     const float m = c.nvfp4_quotient == Nvfp4Quotient::divide ? block_descale(c, scale[b], t)
                                                               : block_multiplier(c, scale[b], t);
     quantize_block(c, xb, m, payload + b * (kNvfp4Block / 2));
@@ -352,7 +399,7 @@ Tensor dequantize_nvfp4(const Contract& c, const TensorView& payload, const Tens
     float m = e4m3_value(s.data<std::uint8_t>()[i / kNvfp4Block]);
     if (c.tensor_scale == TensorScale::amax) m = t * m;
     if (c.tensor_scale == TensorScale::multiplier) m = m / t;  // compressed-tensors: s / gs
-    if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (kE4m3Max * kE2m1Max));
+    if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (static_cast<float>(c.global_e4m3_max) * kE2m1Max));
     const float v = elem_decode(ElemFormat::e2m1, code) * m;
     o[i] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
   }

@@ -35,6 +35,32 @@ std::vector<PresetDef> transformer_engine_presets() {
          c.tensor_scale = TensorScale::te;
          c.nonfinite_input = NonFiniteInput::reject;
        }},
+      // The NVFP4 recipe's weights (custom_recipes/quantization_ref_nvfp4.py, quant_tile_shape
+      // (16, 16)): one block scale per 16x16 tile, kept in each of its rows' slots, so that the
+      // transposed copy shares it.
+      {"nvfp4.te.2d",
+       "TransformerEngine NVFP4 16x16 weight tiles (source-read): as nvfp4.te with each block scale from its 16x16 "
+       "tile's amax, stored in each of the tile's 16 rows",
+       "source",
+       [](Contract& c) {
+         c = family_base(Family::nvfp4);
+         c.tensor_scale = TensorScale::te;
+         c.nonfinite_input = NonFiniteInput::reject;
+         c.block_rows = 16;
+       }},
+      // nvfp4_use_4over6=True (FourOverSix), its default error MAE, nvfp4_e4m3_max 256.
+      {"nvfp4.te.4over6",
+       "TransformerEngine NVFP4 4over6 (source-read, its reference quantizer): S_enc = 1536 / tensor amax, each block "
+       "quantized under e4m3((amax / 6) * S_enc * 1.5) and e4m3((amax / 6) * S_enc), the one of smaller summed |error| "
+       "kept (a tie keeps 6)",
+       "source",
+       [](Contract& c) {
+         c = family_base(Family::nvfp4);
+         c.tensor_scale = TensorScale::te;
+         c.nonfinite_input = NonFiniteInput::reject;
+         c.four_over_six = FourOverSix::mae;
+         c.global_e4m3_max = 256;
+       }},
   };
 }
 

@@ -114,12 +114,39 @@ std::string run_nvfp4(const Contract& c, const TensorView& x, std::uint8_t* payl
     *tensor_scale = p.tensor_scale;
   } else if (c.tensor_scale == TensorScale::te) {
     // TransformerEngine stores the amax (finite: te needs nonfinite_input=reject) and quantizes
-    // with S_enc = 2688 / amax, capped at FLT_MAX, 1 where the amax is 0 or S_enc underflows.
+    // with S_enc = (E * 6) / amax (E = global_e4m3_max: 448, or 4over6's 256), capped at
+    // FLT_MAX, 1 where the amax is 0 or S_enc underflows.
     const float amax = kernels::nvfp4::value(amax_bits);
-    const float s_enc = std::min(448.0f * 6.0f / amax, std::numeric_limits<float>::max());
+    const float e6 = static_cast<float>(c.global_e4m3_max) * 6.0f;
+    const float s_enc = std::min(e6 / amax, std::numeric_limits<float>::max());
     p.te = true;
     p.tensor_scale = amax == 0.0f || s_enc == 0.0f ? 1.0f : s_enc;
     *tensor_scale = amax;
+    p.four_over_six = c.four_over_six != FourOverSix::off;
+    p.mse = c.four_over_six == FourOverSix::mse;
+    p.amax_tensor = amax;
+    p.error_denom = e6;
+  }
+  // block_rows=16: the tile maxima first (a max is exact in any order, so threads cannot change it).
+  std::vector<std::uint32_t> tiles;
+  if (c.block_rows > 1) {
+    const std::int64_t per_row = x.shape.back() / kNvfp4Block, rows = per_row ? p.blocks / per_row : 0;
+    tiles.assign(static_cast<std::size_t>(p.blocks), 0u);
+    const std::int64_t tile_rows = c.block_rows;
+    kernels::parallel_for((rows + tile_rows - 1) / tile_rows, 1, threads, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::int64_t r0 = t * tile_rows, r1 = std::min(rows, r0 + tile_rows);
+        for (std::int64_t j = 0; j < per_row; ++j) {
+          std::uint32_t m = 0;
+          for (std::int64_t r = r0; r < r1; ++r) {
+            const std::int64_t first = (r * per_row + j) * kNvfp4Block;
+            m = std::max(m, kernels::nvfp4_abs_max_bits(p.dtype, p.data, first, first + kNvfp4Block));
+          }
+          for (std::int64_t r = r0; r < r1; ++r) tiles[static_cast<std::size_t>(r * per_row + j)] = m;
+        }
+      }
+    });
+    p.tile_amax = tiles.data();
   }
   kernels::parallel_for(p.blocks, 1024, threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::quantize_nvfp4_blocks(p, b, e); });
@@ -162,7 +189,8 @@ void dequantize_nvfp4_into(const Contract& c, const TensorView& payload, const T
     float m = kernels::nvfp4::e4m3_scale_value(static_cast<std::uint8_t>(code));
     if (c.tensor_scale == TensorScale::amax) m = t * m;  // torchao's get_hp_scales: t * s rounded first
     if (c.tensor_scale == TensorScale::multiplier) m = m / t;  // compressed-tensors: s / gs
-    if (c.tensor_scale == TensorScale::te) m = (m * t) * (1.0f / (448.0f * 6.0f));  // TE: (s * amax) / 2688
+    if (c.tensor_scale == TensorScale::te)  // TE: (s * amax) * fp32(1 / (E * 6)), E = global_e4m3_max
+      m = (m * t) * (1.0f / (static_cast<float>(c.global_e4m3_max) * 6.0f));
     multiplier[code] = m;
   }
   const kernels::Nvfp4DequantPlan plan{pp, sp, multiplier, out};

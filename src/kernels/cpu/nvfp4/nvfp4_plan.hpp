@@ -30,6 +30,14 @@ struct Nvfp4Plan {
   bool ftz = false;
   float t_reciprocal = 1.0f;
   SignedZero signed_zero = SignedZero::keep;
+  // block_rows=16: each block's scale amax is its 16x16 tile's (fp32 bits, one per block); the
+  // blocks then take the one-block path.
+  const std::uint32_t* tile_amax = nullptr;
+  // te four_over_six: both candidate scales of a block, the one of smaller error (one-block path).
+  bool four_over_six = false;
+  bool mse = false;           // the error's terms squared (else absolute)
+  float amax_tensor = 0.0f;   // the stored tensor amax, a factor of the error's values
+  float error_denom = 2688.0f;  // 6 * global_e4m3_max
   std::uint8_t* payload = nullptr;
   std::uint8_t* scale = nullptr;
 };

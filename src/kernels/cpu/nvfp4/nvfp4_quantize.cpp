@@ -300,6 +300,39 @@ HWY_INLINE void QuantizePrescaledBlock(const Nvfp4Plan& p, float* x, std::int64_
   for (int i = 0; i < kNvfp4Block; i += 2) out[i / 2] = static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4));
 }
 
+// te four_over_six (finite inputs): the two candidate scales e4m3((amax / 6) * S_enc * 1.5) and
+// e4m3((amax / 6) * S_enc), the codes under each in vectors, each candidate's error summed in
+// order over its 16 decoded values ((code value * s) * amax_tensor) / (6 * E), and the smaller
+// error's candidate (a tie keeps the second).
+HWY_INLINE void FourOverSixBlock(const Nvfp4Plan& p, const float* x, float amax, std::int64_t b, std::uint8_t* out) {
+  static constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  const DF16 df;
+  const DI16 di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const float base = (amax / 6.0f) * p.tensor_scale;
+  const float decode = 1.0f / p.tensor_scale;
+  std::uint8_t scale[2];
+  HWY_ALIGN std::int32_t codes[2][kNvfp4Block];
+  float err[2] = {0.0f, 0.0f};
+  for (int k = 0; k < 2; ++k) {
+    const float s = k == 0 ? base * 1.5f : base;
+    scale[k] = nvfp4::e4m3_satfinite_code(s > 448.0f ? 448.0f : s);
+    const float sf = nvfp4::e4m3_scale_value(scale[k]);
+    const float m = std::min(1.0f / (sf * decode), 0x1.fffffep127f);
+    const auto mv = hn::Set(df, m);
+    for (int i = 0; i < kNvfp4Block; i += n) hn::Store(E2m1Codes(df, hn::Mul(hn::Load(df, x + i), mv)), di, codes[k] + i);
+    for (int i = 0; i < kNvfp4Block; ++i) {
+      const float d = ((kE2m1[codes[k][i]] * sf) * p.amax_tensor) / p.error_denom - x[i];
+      err[k] += p.mse ? d * d : std::fabs(d);
+    }
+  }
+  const int pick = err[0] < err[1] ? 0 : 1;
+  p.scale[b] = scale[pick];
+  for (int i = 0; i < kNvfp4Block; i += 2)
+    out[i / 2] = static_cast<std::uint8_t>(codes[pick][i] | (codes[pick][i + 1] << 4));
+}
+
 // One block by the scalar steps (any input): amax, scale and multiplier in scalar fp32, the
 // elements in vectors when the block and its multiplier are finite.
 template <DType kDtype>
@@ -317,7 +350,8 @@ HWY_INLINE void QuantizeOneBlock(const Nvfp4Plan& p, std::int64_t b) {
     hn::Store(v, df, x + i);
     m = hn::Max(m, hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF)));
   }
-  const std::uint32_t amax_bits = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
+  const std::uint32_t amax_bits =
+      p.tile_amax ? p.tile_amax[b] : static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, m)));
   // torch.amax's NaN is the canonical one; only its E4M3 code (0x7F) matters here.
   const float amax = nvfp4::is_nan_bits(amax_bits) ? nvfp4::value(0x7FC00000u) : nvfp4::value(amax_bits);
   std::uint8_t* out = p.payload + b * (kNvfp4Block / 2);
@@ -327,6 +361,10 @@ HWY_INLINE void QuantizeOneBlock(const Nvfp4Plan& p, std::int64_t b) {
   }
   if (p.general) {
     QuantizeGeneralBlock(p, x, amax, amax_bits, b, out);
+    return;
+  }
+  if (p.four_over_six) {
+    FourOverSixBlock(p, x, amax, b, out);
     return;
   }
   const nvfp4::BlockScale s =
@@ -350,7 +388,7 @@ void QuantizeBlocksOf(const Nvfp4Plan& plan, std::int64_t first, std::int64_t la
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   std::int64_t b = first;
-  if (e.vector && !p.general && kBatch > 1) {
+  if (e.vector && !p.general && !p.tile_amax && !p.four_over_six && kBatch > 1) {
     for (; b + kBatch <= last; b += kBatch) {
       PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kBatch * kNvfp4Block * kSize);
       if (!QuantizeBlockBatch<kDtype>(p, e, b))
