@@ -149,3 +149,41 @@ def test_given_scales_of_other_families_follow_the_reference_engine(tmp_root):
     assert differing(np.asarray(p2), np.asarray(payload)) == 0 and differing(np.asarray(s2), np.asarray(scale)) == 0
     with pytest.raises(ValueError, match="fast engine has no mx kernel"):
         qexact.quantize(x, "mxfp8.ct", scale=scale)
+
+
+from stack_material import infer_on_peer, nan_cases  # noqa: E402
+
+
+@pytest.mark.parametrize("preset", sorted(LAYOUTS))
+def test_infer_names_the_onnx_preset(tmp_path, preset):
+    """`qexact infer` on QuantizeLinear's bytes for the exported cases, the scale computed the way a
+    caller computes one (fp32(amax / 448) per domain, 1 for an all-zero one, as onnxruntime's
+    compute_scale_zp does): the operator takes the scale, so what infer learns from is the element
+    step. Inputs holding NaN are left to the caller (a NaN domain's scale is whatever NaN the
+    caller's reduction makes, not the operator's); fp8.onnx.* must be among the contracts infer
+    finds exact."""
+    ref_model = ReferenceEvaluator(graph(ELEMENTS["e4m3"], 1, LAYOUTS[preset]))
+
+    def scale_of(x: np.ndarray) -> np.ndarray:
+        a = np.abs(x.astype(np.float32))
+        with np.errstate(invalid="ignore"):
+            if preset == "fp8.onnx.tensor":
+                m = np.array(a.max(), dtype=np.float32)
+            elif preset == "fp8.onnx.axis":
+                m = a.max(axis=1).astype(np.float32)
+            else:
+                pad = (-x.shape[1]) % 128
+                m = np.pad(a, ((0, 0), (0, pad))).reshape(x.shape[0], -1, 128).max(axis=2).astype(np.float32)
+        s = (m / np.float32(448.0)).astype(np.float32)
+        return np.where(m == 0, np.float32(1.0), s).astype(np.float32)
+
+    def peer(x: np.ndarray):
+        if x.dtype != np.float32 or np.isnan(x).any():
+            raise ValueError("f32 only (the reference divides in the input's dtype), and no NaN (its scale is the caller's)")
+        s = scale_of(x)
+        return np.asarray(ref_model.run(None, {"x": x, "s": s})[0]).view(np.uint8), s
+
+    r = infer_on_peer(tmp_path, preset, peer, answered_only=True)
+    found = [r["preset"], *r["also_exact"]]
+    print(f"infer on QuantizeLinear ({preset}): {'exact' if r['exact'] else 'closest'} {found}, overrides {r['overrides']}")
+    assert r["exact"] and preset in found, r
