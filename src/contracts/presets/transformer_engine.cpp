@@ -4,6 +4,17 @@
 #include "contracts/presets/preset_table.hpp"
 
 namespace qexact::presets {
+namespace {
+
+// NVFP4 with TE's tensor scale (S_enc = 2688 / amax, the amax stored); its NaN path is not modelled.
+Contract te_nvfp4() {
+  Contract c = family_base(Family::nvfp4);
+  c.tensor_scale = TensorScale::te;
+  c.nonfinite_input = NonFiniteInput::reject;
+  return c;
+}
+
+}  // namespace
 
 std::vector<PresetDef> transformer_engine_presets() {
   return {
@@ -30,11 +41,7 @@ std::vector<PresetDef> transformer_engine_presets() {
          c.zero_group = ZeroGroup::one;  // amax == 0 (amax_epsilon 0 by default): scale 1
        }},
       {"nvfp4.te", "TransformerEngine NVFP4 1x16 (source-read): S_enc = 2688 / tensor amax, block scale e4m3(amax * (S_enc * fp32(1/6))) saturated, x * (1 / (s * (1 / S_enc))); tensor_scale.npy holds the amax", "source",
-       [](Contract& c) {
-         c = family_base(Family::nvfp4);
-         c.tensor_scale = TensorScale::te;
-         c.nonfinite_input = NonFiniteInput::reject;
-       }},
+       [](Contract& c) { c = te_nvfp4(); }},
       // The NVFP4 recipe's weights (custom_recipes/quantization_ref_nvfp4.py, quant_tile_shape
       // (16, 16)): one block scale per 16x16 tile, kept in each of its rows' slots, so that the
       // transposed copy shares it.
@@ -43,9 +50,7 @@ std::vector<PresetDef> transformer_engine_presets() {
        "tile's amax, stored in each of the tile's 16 rows",
        "source",
        [](Contract& c) {
-         c = family_base(Family::nvfp4);
-         c.tensor_scale = TensorScale::te;
-         c.nonfinite_input = NonFiniteInput::reject;
+         c = te_nvfp4();
          c.block_rows = 16;
        }},
       // nvfp4_use_4over6=True (FourOverSix), its default error MAE, nvfp4_e4m3_max 256.
@@ -55,9 +60,7 @@ std::vector<PresetDef> transformer_engine_presets() {
        "kept (a tie keeps 6)",
        "source",
        [](Contract& c) {
-         c = family_base(Family::nvfp4);
-         c.tensor_scale = TensorScale::te;
-         c.nonfinite_input = NonFiniteInput::reject;
+         c = te_nvfp4();
          c.four_over_six = FourOverSix::mae;
          c.global_e4m3_max = 256;
        }},
