@@ -213,6 +213,22 @@ def assert_dequantized_folder_is_loaded(quantized: Path, model, out: Path) -> No
             total += as_bytes(t).size
     print(f"{quantized.name}: qexact dequantize vs the loaded model: {differing} differing of {total} bytes")
     assert differing == 0 and total > 1_000_000
+    assert_same_logits(model, out)
+
+
+def assert_same_logits(model, dequantized: Path) -> None:
+    """The model transformers loaded from the quantized folder and the plain model built from
+    qexact's dequantized folder give the same logits, byte for byte, on a fixed prompt."""
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(dequantized, dtype=torch.bfloat16)
+    ids = torch.tensor([[1, 17, 123, 999, 42, 7, 256, 3]])
+    with torch.no_grad():
+        a, b = model(ids).logits, plain(ids).logits
+    differing = int((as_bytes(a) != as_bytes(b)).sum())
+    print(f"{dequantized.name}: logits of the loaded quantized model vs qexact's dequantized model: "
+          f"{differing} differing of {as_bytes(a).size} bytes")
+    assert differing == 0 and a.shape[-1] == model.config.vocab_size
 
 
 MODELOPT = {  # ModelOpt 0.47 config -> the qexact preset that writes its weights ("" : verify only)
