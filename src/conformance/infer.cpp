@@ -142,20 +142,20 @@ class Search {
   std::int64_t with_outputs() const { return with_outputs_; }
   std::int64_t evaluated() const { return evaluated_; }
 
-  Diff total(const Contract& c) {
-    const std::string key = key_of(c);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    ++evaluated_;
-    Diff sum;
-    for (const LoadedCase& k : cases_) {
-      const Diff d = compare(k.device, try_contract(c, k.input.view(), run_));
-      sum.payload += d.payload;
-      sum.scale += d.scale;
-      sum.payload_misshapen += d.payload_misshapen;
-      sum.scale_misshapen += d.scale_misshapen;
-    }
-    cache_.emplace(key, sum);
-    return sum;
+  // The exact sum of c's differences over every case.
+  Diff total(const Contract& c) { return *sum_of(c, std::nullopt); }
+
+  // c's sum, or nullopt as soon as the cases summed so far show that it cannot be better than
+  // `bound` (the sum only grows case by case, in every member, so `better` can only turn false).
+  // Most candidates a search meets are wrong on their first cases: the rest are never run.
+  std::optional<Diff> total_if_better(const Contract& c, const Diff& bound) { return sum_of(c, Cut{bound, false}); }
+  // c's sum if it is as good as `bound` or better.
+  std::optional<Diff> total_if_as_good(const Contract& c, const Diff& bound) { return sum_of(c, Cut{bound, true}); }
+  // Whether c reproduces every byte (its differing bytes, not its shapes, decide: as `exact`).
+  bool reproduces(const Contract& c) {
+    Partial& p = partial(c);
+    while (p.next < cases_.size() && p.sum.total() == 0) add_next(c, p);
+    return p.sum.total() == 0;
   }
 
   // The cases c leaves differing, each with compare's diagnoses of it (into `diagnosed`).
@@ -248,10 +248,9 @@ class Search {
       std::optional<Contract> move;
       Diff move_diff = best;
       auto consider = [&](const Contract& n) {
-        const Diff d = total(n);
-        if (better(d, move_diff)) {
+        if (const std::optional<Diff> d = total_if_better(n, move_diff)) {
           move = n;
-          move_diff = d;
+          move_diff = *d;
         }
       };
       for (const auto& [key, value] : params(cur)) {
@@ -290,11 +289,51 @@ class Search {
   }
 
  private:
+  struct Cut {
+    Diff bound;
+    bool inclusive;  // as good as the bound passes, not only better
+  };
+  // A candidate's sum over the cases before `next`: resumed, never recomputed, when a later
+  // question needs more of it.
+  struct Partial {
+    Diff sum;
+    std::size_t next = 0;
+  };
+
+  Partial& partial(const Contract& c) {
+    auto [it, added] = cache_.try_emplace(key_of(c));
+    if (added) ++evaluated_;
+    return it->second;
+  }
+
+  void add_next(const Contract& c, Partial& p) {
+    const Diff d = compare(cases_[p.next].device, try_contract(c, cases_[p.next].input.view(), run_));
+    p.sum.payload += d.payload;
+    p.sum.scale += d.scale;
+    p.sum.payload_misshapen += d.payload_misshapen;
+    p.sum.scale_misshapen += d.scale_misshapen;
+    ++p.next;
+  }
+
+  static bool passes(const Diff& d, const Cut& cut) {
+    return better(d, cut.bound) || (cut.inclusive && as_good(d, cut.bound));
+  }
+
+  std::optional<Diff> sum_of(const Contract& c, const std::optional<Cut>& cut) {
+    Partial& p = partial(c);
+    while (p.next < cases_.size()) {
+      if (cut && !passes(p.sum, *cut)) return std::nullopt;
+      add_next(c, p);
+    }
+    if (cut && !passes(p.sum, *cut)) return std::nullopt;
+    return p.sum;
+  }
+
   const CaseDir& dir_;
   RunOptions run_;
   std::vector<LoadedCase> cases_;
   std::int64_t with_outputs_ = 0, evaluated_ = 0;
-  std::map<std::string, Diff> cache_;
+  std::map<std::string, Partial> cache_;
   std::set<std::string> data_scale_mins_;
 };
 
@@ -388,7 +427,7 @@ InferResult infer_contract(const CaseDir& dir, const InferOptions& o) {
     for (const std::string& name : preset_names()) {
       const Contract c = make_preset(name);
       if (o.family && c.family != *o.family) continue;
-      if (search.fits(c) && search.total(c).total() == 0) exact_presets.push_back(name);
+      if (search.fits(c) && search.reproduces(c)) exact_presets.push_back(name);
     }
     auto it = std::find(exact_presets.begin(), exact_presets.end(), dir.contract.preset);
     if (it == exact_presets.end()) it = exact_presets.begin();
@@ -413,7 +452,9 @@ InferResult infer_contract(const CaseDir& dir, const InferOptions& o) {
       } catch (const Error&) {
         continue;
       }
-      if (is_valid(n) && as_good(search.total(n), found)) r.undetermined[key].push_back(cand);
+      if (!is_valid(n)) continue;
+      if (const std::optional<Diff> d = search.total_if_as_good(n, found); d && as_good(*d, found))
+        r.undetermined[key].push_back(cand);
     }
   }
   std::vector<CaseDiagnoses> diagnosed;

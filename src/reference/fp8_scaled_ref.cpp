@@ -205,9 +205,14 @@ QuantResult quantize_impl(const Contract& c, const TensorView& x, const TensorVi
   const auto numel = static_cast<std::int64_t>(v.size());
   const auto domains = static_cast<std::size_t>(shape_numel(ss));
 
+  // Each element's scale domain, looked up once for step 1 and again for step 6.
+  std::vector<std::size_t> domain_of(static_cast<std::size_t>(numel));
   std::vector<std::vector<float>> members(domains);
-  for (std::int64_t i = 0; i < numel; ++i)
-    members[static_cast<std::size_t>(grain_scale_index(c.granularity, x.shape, i))].push_back(v[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = 0; i < numel; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    domain_of[k] = static_cast<std::size_t>(grain_scale_index(c.granularity, x.shape, i));
+    members[domain_of[k]].push_back(v[k]);
+  }
 
   QuantResult r;
   r.payload = Tensor(DType::u8, x.shape);
@@ -238,7 +243,7 @@ QuantResult quantize_impl(const Contract& c, const TensorView& x, const TensorVi
   }
   std::uint8_t* payload = r.payload.data<std::uint8_t>();
   for (std::int64_t i = 0; i < numel; ++i) {
-    const DomainScale& s = scales[static_cast<std::size_t>(grain_scale_index(c.granularity, x.shape, i))];
+    const DomainScale& s = scales[domain_of[static_cast<std::size_t>(i)]];
     payload[i] = s.zero ? 0 : element_code(c, s.scale, v[static_cast<std::size_t>(i)], x.dtype);
   }
   return r;
