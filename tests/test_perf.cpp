@@ -43,24 +43,23 @@ void expect_bad_argument(F&& f, const std::string& word) {
 // ---- the kernel list -------------------------------------------------------------------------
 
 TEST(PerfKernelList, HoldsTheIssuesKernels) {
-  const std::set<std::pair<std::string, Op>> wanted = {{"mxfp8.ascend", Op::quantize},
-                                                       {"mxfp8.torchao.floor", Op::quantize},
-                                                       {"mxfp8.te", Op::quantize},
-                                                       {"mx.ocp.e2m1", Op::quantize},
-                                                       {"int8.token.blaze", Op::quantize},
-                                                       {"int8.ct.token", Op::quantize},
-                                                       {"int8.modelopt.channel", Op::quantize},
-                                                       {"int8.block.ascend", Op::quantize},
-                                                       {"q8_0.ggml", Op::quantize},
-                                                       {"hif4", Op::fake_quant},
-                                                       {"hif4", Op::pack},
-                                                       {"mxfp8.ascend", Op::dequantize},
-                                                       {"int8.token.blaze", Op::dequantize},
-                                                       {"fp8.ascend.token", Op::quantize},
-                                                       {"fp8.torchao.tensorwise", Op::quantize},
-                                                       {"fp8.deepseek.1x128", Op::quantize},
-                                                       {"nvfp4.torchao", Op::quantize},
-                                                       {"nvfp4.torchao", Op::dequantize}};
+  const std::set<std::pair<std::string, Op>> wanted = {
+      {"mxfp8.ascend", Op::quantize},          {"mxfp8.torchao.floor", Op::quantize},
+      {"mxfp8.te", Op::quantize},              {"mx.ocp.e2m1", Op::quantize},
+      {"mxfp4.ggml", Op::quantize},            {"mx.ocp.e3m2", Op::quantize},
+      {"int8.token.blaze", Op::quantize},      {"int8.ct.token", Op::quantize},
+      {"int8.modelopt.channel", Op::quantize}, {"int8.block.ascend", Op::quantize},
+      {"int8.ct.group", Op::quantize},         {"q8_0.ggml", Op::quantize},
+      {"fp8.ascend.token", Op::quantize},      {"fp8.ct.channel", Op::quantize},
+      {"fp8.deepseek.1x128", Op::quantize},    {"fp8.deepseek.128x128", Op::quantize},
+      {"fp8.ascend.block", Op::quantize},      {"fp8.torchao.tensorwise", Op::quantize},
+      {"nvfp4.torchao", Op::quantize},         {"nvfp4.modelopt", Op::quantize},
+      {"nvfp4.te.2d", Op::quantize},           {"nvfp4.jax", Op::quantize},
+      {"hif4", Op::fake_quant},                {"hif4", Op::pack},
+      {"mxfp8.ascend", Op::dequantize},        {"mx.ocp.e2m1", Op::dequantize},
+      {"int8.token.blaze", Op::dequantize},    {"int8.block.ascend", Op::dequantize},
+      {"q8_0.ggml", Op::dequantize},           {"fp8.deepseek.1x128", Op::dequantize},
+      {"nvfp4.torchao", Op::dequantize}};
   std::set<std::pair<std::string, Op>> listed;
   std::set<std::string> ids;
   for (const KernelSpec& k : kKernels) {
@@ -73,6 +72,28 @@ TEST(PerfKernelList, HoldsTheIssuesKernels) {
   std::set<Op> ops;
   for (const KernelSpec& k : kKernels) ops.insert(k.op);
   EXPECT_EQ(ops, (std::set<Op>{Op::quantize, Op::dequantize, Op::fake_quant, Op::pack}));
+}
+
+// One row per kind of kernel path (issue 24): every family quantizes and dequantizes in the
+// list, fp8.scaled under every granularity, nvfp4 with and without a tensor scale.
+TEST(PerfKernelList, CoversEveryFamilyAndScaleGranularity) {
+  std::set<Family> quantized, dequantized;
+  std::set<Granularity> fp8_grains;
+  std::set<TensorScale> nvfp4_tensor_scales;
+  for (const KernelSpec& k : kKernels) {
+    if (k.op != Op::quantize && k.op != Op::dequantize) continue;
+    const Contract c = kernel_contract(k);
+    (k.op == Op::quantize ? quantized : dequantized).insert(c.family);
+    if (k.op == Op::quantize && c.family == Family::fp8_scaled) fp8_grains.insert(c.granularity.kind);
+    if (k.op == Op::quantize && c.family == Family::nvfp4) nvfp4_tensor_scales.insert(c.tensor_scale);
+  }
+  const std::set<Family> families = {Family::mx, Family::int8_block, Family::int8_token, Family::int8_group,
+                                     Family::fp8_scaled, Family::nvfp4};
+  EXPECT_EQ(quantized, families);
+  EXPECT_EQ(dequantized, families);
+  EXPECT_EQ(fp8_grains, (std::set<Granularity>{Granularity::tensor, Granularity::row, Granularity::group,
+                                                Granularity::tile, Granularity::head_block}));
+  EXPECT_TRUE(nvfp4_tensor_scales.count(TensorScale::none) && nvfp4_tensor_scales.size() >= 3);
 }
 
 TEST(PerfKernelList, AVariantRunsItsPresetWithItsParams) {
@@ -109,8 +130,12 @@ TEST(PerfKernelList, SourceDtypesLayoutsAndTargetsAreTheIssues) {
   EXPECT_EQ(kernel("mxfp8.ascend", Op::quantize).target_ratio, 0.9);
   EXPECT_EQ(kernel("int8.token.blaze", Op::quantize).target_ratio, 0.9);
   EXPECT_EQ(kernel("int8.block.ascend", Op::quantize).target_ratio, 0.9);
-  EXPECT_EQ(kernel("hif4", Op::fake_quant).target_ratio, 0.6);
-  EXPECT_EQ(kernel("hif4", Op::pack).target_ratio, 0.6);
+  EXPECT_EQ(kernel("hif4", Op::fake_quant).target_ratio, 0.8);
+  EXPECT_EQ(kernel("hif4", Op::pack).target_ratio, 0.8);
+  EXPECT_EQ(kernel("mx.ocp.e2m1", Op::quantize).target_ratio, 0.9);
+  EXPECT_EQ(kernel("fp8.torchao.tensorwise", Op::quantize).target_ratio, 0.8);
+  // Every kernel has a target: 0.8 at least.
+  for (const KernelSpec& k : kKernels) EXPECT_GE(k.target_ratio, 0.8) << k.id;
   EXPECT_EQ(kernel("mxfp8.ascend", Op::dequantize).target_ratio, 0.9);
   EXPECT_EQ(kernel("int8.token.blaze", Op::dequantize).target_ratio, 0.9);
 }
@@ -367,6 +392,7 @@ TEST(PerfMeasurement, JsonHasTheIssuesKeys) {
   EXPECT_EQ(j.at("includes_allocation"), true);
 
   m.kernel = kernel("q8_0.ggml", Op::quantize);
+  m.kernel.target_ratio = 0;  // a kernel without a target (a list may hold one)
   m.reference_ns_per_element.reset();
   const auto k = nlohmann::json::parse(measurement_json(m));
   EXPECT_TRUE(k.at("target_ratio").is_null());

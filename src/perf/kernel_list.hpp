@@ -26,29 +26,46 @@ inline constexpr std::int64_t kElementQuantum = 4096;
 Shape layout_shape(Layout layout, std::int64_t elements);
 
 // X(id, preset, params, op, source dtype, layout, target ratio to copy bandwidth at 2 threads out
-// of cache; 0 = no target). params: "" or one "key=value" override of the preset (a variant such
+// of cache; 0 = no target): one row per kind of kernel path (MX on the fixed E4M3 / E2M1 grids
+// and the general one, int8 per token / block / group, fp8.scaled per row / group / tile / head
+// block / tensor and in the input's dtype, nvfp4 with and without a tensor scale, 16x16 tiles
+// and JAX's prescaled quotient). Targets: issue 24's, 0.9 for MXFP8, MXFP4, int8 and every
+// dequantize, 0.8 for the other quantizers. params: "" or one "key=value" override of the preset (a variant such
 // as nvfp4's tensor_scale=amax). The source dtype is the float dtype of the tensor quantized (for
 // dequantize: the tensor its outputs were made from).
-#define QEXACT_PERF_KERNELS(X)                                                                           \
-  X(mxfp8_ascend_quantize, "mxfp8.ascend", "", quantize, bf16, rows, 0.9)                                \
-  X(mxfp8_torchao_floor_quantize, "mxfp8.torchao.floor", "", quantize, bf16, rows, 0.9)                  \
-  X(mxfp8_te_quantize, "mxfp8.te", "", quantize, bf16, rows, 0.9)                                        \
-  X(mxfp4_ocp_quantize, "mx.ocp.e2m1", "", quantize, bf16, rows, 0.0)                                    \
-  X(int8_token_blaze_quantize, "int8.token.blaze", "", quantize, bf16, rows, 0.9)                        \
-  X(int8_ct_token_quantize, "int8.ct.token", "", quantize, bf16, rows, 0.0)                              \
-  X(int8_modelopt_channel_quantize, "int8.modelopt.channel", "", quantize, bf16, rows, 0.0)              \
-  X(int8_block_ascend_quantize, "int8.block.ascend", "", quantize, bf16, heads, 0.9)                     \
-  X(q8_0_ggml_quantize, "q8_0.ggml", "", quantize, f32, rows, 0.0)                                       \
-  X(fp8_ascend_token_quantize, "fp8.ascend.token", "", quantize, bf16, rows, 0.0)                        \
-  X(fp8_torchao_tensorwise_quantize, "fp8.torchao.tensorwise", "", quantize, bf16, rows, 0.0)            \
-  X(fp8_deepseek_1x128_quantize, "fp8.deepseek.1x128", "", quantize, bf16, rows, 0.0)                    \
-  X(nvfp4_torchao_quantize, "nvfp4.torchao", "", quantize, bf16, rows, 0.0)                              \
-  X(nvfp4_torchao_amax_quantize, "nvfp4.torchao", "tensor_scale=amax", quantize, bf16, rows, 0.0)        \
-  X(hif4_fake_quant, "hif4", "", fake_quant, bf16, rows, 0.6)                                            \
-  X(hif4_pack, "hif4", "", pack, bf16, rows, 0.6)                                                        \
-  X(mxfp8_ascend_dequantize, "mxfp8.ascend", "", dequantize, bf16, rows, 0.9)                            \
-  X(int8_token_blaze_dequantize, "int8.token.blaze", "", dequantize, bf16, rows, 0.9)                    \
-  X(nvfp4_torchao_amax_dequantize, "nvfp4.torchao", "tensor_scale=amax", dequantize, bf16, rows, 0.0)
+#define QEXACT_PERF_KERNELS(X)                                                                         \
+  X(mxfp8_ascend_quantize, "mxfp8.ascend", "", quantize, bf16, rows, 0.9)                              \
+  X(mxfp8_torchao_floor_quantize, "mxfp8.torchao.floor", "", quantize, bf16, rows, 0.9)                \
+  X(mxfp8_te_quantize, "mxfp8.te", "", quantize, bf16, rows, 0.9)                                      \
+  X(mxfp4_ocp_quantize, "mx.ocp.e2m1", "", quantize, bf16, rows, 0.9)                                  \
+  X(mxfp4_ggml_quantize, "mxfp4.ggml", "", quantize, f32, rows, 0.9)                                   \
+  X(mxfp6_ocp_quantize, "mx.ocp.e3m2", "", quantize, bf16, rows, 0.8)                                  \
+  X(int8_token_blaze_quantize, "int8.token.blaze", "", quantize, bf16, rows, 0.9)                      \
+  X(int8_ct_token_quantize, "int8.ct.token", "", quantize, bf16, rows, 0.9)                            \
+  X(int8_modelopt_channel_quantize, "int8.modelopt.channel", "", quantize, bf16, rows, 0.9)            \
+  X(int8_block_ascend_quantize, "int8.block.ascend", "", quantize, bf16, heads, 0.9)                   \
+  X(int8_ct_group_quantize, "int8.ct.group", "", quantize, bf16, rows, 0.9)                            \
+  X(q8_0_ggml_quantize, "q8_0.ggml", "", quantize, f32, rows, 0.9)                                     \
+  X(fp8_ascend_token_quantize, "fp8.ascend.token", "", quantize, bf16, rows, 0.8)                      \
+  X(fp8_ct_channel_quantize, "fp8.ct.channel", "", quantize, bf16, rows, 0.8)                          \
+  X(fp8_deepseek_1x128_quantize, "fp8.deepseek.1x128", "", quantize, bf16, rows, 0.8)                  \
+  X(fp8_deepseek_128x128_quantize, "fp8.deepseek.128x128", "", quantize, bf16, rows, 0.8)              \
+  X(fp8_ascend_block_quantize, "fp8.ascend.block", "", quantize, bf16, heads, 0.8)                     \
+  X(fp8_torchao_tensorwise_quantize, "fp8.torchao.tensorwise", "", quantize, bf16, rows, 0.8)          \
+  X(nvfp4_torchao_quantize, "nvfp4.torchao", "", quantize, bf16, rows, 0.8)                            \
+  X(nvfp4_torchao_amax_quantize, "nvfp4.torchao", "tensor_scale=amax", quantize, bf16, rows, 0.8)      \
+  X(nvfp4_modelopt_quantize, "nvfp4.modelopt", "", quantize, bf16, rows, 0.8)                          \
+  X(nvfp4_te_2d_quantize, "nvfp4.te.2d", "", quantize, bf16, rows, 0.8)                                \
+  X(nvfp4_jax_quantize, "nvfp4.jax", "", quantize, bf16, rows, 0.8)                                    \
+  X(hif4_fake_quant, "hif4", "", fake_quant, bf16, rows, 0.8)                                          \
+  X(hif4_pack, "hif4", "", pack, bf16, rows, 0.8)                                                      \
+  X(mxfp8_ascend_dequantize, "mxfp8.ascend", "", dequantize, bf16, rows, 0.9)                          \
+  X(mxfp4_ocp_dequantize, "mx.ocp.e2m1", "", dequantize, bf16, rows, 0.9)                              \
+  X(int8_token_blaze_dequantize, "int8.token.blaze", "", dequantize, bf16, rows, 0.9)                  \
+  X(int8_block_ascend_dequantize, "int8.block.ascend", "", dequantize, bf16, heads, 0.9)               \
+  X(q8_0_ggml_dequantize, "q8_0.ggml", "", dequantize, f32, rows, 0.9)                                 \
+  X(fp8_deepseek_1x128_dequantize, "fp8.deepseek.1x128", "", dequantize, bf16, rows, 0.9)              \
+  X(nvfp4_torchao_amax_dequantize, "nvfp4.torchao", "tensor_scale=amax", dequantize, bf16, rows, 0.9)
 
 struct KernelSpec {
   const char* id;
