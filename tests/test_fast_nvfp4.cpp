@@ -5,6 +5,8 @@
 // target and 1, 2, 3 and 7 threads.
 #include <gtest/gtest.h>
 
+#include "qexact/formats/fp16.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 
 #include "fast_test_util.hpp"
 #include "qexact/contract.hpp"
+#include "qexact/formats/fp16.hpp"
 #include "qexact/quantize.hpp"
 
 namespace qexact {
@@ -152,6 +155,41 @@ TEST_P(FastNvfp4, AdversarialBlocksEveryDtypeAndThreadCount) {
                       label(c) + " " + dtype_name(dt) + " " + shape_str(shape) + (nonfinite ? " nonfinite" : ""));
     }
   }
+}
+
+// Blocks finite in every input dtype (no NaN, inf, or f32 values past f16's range), so that no
+// contract refuses the tensor and every batch of the fast kernel runs, f16 included (its
+// scale_arith=input rounds amax / 6 to f16).
+TEST_P(FastNvfp4, FiniteBlocksInEveryDtypeRunTheBatches) {
+  std::mt19937 rng(24);
+  std::uniform_int_distribution<int> kind(0, 6);
+  const Shape shape{37, 16 * 33};
+  const std::int64_t blocks = shape_numel(shape) / 16;
+  std::vector<float> x(static_cast<std::size_t>(blocks * 16));
+  for (std::int64_t b = 0; b < blocks; ++b) fill_block(kind(rng), rng, x.data() + b * 16);
+  const test::Storage st(x);
+  for (const Contract& c : contracts())
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      expect_same(c, st.view(dt, shape), label(c) + " " + dtype_name(dt) + " finite");
+}
+
+// scale_arith=input rounds amax / 6 to the input's dtype before the global scale multiplies it.
+// Under a global scale that is not a power of two, some block amaxes give another E4M3 code
+// rounded that way than unrounded (18 of the 31743 positive finite f16 values under the tensor
+// amax 65504): one block for each of them, so both engines' rounding is compared on all.
+TEST_P(FastNvfp4, EveryF16BlockAmaxUnderScaleStepsInTheInputDtype) {
+  std::mt19937 rng(31743);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x;
+  for (std::uint16_t h = 1; h < 0x7C00; ++h) {
+    const float amax = f16_to_f32(h);
+    x.push_back(h % 2 ? amax : -amax);
+    for (int i = 1; i < 16; ++i) x.push_back(u(rng) * amax);
+  }
+  const test::Storage st(x);  // f16 rounds the others; none passes its block's amax
+  const Shape shape{static_cast<std::int64_t>(x.size() / 16), 16};
+  for (const Contract& c : {make_preset("nvfp4.ct"), make_contract("nvfp4.ct", {"signed_zero=true"})})
+    expect_same(c, st.view(DType::f16, shape), label(c) + " every f16 amax");
 }
 
 // Tensor scales at the edges: a subnormal amax (t underflows to 0: 0 * inf elements), a huge

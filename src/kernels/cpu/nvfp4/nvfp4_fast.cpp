@@ -127,26 +127,28 @@ std::string run_nvfp4(const Contract& c, const TensorView& x, std::uint8_t* payl
     p.amax_tensor = amax;
     p.error_denom = e6;
   }
-  // block_rows=16: the tile maxima first (a max is exact in any order, so threads cannot change it).
-  std::vector<std::uint32_t> tiles;
+  // block_rows=16: each band of 16 rows in one step, its tile maxima (a max is exact in any
+  // order, so threads cannot change it) and then its blocks, which it reads again from the
+  // cache (a band of 4096 bf16 columns is 128 KiB).
   if (c.block_rows > 1) {
     const std::int64_t per_row = x.shape.back() / kNvfp4Block, rows = per_row ? p.blocks / per_row : 0;
-    tiles.assign(static_cast<std::size_t>(p.blocks), 0u);
-    const std::int64_t tile_rows = c.block_rows;
-    kernels::parallel_for((rows + tile_rows - 1) / tile_rows, 1, threads, [&](std::int64_t t0, std::int64_t t1) {
+    std::vector<std::uint32_t> tiles(static_cast<std::size_t>(p.blocks), 0u);
+    p.tile_amax = tiles.data();
+    const std::int64_t band_rows = c.block_rows;
+    kernels::parallel_for((rows + band_rows - 1) / band_rows, 1, threads, [&](std::int64_t t0, std::int64_t t1) {
       for (std::int64_t t = t0; t < t1; ++t) {
-        const std::int64_t r0 = t * tile_rows, r1 = std::min(rows, r0 + tile_rows);
+        const std::int64_t r0 = t * band_rows, r1 = std::min(rows, r0 + band_rows);
+        std::uint32_t* band = tiles.data() + r0 * per_row;
+        kernels::nvfp4_block_maxima(p.dtype, p.data, r0 * per_row, r1 * per_row, band);
         for (std::int64_t j = 0; j < per_row; ++j) {
           std::uint32_t m = 0;
-          for (std::int64_t r = r0; r < r1; ++r) {
-            const std::int64_t first = (r * per_row + j) * kNvfp4Block;
-            m = std::max(m, kernels::nvfp4_abs_max_bits(p.dtype, p.data, first, first + kNvfp4Block));
-          }
-          for (std::int64_t r = r0; r < r1; ++r) tiles[static_cast<std::size_t>(r * per_row + j)] = m;
+          for (std::int64_t r = 0; r < r1 - r0; ++r) m = std::max(m, band[r * per_row + j]);
+          for (std::int64_t r = 0; r < r1 - r0; ++r) band[r * per_row + j] = m;
         }
+        kernels::quantize_nvfp4_blocks(p, r0 * per_row, r1 * per_row);
       }
     });
-    p.tile_amax = tiles.data();
+    return "blockwise";
   }
   kernels::parallel_for(p.blocks, 1024, threads,
                         [&](std::int64_t b, std::int64_t e) { kernels::quantize_nvfp4_blocks(p, b, e); });

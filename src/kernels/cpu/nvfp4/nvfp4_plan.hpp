@@ -54,6 +54,9 @@ struct Nvfp4DequantPlan {
 // Largest |x| of n contiguous elements as fp32 bits with the sign cleared: above 0x7F800000
 // when any is a NaN (integer order of non-negative fp32 bits is their value order, NaN last).
 std::uint32_t nvfp4_abs_max_bits(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last);
+// |x| max bits of each block of 16 in [first, last), into out[0 .. last - first).
+void nvfp4_block_maxima(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last,
+                        std::uint32_t* out);
 void quantize_nvfp4_blocks(const Nvfp4Plan& p, std::int64_t first, std::int64_t last);
 void dequantize_nvfp4_blocks(const Nvfp4DequantPlan& p, std::int64_t first, std::int64_t last);
 

@@ -2,8 +2,10 @@
 // at run time. It reads a vector's worth of blocks of 16 at once (one block per lane of the
 // scale epilogue): |x| maxima on the fp32 bits, the E4M3 scale codes and multipliers in one
 // vector of IEEE divisions with the code rounded on the bits, then the elements multiplied,
-// clamped and rounded to E2M1 by integer arithmetic on the fp32 bits. A batch holding an inf
-// or a NaN, a tensor scale of 0 or inf, and the last blocks take the one-block steps: scale and
+// clamped and rounded to E2M1 by integer arithmetic on the fp32 bits. The stacks' general steps
+// (ModelOpt's and compressed-tensors' divisions, zero rules, E4M3 subnormal scales) and the
+// 16x16 tiles' maxima batch the same way. A batch holding an inf or a NaN, a tensor scale of 0
+// or inf, 4over6, JAX's prescaled steps and the last blocks take the one-block steps: scale and
 // multiplier in scalar fp32 (nvfp4_block_math.hpp), and, where the block or its multiplier is
 // not finite, the elements one by one through the scalar steps that carry torchao's NaN bits.
 // It shares no code with reference/.
@@ -39,6 +41,43 @@ using VI = hn::Vec<DI>;
 std::uint32_t Nvfp4AbsMaxBits(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last) {
   const std::int64_t size = dtype == DType::f32 ? 4 : 2;
   return AbsMaxBitsOfRun(dtype, data + first * size, last - first);
+}
+
+// |x| max bits of each block in [first, last) into out[0 .. last - first): kBatchLanes blocks
+// at a time, one per lane (the batch path's reduction), the rest one by one.
+template <DType kDtype>
+void BlockMaximaOf(const std::uint8_t* data, std::int64_t first, std::int64_t last, std::uint32_t* out) {
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  std::int64_t b = first;
+#if HWY_TARGET != HWY_SCALAR
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kVecs = kNvfp4Block / kN;
+  for (; kN > 1 && b + kN <= last; b += kN) {
+    const std::uint8_t* src = data + b * kNvfp4Block * kSize;
+    PrefetchAheadBytes(src, kN * kNvfp4Block * kSize);
+    VI level[kN];
+    for (int j = 0; j < kN; ++j) {
+      VI m = hn::Zero(di);
+      for (int v = 0; v < kVecs; ++v)
+        m = hn::Max(m, hn::And(hn::BitCast(di, LoadWidened(df, kDtype, src + (j * kVecs + v) * kN * kSize)),
+                               hn::Set(di, 0x7FFFFFFF)));
+      level[j] = m;
+    }
+    hn::StoreU(hn::BitCast(DU(), LaneMaxima<kN>(di, level)), DU(), out + (b - first));
+  }
+#endif
+  for (; b < last; ++b)
+    out[b - first] = AbsMaxBitsOfRun(kDtype, data + b * kNvfp4Block * kSize, kNvfp4Block);
+}
+
+void Nvfp4BlockMaxima(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last, std::uint32_t* out) {
+  switch (dtype) {
+    case DType::f32: return BlockMaximaOf<DType::f32>(data, first, last, out);
+    case DType::bf16: return BlockMaximaOf<DType::bf16>(data, first, last, out);
+    default: return BlockMaximaOf<DType::f16>(data, first, last, out);
+  }
 }
 
 // E2M1 codes (int32 lanes) of products v = x * multiplier that are not NaN, by integer
@@ -114,6 +153,47 @@ Epilogue EpilogueOf(const Nvfp4Plan& p) {
 // (IEEE, as the contract's scalar steps); the elements are multiplied and encoded as above.
 // Returns false, having written nothing, when a block holds an inf or a NaN: the caller then
 // takes the scalar steps, which carry torchao's NaN bits.
+#if HWY_TARGET != HWY_SCALAR
+constexpr int kBatchLanes = static_cast<int>(hn::MaxLanes(DF()));
+static_assert(kBatchLanes <= kNvfp4Block && kNvfp4Block % kBatchLanes == 0, "a block is whole vectors");
+constexpr int kPer = kNvfp4Block / kBatchLanes;  // vectors per block
+
+// Loads kBatchLanes blocks from b0 into `bits` (block j in bits[j * kPer ...]) and returns their
+// amax bits, block j in lane j: the tile's (block_rows=16, computed beforehand) or the block's.
+template <DType kDtype>
+HWY_INLINE VI LoadBlockBatch(const Nvfp4Plan& p, std::int64_t b0, VI* bits) {
+  const DF df;
+  const DI di;
+  constexpr int kN = kBatchLanes;
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  const std::uint8_t* src = p.data + b0 * kNvfp4Block * kSize;
+  for (int v = 0; v < kNvfp4Block; ++v) bits[v] = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
+  if (p.tile_amax) return hn::BitCast(di, hn::LoadU(DU(), p.tile_amax + b0));
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::And(bits[j * kPer], abs_mask);
+    for (int v = 1; v < kPer; ++v) m = hn::Max(m, hn::And(bits[j * kPer + v], abs_mask));
+    level[j] = m;
+  }
+  return LaneMaxima<kN>(di, level);
+}
+
+// The batch's kBatchLanes * 8 payload bytes, staged, leave in whole-vector streaming stores
+// where the payload is aligned (it is not read again: no line is fetched for it).
+HWY_INLINE void StreamBatchPayload(const std::uint8_t* staged, std::uint8_t* out) {
+  constexpr int kBytes = kBatchLanes * kNvfp4Block / 2;
+  const hn::ScalableTag<std::uint8_t> dbytes;
+  constexpr int kVec = static_cast<int>(hn::MaxLanes(hn::ScalableTag<std::uint8_t>()));
+  static_assert(kBytes % kVec == 0, "the staged bytes are whole vectors");
+  if (reinterpret_cast<std::uintptr_t>(out) % kVec == 0) {
+    for (int i = 0; i < kBytes; i += kVec) hn::Stream(hn::Load(dbytes, staged + i), dbytes, out + i);
+  } else {
+    std::memcpy(out, staged, kBytes);
+  }
+}
+#endif
+
 template <DType kDtype>
 HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::int64_t b0) {
 #if HWY_TARGET == HWY_SCALAR
@@ -122,21 +202,9 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
 #else
   const DF df;
   const DI di;
-  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  static_assert(kN <= kNvfp4Block && kNvfp4Block % kN == 0, "a block is whole vectors");
-  constexpr int kPer = kNvfp4Block / kN;  // vectors per block
-  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
-  const std::uint8_t* src = p.data + b0 * kNvfp4Block * kSize;
+  constexpr int kN = kBatchLanes;
   VI bits[kNvfp4Block];  // kN blocks of kPer vectors
-  for (int v = 0; v < kNvfp4Block; ++v) bits[v] = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
-  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
-  VI level[kN];
-  for (int j = 0; j < kN; ++j) {
-    VI m = hn::And(bits[j * kPer], abs_mask);
-    for (int v = 1; v < kPer; ++v) m = hn::Max(m, hn::And(bits[j * kPer + v], abs_mask));
-    level[j] = m;
-  }
-  const VI amax = LaneMaxima<kN>(di, level);
+  const VI amax = LoadBlockBatch<kDtype>(p, b0, bits);
   if (!hn::AllFalse(di, hn::Gt(amax, hn::Set(di, 0x7F7FFFFF)))) return false;
   const VF a = hn::BitCast(df, amax);
   VI code;
@@ -170,24 +238,13 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
   hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
   HWY_ALIGN float multipliers[kN];
   hn::Store(mult, df, multipliers);
-  // The batch's kN * 8 payload bytes are staged, then leave in whole-vector streaming stores
-  // where the payload is aligned (it is not read again: no line is fetched for it).
-  constexpr int kBytes = kN * kNvfp4Block / 2;
-  HWY_ALIGN std::uint8_t staged[kBytes];
+  HWY_ALIGN std::uint8_t staged[kN * kNvfp4Block / 2];
   for (int j = 0; j < kN; ++j) {
     const VF m = hn::Set(df, multipliers[j]);
     for (int v = 0; v < kPer; ++v)
       StorePairs(di, E2m1Codes(df, hn::Mul(hn::BitCast(df, bits[j * kPer + v]), m)), staged + (j * kPer + v) * kN / 2);
   }
-  std::uint8_t* out = p.payload + b0 * (kNvfp4Block / 2);
-  const hn::ScalableTag<std::uint8_t> dbytes;
-  constexpr int kVec = static_cast<int>(hn::MaxLanes(hn::ScalableTag<std::uint8_t>()));
-  static_assert(kBytes % kVec == 0, "the staged bytes are whole vectors");
-  if (reinterpret_cast<std::uintptr_t>(out) % kVec == 0) {
-    for (int i = 0; i < kBytes; i += kVec) hn::Stream(hn::Load(dbytes, staged + i), dbytes, out + i);
-  } else {
-    std::memcpy(out, staged, kBytes);
-  }
+  StreamBatchPayload(staged, p.payload + b0 * (kNvfp4Block / 2));
   return true;
 #endif
 }
@@ -212,6 +269,83 @@ HWY_INLINE std::int32_t ScalarCode(float q, std::int32_t nan_code, SignedZero ru
   const float a = std::fabs(q);
   const auto mag = nvfp4::e2m1_magnitude_code(a > 6.0f ? 6.0f : a);
   return nvfp4::zero_sign(rule, static_cast<std::uint8_t>(mag | ((nvfp4::bits(q) >> 31) << 3)), q);
+}
+
+// plan.general in batches (one block per lane, as QuantizeBlockBatch): the block scales by
+// general_block_code's steps in vectors of the same IEEE operations (the amax / 6 rounded to the
+// input's dtype by the integer trick under scale_arith=input; E4M3 subnormals below 2^-6 by
+// v * 2^9 + 2^23, exact and RNE), then each block's x / d or x * m as QuantizeGeneralBlock's
+// vector branch. Returns false, having written nothing, where QuantizeGeneralBlock would take
+// its scalar branch for a block of the batch (a non-finite amax, d or m not finite or zero).
+template <DType kDtype>
+HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)b0;
+  return false;
+#else
+  const DF df;
+  const DI di;
+  const DU du;
+  constexpr int kN = kBatchLanes;
+  VI bits[kNvfp4Block];
+  const VI amax = LoadBlockBatch<kDtype>(p, b0, bits);
+  if (!hn::AllFalse(di, hn::Gt(amax, hn::Set(di, 0x7F7FFFFF)))) return false;
+  const VF a = hn::BitCast(df, amax);
+  const float t = p.tensor_scale;
+  VF s;
+  if (p.multiplier) {
+    VF r = hn::Div(a, hn::Set(df, 6.0f));
+    if (p.input_arith && p.dtype == DType::bf16)
+      r = hn::BitCast(df, hn::ShiftLeft<16>(NarrowToBf16Bits(du, hn::BitCast(du, r))));
+    else if (p.input_arith && p.dtype == DType::f16)
+      r = WidenHalfBits(df, NarrowToHalfBits(du, hn::BitCast(du, r)));
+    s = hn::Mul(hn::Set(df, t), r);
+  } else if (p.fused) {
+    s = hn::Div(a, hn::Set(df, 6.0f * t));
+  } else {
+    s = hn::Div(a, hn::Set(df, 6.0f));
+    if (p.two_level) s = hn::Div(s, hn::Set(df, t));
+  }
+  if (p.zero_one) s = hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, 1.0f), s);
+  // s >= 0 here (amax finite, t finite and positive: EpilogueOf's checks), never NaN.
+  const VF c = hn::Min(hn::Max(s, hn::Set(df, p.block_min)), hn::Set(df, 448.0f));
+  const VI cb = hn::BitCast(di, c);
+  const VI r = hn::ShiftRight<20>(hn::Add(hn::Add(cb, hn::Set(di, 0x7FFFF)), hn::And(hn::ShiftRight<20>(cb), hn::Set(di, 1))));
+  const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Mul(c, hn::Set(df, 512.0f)), hn::Set(df, 8388608.0f))),
+                         hn::Set(di, 0x4B000000));
+  const auto tiny = hn::RebindMask(di, hn::Lt(c, hn::Set(df, 0x1p-6f)));
+  VI code = hn::IfThenElse(tiny, sub, hn::Sub(r, hn::Set(di, 120 << 3)));
+  if (p.zero_eps) code = hn::IfThenElse(hn::Eq(code, hn::Zero(di)), hn::Set(di, 0x20), code);
+  // The code's value: e = 0 is m * 2^-9, else the bits (e + 120, m) placed in fp32's.
+  const VI e_field = hn::ShiftRight<3>(code);
+  const VF normal = hn::BitCast(df, hn::ShiftLeft<20>(hn::Add(code, hn::Set(di, 120 << 3))));
+  const VF subnormal = hn::Mul(hn::ConvertTo(df, hn::And(code, hn::Set(di, 7))), hn::Set(df, 0x1p-9f));
+  const VF value = hn::IfThenElse(hn::RebindMask(df, hn::Eq(e_field, hn::Zero(di))), subnormal, normal);
+  VF d;
+  if (p.divide) {
+    d = p.multiplier ? hn::Div(value, hn::Set(df, t)) : p.two_level ? hn::Mul(value, hn::Set(df, t)) : value;
+  } else {
+    const float one = p.two_level ? nvfp4::div_x86(1.0f, t) : 1.0f;
+    d = hn::Div(hn::Set(df, one), value);
+  }
+  const VI d_mag = hn::And(hn::BitCast(di, d), hn::Set(di, 0x7FFFFFFF));
+  if (!hn::AllTrue(di, hn::And(hn::Gt(d_mag, hn::Zero(di)), hn::Lt(d_mag, hn::Set(di, 0x7F800000))))) return false;
+  const hn::Rebind<std::uint8_t, DU> d8;
+  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
+  HWY_ALIGN float operand[kN];
+  hn::Store(d, df, operand);
+  HWY_ALIGN std::uint8_t staged[kN * kNvfp4Block / 2];
+  for (int j = 0; j < kN; ++j) {
+    const VF o = hn::Set(df, operand[j]);
+    for (int v = 0; v < kPer; ++v) {
+      const VF x = hn::BitCast(df, bits[j * kPer + v]);
+      const VF q = p.divide ? hn::Div(x, o) : hn::Mul(x, o);
+      StorePairs(di, E2m1CodesWithZeroSign(df, q, p.signed_zero), staged + (j * kPer + v) * kN / 2);
+    }
+  }
+  StreamBatchPayload(staged, p.payload + b0 * (kNvfp4Block / 2));
+  return true;
+#endif
 }
 
 // plan.general (finite inputs, except torchao's propagate, which never takes it): the block scale
@@ -388,10 +522,16 @@ void QuantizeBlocksOf(const Nvfp4Plan& plan, std::int64_t first, std::int64_t la
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   std::int64_t b = first;
-  if (e.vector && !p.general && !p.tile_amax && !p.four_over_six && kBatch > 1) {
+  // The general steps batch where their tensor scale is finite and positive (ftz: JAX's, which
+  // is prescaled and never general).
+  const bool general_batch = p.general && !p.prescaled && !p.ftz && !p.four_over_six &&
+                             (p.two_level || p.multiplier ? std::isfinite(p.tensor_scale) && p.tensor_scale > 0.0f
+                                                          : true);
+  if (kBatch > 1 && (general_batch || (e.vector && !p.general && !p.four_over_six))) {
     for (; b + kBatch <= last; b += kBatch) {
       PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kBatch * kNvfp4Block * kSize);
-      if (!QuantizeBlockBatch<kDtype>(p, e, b))
+      const bool done = p.general ? QuantizeGeneralBatch<kDtype>(p, b) : QuantizeBlockBatch<kDtype>(p, e, b);
+      if (!done)
         for (std::int64_t j = 0; j < kBatch; ++j) QuantizeOneBlock<kDtype>(p, b + j);
     }
   }
@@ -416,10 +556,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace qexact::kernels {
 HWY_EXPORT(Nvfp4AbsMaxBits);
+HWY_EXPORT(Nvfp4BlockMaxima);
 HWY_EXPORT(QuantizeNvfp4Blocks);
 
 std::uint32_t nvfp4_abs_max_bits(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last) {
   return HWY_DYNAMIC_DISPATCH(Nvfp4AbsMaxBits)(dtype, data, first, last);
+}
+void nvfp4_block_maxima(DType dtype, const std::uint8_t* data, std::int64_t first, std::int64_t last,
+                        std::uint32_t* out) {
+  HWY_DYNAMIC_DISPATCH(Nvfp4BlockMaxima)(dtype, data, first, last, out);
 }
 void quantize_nvfp4_blocks(const Nvfp4Plan& p, std::int64_t first, std::int64_t last) {
   HWY_DYNAMIC_DISPATCH(QuantizeNvfp4Blocks)(p, first, last);
