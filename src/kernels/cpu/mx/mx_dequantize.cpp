@@ -1,5 +1,6 @@
-// Fast MX dequantize: element codes decoded on their bits (SIMD for byte-wide codes, a 16-entry
-// table for packed FP4) times the decoded E8M0 scale, one fp32 multiply as in the contract.
+// Fast MX dequantize: element codes decoded on their bits (SIMD for byte-wide codes and for FP4
+// nibbles split into lanes; a 16-entry table for a group's FP4 tail) times the decoded E8M0
+// scale, one fp32 multiply as in the contract.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/mx/mx_dequantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -33,10 +34,10 @@ inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
   return sign ? -v : v;
 }
 
-template <class DF, class V8>
-HWY_INLINE hn::Vec<DF> DecodeBytes(DF df, const MxPlan& p, V8 bytes) {
+// Codes held in u32 lanes, the sign at bit 7 (an FP4 nibble's moved there first).
+template <class DF>
+HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const MxPlan& p, hn::Vec<hn::RebindToUnsigned<DF>> c) {
   const hn::RebindToUnsigned<DF> du;
-  const auto c = hn::PromoteTo(du, bytes);
   const auto mag = hn::And(c, hn::Set(du, 0x7Fu));
   const auto e = hn::ShiftRightSame(mag, p.mbits);
   const auto m = hn::And(mag, hn::Set(du, (1u << p.mbits) - 1u));
@@ -56,6 +57,35 @@ HWY_INLINE hn::Vec<DF> DecodeBytes(DF df, const MxPlan& p, V8 bytes) {
   }
   return hn::Or(v, hn::BitCast(df, sign));
 }
+
+template <class DF, class V8>
+HWY_INLINE hn::Vec<DF> DecodeBytes(DF df, const MxPlan& p, V8 bytes) {
+  return DecodeCodes(df, p, hn::PromoteTo(hn::RebindToUnsigned<DF>(), bytes));
+}
+
+// FP4 nibbles (u32 lanes, 0..15) as DecodeCodes takes them: the sign from bit 3 to bit 7.
+template <class DU>
+HWY_INLINE hn::Vec<DU> Fp4AsByteCodes(DU du, hn::Vec<DU> nibbles) {
+  return hn::Or(hn::And(nibbles, hn::Set(du, 7u)), hn::ShiftLeft<4>(hn::And(nibbles, hn::Set(du, 8u))));
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// The Lanes(df) FP4 codes of elements i .. i + Lanes(df) of a row, two per byte from `row`:
+// adjacent packing (element 2j in byte j's low nibble, 2j + 1 in its high one), read as
+// Lanes(df) / 2 bytes widened to u32, each byte's two nibbles split into the two u16 halves of
+// its lane, and those halves widened to lanes of their own.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Fp4AdjacentCodes(DF df, const std::uint8_t* row, std::int64_t i) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Half<decltype(du)> dh;
+  const hn::Rebind<std::uint8_t, decltype(dh)> d8h;
+  const hn::Repartition<std::uint16_t, decltype(dh)> d16;
+  (void)df;
+  const auto w = hn::PromoteTo(dh, hn::LoadU(d8h, row + i / 2));
+  const auto split = hn::Or(hn::And(w, hn::Set(dh, 0xFu)), hn::ShiftLeft<12>(hn::And(w, hn::Set(dh, 0xF0u))));
+  return hn::PromoteTo(du, hn::BitCast(d16, split));
+}
+#endif
 
 void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
                       std::int64_t first, std::int64_t last) {
@@ -90,6 +120,34 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
           else hn::StoreU(y, df, o + i);
         }
       }
+#if HWY_TARGET != HWY_SCALAR
+      if (p.fp4 && !wrapped_top) {
+        // Whole vectors of the group: adjacent nibbles anywhere; GGUF's halves (byte j holds j
+        // and j + half) in whole groups, each vector inside one half.
+        const hn::RebindToUnsigned<decltype(df)> du;
+        const hn::Rebind<std::uint8_t, decltype(du)> d8;
+        const auto vs = hn::Set(df, s);
+        const std::int64_t half = p.block / 2;
+        const bool halves = p.packing_halves;
+        const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
+        if (!halves || (end - begin == p.block && half % N == 0)) {
+          for (; i + N <= end; i += N) {
+            hn::Vec<decltype(du)> nib;
+            if (halves) {
+              const std::int64_t j = i - begin;
+              const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, in + begin / 2 + j % half));
+              nib = j >= half ? hn::ShiftRight<4>(bytes) : hn::And(bytes, hn::Set(du, 0xFu));
+            } else {
+              nib = Fp4AdjacentCodes(df, in, i);
+            }
+            const auto v = hn::Mul(DecodeCodes(df, p, Fp4AsByteCodes(du, nib)), vs);
+            const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
+            if (stream) hn::Stream(y, df, o + i);
+            else hn::StoreU(y, df, o + i);
+          }
+        }
+      }
+#endif
       const std::int64_t half = p.block / 2;
       for (; i < end; ++i) {
         std::uint32_t c;
