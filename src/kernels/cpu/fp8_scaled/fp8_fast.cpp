@@ -1,7 +1,8 @@
 // Fast fp8.scaled quantize and dequantize (contracts §9.1): checks, the thread split and the
 // non-finite rules here; the runs' SIMD work in fp8_quantize.cpp. Tensor granularity takes an
-// amax pass over fixed chunks, then a quantize pass; every other granularity runs its domains in
-// parallel, each one's amax then its codes. Outputs never depend on the thread count or the
+// amax pass over fixed chunks, then a quantize pass; tile and head_block run bands of rows in
+// parallel (each band's amaxes reading memory in order, then its codes from the cache); the
+// other granularities run their domains in parallel, each one's amax then its codes. Outputs never depend on the thread count or the
 // SIMD target: the amax is a max of bits (order-free) and each domain is one thread's.
 #include <algorithm>
 #include <atomic>
@@ -138,10 +139,20 @@ void quantize_given(const Fp8Plan& p, const float* given, int threads) {
 
 void quantize_domains(const Fp8Plan& p, int threads) {
   std::atomic<bool> nonfinite{false};
-  const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
-  kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
-    if (!kernels::fp8_quantize_domains(p, b, e)) nonfinite.store(true);
-  });
+  // Bands read memory in order, but a tensor of a few bands would leave threads idle: it
+  // takes its domains one by one instead (the same bytes either way).
+  const std::int64_t bands = p.kind == Granularity::tile || p.kind == Granularity::head_block ? kernels::fp8_band_count(p) : 0;
+  if (bands >= 4 * std::max(1, threads)) {
+    const std::int64_t per_band = bands == 0 ? 1 : std::max<std::int64_t>(1, p.numel / bands);
+    kernels::parallel_for(bands, grain_for(per_band), threads, [&](std::int64_t b, std::int64_t e) {
+      if (!kernels::fp8_quantize_bands(p, b, e)) nonfinite.store(true);
+    });
+  } else {
+    const std::int64_t per_domain = p.domains == 0 ? 1 : std::max<std::int64_t>(1, p.numel / p.domains);
+    kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
+      if (!kernels::fp8_quantize_domains(p, b, e)) nonfinite.store(true);
+    });
+  }
   if (nonfinite.load()) reject_first_nonfinite(p);
 }
 

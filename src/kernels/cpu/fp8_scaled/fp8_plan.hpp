@@ -123,5 +123,12 @@ void fp8_quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, 
 // Domains [first, last) of a granularity other than tensor: scales and codes. false (the rest
 // unwritten) at the first domain with a non-finite amax under nonfinite_input=reject.
 bool fp8_quantize_domains(const Fp8Plan& p, std::int64_t first, std::int64_t last);
+// The same for tile and head_block granularity, by bands of rows: a tile row (grain_rows rows of
+// every tile column) or a token block of one batch (every head); fp8_band_count gives their number.
+bool fp8_quantize_bands(const Fp8Plan& p, std::int64_t first, std::int64_t last);
+inline std::int64_t fp8_band_count(const Fp8Plan& p) {
+  if (p.kind == Granularity::tile) return (p.rows + p.grain_rows - 1) / p.grain_rows;
+  return p.B * p.token_blocks;
+}
 
 }  // namespace qexact::kernels
