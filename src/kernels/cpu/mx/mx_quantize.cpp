@@ -305,6 +305,15 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
     const VI code = EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits[j]), mul), gs.cap_code);
     hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, out + begin + j * kN);
   }
+  if (gs.patch_inf) {  // Quark, FP6: an inf element's code from its bits, as QuantizeGroup
+    HWY_ALIGN std::int32_t lanes[kN];
+    for (int j = 0; j < nv; ++j) {
+      hn::Store(bits[j], di, lanes);
+      for (int i = 0; i < kN; ++i)
+        if ((static_cast<std::uint32_t>(lanes[i]) & 0x7FFFFFFFu) == 0x7F800000u)
+          out[begin + j * kN + i] = quark_packed_code(p, static_cast<std::uint32_t>(lanes[i]));
+    }
+  }
   return gs.byte;
 }
 
@@ -505,8 +514,9 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   HWY_ALIGN float buf[32];
   HWY_ALIGN std::uint8_t codes[32];
   constexpr std::size_t kSize = kDtype == DType::f32 ? 4 : 2;
-  // Byte-wide codes from a contiguous row take the register path.
-  const bool direct = p.col_stride == 1 && !p.fp4 && p.elem_bits == 8;
+  // Codes of a byte each (FP8, and FP6 as qexact stores it) from a contiguous row take the
+  // register path.
+  const bool direct = p.col_stride == 1 && !p.fp4;
   // Groups of 32 from a contiguous row, scale bytes of a row contiguous: kN at a time.
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   static_assert(Grid::kBits != 4 || kDtype == DType::bf16, "4-bit batches are bf16 ones");
