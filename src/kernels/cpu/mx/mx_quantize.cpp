@@ -519,6 +519,7 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   const bool direct = p.col_stride == 1 && !p.fp4;
   // Groups of 32 from a contiguous row, scale bytes of a row contiguous: kN at a time.
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+  constexpr std::int64_t kLanes = kBatch;
   static_assert(Grid::kBits != 4 || kDtype == DType::bf16, "4-bit batches are bf16 ones");
   // Batches take no per-group cap (finite_products) and write adjacent nibbles only.
   const bool batched = (direct || (Grid::kBits == 4 && p.col_stride == 1 && !p.packing_halves)) && p.block == 32 &&
@@ -535,11 +536,25 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
       PrefetchAheadBytes(row_ptr + begin * static_cast<std::int64_t>(kSize), p.block * static_cast<std::int64_t>(kSize));
       byte = QuantizeFullGroup<kDtype, kRneSaturate>(p, row_ptr, begin, out);
     } else {
-      for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
+      if (p.col_stride == 1 && n == p.block && p.block % kLanes == 0) {  // a whole group of a row: vector loads
+        PrefetchAheadBytes(row_ptr + begin * static_cast<std::int64_t>(kSize), p.block * static_cast<std::int64_t>(kSize));
+        for (int i = 0; i < p.block; i += static_cast<int>(kLanes))
+          hn::Store(LoadWidened(DF(), kDtype, row_ptr + (begin + i) * static_cast<std::int64_t>(kSize)), DF(), buf + i);
+      } else {
+        for (int i = 0; i < p.block; ++i) buf[i] = i < n ? load_scalar_f32(kDtype, row_ptr, (begin + i) * p.col_stride) : 0.0f;
+      }
       byte = QuantizeGroup<kRneSaturate>(p, buf, codes);
       if (p.fp4 && p.packing_halves) {  // whole groups (tail=reject): j with j + block / 2
         const int half = n / 2;
-        for (int j = 0; j < half; ++j) out[begin / 2 + j] = static_cast<std::uint8_t>(codes[j] | (codes[j + half] << 4));
+        int j = 0;
+#if HWY_TARGET != HWY_SCALAR
+        if (half == 16) {  // the block of 32: one 16-byte vector of each half
+          const hn::FixedTag<std::uint8_t, 16> d16;
+          hn::StoreU(hn::Or(hn::LoadU(d16, codes), hn::ShiftLeft<4>(hn::LoadU(d16, codes + 16))), d16, out + begin / 2);
+          j = half;
+        }
+#endif
+        for (; j < half; ++j) out[begin / 2 + j] = static_cast<std::uint8_t>(codes[j] | (codes[j + half] << 4));
       } else if (p.fp4) {
         for (int i = 0; i < n; i += 2) {  // groups start at even columns: whole bytes
           const std::uint8_t hi = i + 1 < n ? codes[i + 1] : 0;
