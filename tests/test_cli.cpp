@@ -283,7 +283,7 @@ TEST_F(CliTest, Hif4CommandsGiveTheSameFilesOnBothEngines) {
 // ---- bench -----------------------------------------------------------------------------------
 
 // Tiny sizes and one round: checks what is printed, never how fast anything is.
-const std::vector<std::string> kTinyBench = {"bench",          "--preset", "q8_0.ggml", "--elements", "4096",
+const std::vector<std::string> kTinyBench = {"bench",          "--preset", "mxfp4.ggml", "--elements", "4096",
                                              "--cache-elements", "4096",   "--reference-elements", "4096",
                                              "--threads",      "1,2",      "--rounds",  "1"};
 
@@ -301,7 +301,7 @@ TEST_F(CliTest, BenchJsonPrintsOneObjectPerMeasurement) {
     for (const char* key :
          {"preset", "op", "input_dtype", "threads", "elements", "gbps", "copy_gbps", "ratio", "engine"})
       EXPECT_TRUE(j.contains(key)) << key << " in " << line;
-    EXPECT_EQ(j.at("preset"), "q8_0.ggml");
+    EXPECT_EQ(j.at("preset"), "mxfp4.ggml");
     EXPECT_EQ(j.at("op"), "quantize");
     EXPECT_EQ(j.at("input_dtype"), "f32");
     EXPECT_EQ(j.at("elements"), 4096);
@@ -323,7 +323,7 @@ TEST_F(CliTest, BenchPrintsATable) {
       for (const char* title : {"GB/s", "copy GB/s", "ratio", "ns/elem", "vs ref", "thr"})
         EXPECT_NE(line.find(title), std::string::npos) << title;
     }
-    rows += line.rfind("q8_0.ggml ", 0) == 0;
+    rows += line.rfind("mxfp4.ggml ", 0) == 0;
   }
   EXPECT_EQ(header, 1u) << r.out;
   EXPECT_EQ(rows, 5u) << r.out;
