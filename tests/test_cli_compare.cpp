@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,11 @@ TEST_F(CompareCli, BadInputExitsTwoWithOneLine) {
   expect_rejected({"compare", "--preset", "nope", "--input", "x.npy"}, "unknown preset 'nope'");
   expect_rejected({"compare", "--input", "x.npy"}, "--preset is required");
   expect_rejected({"compare", "nodir"}, "not an exported case directory");
+  // A model folder handed to the lab: the error names the commands that take one.
+  std::filesystem::create_directories(work() / "model");
+  std::ofstream(work() / "model" / "config.json") << "{}";
+  expect_rejected({"compare", "model"}, "`qexact verify model --source ORIGINAL` compares its quantized tensors");
+  expect_rejected({"infer", "model"}, "`qexact infer model --source ORIGINAL` names their recipe");
 
   std::vector<conformance::Case> cases(1);
   cases[0].name = "only";

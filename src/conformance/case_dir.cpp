@@ -194,8 +194,17 @@ CaseDir parse_case_manifest(const std::string& text, const std::string& source) 
 CaseDir read_case_dir(const fs::path& dir, LabAccess access) {
   const fs::path path = dir / kCaseManifest;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec) || !exists_in_lab(path))
-    fail(ErrorKind::bad_file, dir.string() + " is not an exported case directory (no " + kCaseManifest + ")");
+  if (!fs::is_directory(dir, ec) || !exists_in_lab(path)) {
+    // A model folder is the other input users hand the lab: point at the commands that take it.
+    const bool model_folder = fs::is_directory(dir, ec) && fs::is_regular_file(dir / "config.json", ec);
+    fail(ErrorKind::bad_file,
+         dir.string() + " is not an exported case directory (no " + kCaseManifest + ")" +
+             (model_folder ? "; it holds a model's config.json: `qexact verify " + dir.string() +
+                                 " --source ORIGINAL` compares its quantized tensors with the model they came from "
+                                 "and diagnoses the differences, and `qexact infer " + dir.string() +
+                                 " --source ORIGINAL` names their recipe"
+                           : ""));
+  }
   auto lock = std::make_shared<io::DirLock>(dir, access == LabAccess::write ? io::DirLock::Mode::exclusive
                                                                           : io::DirLock::Mode::shared);
   CaseDir d = parse_case_manifest(io::read_json_text(path), path.string());
