@@ -43,29 +43,44 @@ std::uint32_t Nvfp4AbsMaxBits(DType dtype, const std::uint8_t* data, std::int64_
   return AbsMaxBitsOfRun(dtype, data + first * size, last - first);
 }
 
+#if HWY_TARGET != HWY_SCALAR
+constexpr int kBatchLanes = static_cast<int>(hn::MaxLanes(DF()));
+static_assert(kBatchLanes <= kNvfp4Block && kNvfp4Block % kBatchLanes == 0, "a block is whole vectors");
+constexpr int kPer = kNvfp4Block / kBatchLanes;  // vectors per block
+
+// kBatchLanes blocks from `src` into `bits` (block j in bits[j * kPer ...]), and their |x| max
+// bits, block j in lane j (each level of ConcatEven/ConcatOdd + Max halves the vectors and the
+// lanes per block).
+template <DType kDtype>
+HWY_INLINE VI LoadBlocks(const std::uint8_t* src, VI* bits) {
+  const DF df;
+  const DI di;
+  constexpr int kN = kBatchLanes;
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  for (int v = 0; v < kNvfp4Block; ++v) bits[v] = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::And(bits[j * kPer], abs_mask);
+    for (int v = 1; v < kPer; ++v) m = hn::Max(m, hn::And(bits[j * kPer + v], abs_mask));
+    level[j] = m;
+  }
+  return LaneMaxima<kN>(di, level);
+}
+#endif
+
 // |x| max bits of each block in [first, last) into out[0 .. last - first): kBatchLanes blocks
-// at a time, one per lane (the batch path's reduction), the rest one by one.
+// at a time (LoadBlocks), the rest one by one.
 template <DType kDtype>
 void BlockMaximaOf(const std::uint8_t* data, std::int64_t first, std::int64_t last, std::uint32_t* out) {
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   std::int64_t b = first;
 #if HWY_TARGET != HWY_SCALAR
-  const DF df;
-  const DI di;
-  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  constexpr int kVecs = kNvfp4Block / kN;
-  for (; kN > 1 && b + kN <= last; b += kN) {
+  for (; kBatchLanes > 1 && b + kBatchLanes <= last; b += kBatchLanes) {
     const std::uint8_t* src = data + b * kNvfp4Block * kSize;
-    PrefetchAheadBytes(src, kN * kNvfp4Block * kSize);
-    VI level[kN];
-    for (int j = 0; j < kN; ++j) {
-      VI m = hn::Zero(di);
-      for (int v = 0; v < kVecs; ++v)
-        m = hn::Max(m, hn::And(hn::BitCast(di, LoadWidened(df, kDtype, src + (j * kVecs + v) * kN * kSize)),
-                               hn::Set(di, 0x7FFFFFFF)));
-      level[j] = m;
-    }
-    hn::StoreU(hn::BitCast(DU(), LaneMaxima<kN>(di, level)), DU(), out + (b - first));
+    PrefetchAheadBytes(src, kBatchLanes * kNvfp4Block * kSize);
+    VI bits[kNvfp4Block];
+    hn::StoreU(hn::BitCast(DU(), LoadBlocks<kDtype>(src, bits)), DU(), out + (b - first));
   }
 #endif
   for (; b < last; ++b)
@@ -154,35 +169,49 @@ Epilogue EpilogueOf(const Nvfp4Plan& p) {
 // Returns false, having written nothing, when a block holds an inf or a NaN: the caller then
 // takes the scalar steps, which carry torchao's NaN bits.
 #if HWY_TARGET != HWY_SCALAR
-constexpr int kBatchLanes = static_cast<int>(hn::MaxLanes(DF()));
-static_assert(kBatchLanes <= kNvfp4Block && kNvfp4Block % kBatchLanes == 0, "a block is whole vectors");
-constexpr int kPer = kNvfp4Block / kBatchLanes;  // vectors per block
-
-// Loads kBatchLanes blocks from b0 into `bits` (block j in bits[j * kPer ...]) and returns their
-// amax bits, block j in lane j: the tile's (block_rows=16, computed beforehand) or the block's.
+// LoadBlocks of the blocks from b0, with the tile's maxima instead of the blocks' where the
+// plan has them (block_rows=16, computed beforehand).
 template <DType kDtype>
 HWY_INLINE VI LoadBlockBatch(const Nvfp4Plan& p, std::int64_t b0, VI* bits) {
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  const VI own = LoadBlocks<kDtype>(p.data + b0 * kNvfp4Block * kSize, bits);
+  return p.tile_amax ? hn::BitCast(DI(), hn::LoadU(DU(), p.tile_amax + b0)) : own;
+}
+
+// E4M3 codes (satfinite, RNE) of finite v >= 0: 448 and above saturate to 0x7E, below 2^-6 the
+// subnormal grid (v * 2^9 is exact, + 2^23 rounds it), else rounded on the bits.
+HWY_INLINE VI E4m3SatfiniteCodes(VF v) {
+  const DF df;
+  const DI di;
+  const VI vb = hn::BitCast(di, v);
+  const VI r = hn::ShiftRight<20>(hn::Add(hn::Add(vb, hn::Set(di, 0x7FFFF)), hn::And(hn::ShiftRight<20>(vb), hn::Set(di, 1))));
+  const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Mul(v, hn::Set(df, 512.0f)), hn::Set(df, 8388608.0f))),
+                         hn::Set(di, 0x4B000000));
+  const VI code = hn::IfThenElse(hn::RebindMask(di, hn::Lt(v, hn::Set(df, 0x1p-6f))), sub, hn::Sub(r, hn::Set(di, 120 << 3)));
+  return hn::IfThenElse(hn::RebindMask(di, hn::Ge(v, hn::Set(df, 448.0f))), hn::Set(di, 0x7E), code);
+}
+
+// The values of E4M3 codes 0 .. 0x7E: e = 0 is m * 2^-9, else the bits (e + 120, m) in fp32's.
+HWY_INLINE VF E4m3CodeValues(VI code) {
+  const DF df;
+  const DI di;
+  const VF normal = hn::BitCast(df, hn::ShiftLeft<20>(hn::Add(code, hn::Set(di, 120 << 3))));
+  const VF subnormal = hn::Mul(hn::ConvertTo(df, hn::And(code, hn::Set(di, 7))), hn::Set(df, 0x1p-9f));
+  return hn::IfThenElse(hn::RebindMask(df, hn::Eq(hn::ShiftRight<3>(code), hn::Zero(di))), subnormal, normal);
+}
+
+// The batch's payload: codes(x, j) gives the E2M1 codes of block j's vector x; the kBatchLanes
+// * 8 bytes are staged, then leave in whole-vector streaming stores where the payload is aligned
+// (it is not read again: no line is fetched for it).
+template <class Codes>
+HWY_INLINE void StoreBatchPayload(const VI* bits, const Codes& codes, std::uint8_t* out) {
   const DF df;
   const DI di;
   constexpr int kN = kBatchLanes;
-  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
-  const std::uint8_t* src = p.data + b0 * kNvfp4Block * kSize;
-  for (int v = 0; v < kNvfp4Block; ++v) bits[v] = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
-  if (p.tile_amax) return hn::BitCast(di, hn::LoadU(DU(), p.tile_amax + b0));
-  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
-  VI level[kN];
-  for (int j = 0; j < kN; ++j) {
-    VI m = hn::And(bits[j * kPer], abs_mask);
-    for (int v = 1; v < kPer; ++v) m = hn::Max(m, hn::And(bits[j * kPer + v], abs_mask));
-    level[j] = m;
-  }
-  return LaneMaxima<kN>(di, level);
-}
-
-// The batch's kBatchLanes * 8 payload bytes, staged, leave in whole-vector streaming stores
-// where the payload is aligned (it is not read again: no line is fetched for it).
-HWY_INLINE void StreamBatchPayload(const std::uint8_t* staged, std::uint8_t* out) {
-  constexpr int kBytes = kBatchLanes * kNvfp4Block / 2;
+  constexpr int kBytes = kN * kNvfp4Block / 2;
+  HWY_ALIGN std::uint8_t staged[kBytes];
+  for (int j = 0; j < kN; ++j)
+    for (int v = 0; v < kPer; ++v) StorePairs(di, codes(hn::BitCast(df, bits[j * kPer + v]), j), staged + (j * kPer + v) * kN / 2);
   const hn::ScalableTag<std::uint8_t> dbytes;
   constexpr int kVec = static_cast<int>(hn::MaxLanes(hn::ScalableTag<std::uint8_t>()));
   static_assert(kBytes % kVec == 0, "the staged bytes are whole vectors");
@@ -218,33 +247,18 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
     code = hn::Sub(r, hn::Set(di, 120 << 3));
     mult = hn::Div(hn::Set(df, e.one), hn::BitCast(df, hn::ShiftLeft<20>(r)));  // the code's value: r's bits
   } else {
-    // e4m3 satfinite of amax * (S_enc / 6): 448 and above saturate, below 2^-6 the subnormal
-    // grid (v * 2^9 is exact, + 2^23 rounds it); the multiplier 1 / (s * (1 / S_enc)) capped.
-    const VF v = hn::Mul(a, hn::Set(df, e.te_k));
-    const VI vb = hn::BitCast(di, v);
-    const VI r = hn::ShiftRight<20>(hn::Add(hn::Add(vb, hn::Set(di, 0x7FFFF)), hn::And(hn::ShiftRight<20>(vb), hn::Set(di, 1))));
-    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Mul(v, hn::Set(df, 512.0f)), hn::Set(df, 8388608.0f))),
-                           hn::Set(di, 0x4B000000));
-    const auto tiny = hn::Lt(v, hn::Set(df, 0x1p-6f));
-    const auto top = hn::Ge(v, hn::Set(df, 448.0f));
-    code = hn::IfThenElse(hn::RebindMask(di, tiny), sub, hn::Sub(r, hn::Set(di, 120 << 3)));
-    code = hn::IfThenElse(hn::RebindMask(di, top), hn::Set(di, 0x7E), code);
-    VF value = hn::BitCast(df, hn::ShiftLeft<20>(r));
-    value = hn::IfThenElse(tiny, hn::Mul(hn::ConvertTo(df, sub), hn::Set(df, 0x1p-9f)), value);
-    value = hn::IfThenElse(top, hn::Set(df, 448.0f), value);
+    // e4m3 satfinite of amax * (S_enc / 6); the multiplier 1 / (s * (1 / S_enc)) capped.
+    code = E4m3SatfiniteCodes(hn::Mul(a, hn::Set(df, e.te_k)));
+    const VF value = E4m3CodeValues(code);
     mult = hn::Min(hn::Div(hn::Set(df, 1.0f), hn::Mul(value, hn::Set(df, e.te_inv))), hn::Set(df, 0x1.fffffep127f));
   }
   const hn::Rebind<std::uint8_t, DU> d8;
   hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
   HWY_ALIGN float multipliers[kN];
   hn::Store(mult, df, multipliers);
-  HWY_ALIGN std::uint8_t staged[kN * kNvfp4Block / 2];
-  for (int j = 0; j < kN; ++j) {
-    const VF m = hn::Set(df, multipliers[j]);
-    for (int v = 0; v < kPer; ++v)
-      StorePairs(di, E2m1Codes(df, hn::Mul(hn::BitCast(df, bits[j * kPer + v]), m)), staged + (j * kPer + v) * kN / 2);
-  }
-  StreamBatchPayload(staged, p.payload + b0 * (kNvfp4Block / 2));
+  StoreBatchPayload(
+      bits, [&](VF x, int j) { return E2m1Codes(df, hn::Mul(x, hn::Set(df, multipliers[j]))); },
+      p.payload + b0 * (kNvfp4Block / 2));
   return true;
 #endif
 }
@@ -308,19 +322,9 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
   }
   if (p.zero_one) s = hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, 1.0f), s);
   // s >= 0 here (amax finite, t finite and positive: EpilogueOf's checks), never NaN.
-  const VF c = hn::Min(hn::Max(s, hn::Set(df, p.block_min)), hn::Set(df, 448.0f));
-  const VI cb = hn::BitCast(di, c);
-  const VI r = hn::ShiftRight<20>(hn::Add(hn::Add(cb, hn::Set(di, 0x7FFFF)), hn::And(hn::ShiftRight<20>(cb), hn::Set(di, 1))));
-  const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::Mul(c, hn::Set(df, 512.0f)), hn::Set(df, 8388608.0f))),
-                         hn::Set(di, 0x4B000000));
-  const auto tiny = hn::RebindMask(di, hn::Lt(c, hn::Set(df, 0x1p-6f)));
-  VI code = hn::IfThenElse(tiny, sub, hn::Sub(r, hn::Set(di, 120 << 3)));
+  VI code = E4m3SatfiniteCodes(hn::Min(hn::Max(s, hn::Set(df, p.block_min)), hn::Set(df, 448.0f)));
   if (p.zero_eps) code = hn::IfThenElse(hn::Eq(code, hn::Zero(di)), hn::Set(di, 0x20), code);
-  // The code's value: e = 0 is m * 2^-9, else the bits (e + 120, m) placed in fp32's.
-  const VI e_field = hn::ShiftRight<3>(code);
-  const VF normal = hn::BitCast(df, hn::ShiftLeft<20>(hn::Add(code, hn::Set(di, 120 << 3))));
-  const VF subnormal = hn::Mul(hn::ConvertTo(df, hn::And(code, hn::Set(di, 7))), hn::Set(df, 0x1p-9f));
-  const VF value = hn::IfThenElse(hn::RebindMask(df, hn::Eq(e_field, hn::Zero(di))), subnormal, normal);
+  const VF value = E4m3CodeValues(code);
   VF d;
   if (p.divide) {
     d = p.multiplier ? hn::Div(value, hn::Set(df, t)) : p.two_level ? hn::Mul(value, hn::Set(df, t)) : value;
@@ -334,16 +338,13 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
   hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
   HWY_ALIGN float operand[kN];
   hn::Store(d, df, operand);
-  HWY_ALIGN std::uint8_t staged[kN * kNvfp4Block / 2];
-  for (int j = 0; j < kN; ++j) {
-    const VF o = hn::Set(df, operand[j]);
-    for (int v = 0; v < kPer; ++v) {
-      const VF x = hn::BitCast(df, bits[j * kPer + v]);
-      const VF q = p.divide ? hn::Div(x, o) : hn::Mul(x, o);
-      StorePairs(di, E2m1CodesWithZeroSign(df, q, p.signed_zero), staged + (j * kPer + v) * kN / 2);
-    }
-  }
-  StreamBatchPayload(staged, p.payload + b0 * (kNvfp4Block / 2));
+  StoreBatchPayload(
+      bits,
+      [&](VF x, int j) {
+        const VF o = hn::Set(df, operand[j]);
+        return E2m1CodesWithZeroSign(df, p.divide ? hn::Div(x, o) : hn::Mul(x, o), p.signed_zero);
+      },
+      p.payload + b0 * (kNvfp4Block / 2));
   return true;
 #endif
 }
