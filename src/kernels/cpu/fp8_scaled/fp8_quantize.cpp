@@ -476,7 +476,7 @@ bool QuantizeBands(const Fp8Plan& plan, std::int64_t first, std::int64_t last) {
     // Side by side domains a few at a time, so that what the codes re-read stays in L2.
     for (std::int64_t j0 = 0; j0 < segments; j0 += kBandSegments) {
       const std::int64_t j1 = std::min(segments, j0 + kBandSegments);
-      std::fill(amax.begin(), amax.end(), 0u);
+      std::fill(amax.begin() + j0, amax.begin() + j1, 0u);
       for (std::int64_t r = r0; r < r1; ++r)
         for (std::int64_t j = j0; j < j1; ++j) {
           const std::uint32_t m = AbsMaxBitsOfRun(p.dtype, p.data + (r * row_len + start(j)) * p.elem_size, width(j));
