@@ -3,6 +3,7 @@
 // from an unchecked size. (gguf-py reading qexact's files: python/peer_tests/test_gguf_model.py.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -146,6 +147,15 @@ TEST(Gguf, UnknownTypesRepeatsAndBadOffsetsAreNamed) {
   EXPECT_NE(error_of(keys.head).find("repeats the metadata key 'k'"), std::string::npos);
   const gguf::Written align = gguf::layout({{"general.alignment", {ValueType::u32, ValueType::u8, 24u}}}, {});
   EXPECT_NE(error_of(align.head).find("not a positive power of two"), std::string::npos);
+  // A string value is arbitrary bytes in GGUF; the message that quotes it must not fail on the
+  // bytes that are not UTF-8 (the fuzzer's finding: nlohmann's dump threw type_error 316).
+  // layout() refuses a string alignment, so the key is written under another name and renamed.
+  gguf::Written text = gguf::layout({{"general.alignmenX", {ValueType::string, ValueType::u8, std::string("(\xff\xfe\x00n", 5)}}}, {});
+  const auto key_end = std::search(text.head.begin(), text.head.end(), std::begin("alignmenX"), std::end("alignmenX") - 1);
+  ASSERT_NE(key_end, text.head.end());
+  key_end[8] = 't';
+  EXPECT_NE(error_of(text.head).find("general.alignment is \"(\xEF\xBF\xBD\xEF\xBF\xBD\\u0000n\": not a positive power of two"),
+            std::string::npos) << error_of(text.head);
 }
 
 }  // namespace

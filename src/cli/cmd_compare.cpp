@@ -19,6 +19,7 @@
 #include "contracts/contract_json.hpp"
 #include "contracts/family_table.hpp"
 #include "conformance/emulate.hpp"
+#include "io/json_text.hpp"
 #include "io/npy.hpp"
 
 namespace qexact::cli {
@@ -254,7 +255,7 @@ void print_json(const Contract& c, const std::vector<CaseResult>& results) {
     ds.push_back(diagnosis_json(a.diagnosis.signature, ev, a.diagnosis.explanation, a.diagnosis.confirmed, a.cases));
   }
   j["diagnoses"] = ds;
-  std::cout << j.dump(2) << std::endl;
+  std::cout << io::json_text(j, 2) << std::endl;
 }
 
 std::string fraction(std::int64_t a, std::int64_t b) { return std::to_string(a) + " / " + std::to_string(b); }

@@ -13,6 +13,7 @@
 #include "contracts/family_table.hpp"
 #include "conformance/infer.hpp"
 #include "contracts/contract_json.hpp"
+#include "io/json_text.hpp"
 #include "io/temp_dir.hpp"
 #include "model/folder_lab.hpp"
 
@@ -144,7 +145,7 @@ int run_infer(const InferCliOptions& o) {
     }
   }
   const conformance::InferResult r = conformance::infer_contract(conformance::read_case_dir(dir), io);
-  if (o.json) std::cout << to_json(r).dump(2) << "\n";
+  if (o.json) std::cout << io::json_text(to_json(r), 2) << "\n";
   else print_text(r, std::cout);
   return r.exact ? 0 : 1;
 }

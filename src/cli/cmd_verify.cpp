@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "io/json_text.hpp"
 #include "io/printable.hpp"
 #include "model/verify.hpp"
 
@@ -42,7 +43,7 @@ nlohmann::ordered_json to_json(const model::Verification& v) {
 int run_verify(const VerifyArgs& a) {
   const model::Verification v = model::verify_folder(a.quantized, a.source, {a.preset, a.engine.options()});
   if (a.json) {
-    std::cout << to_json(v).dump(2) << "\n";
+    std::cout << io::json_text(to_json(v), 2) << "\n";
     return v.ok() ? 0 : 1;
   }
   std::cout << "verify " << a.quantized << " (" << v.format << ", " << v.preset << ") against " << a.source << "\n";

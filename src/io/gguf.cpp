@@ -8,6 +8,7 @@
 #include <set>
 #include <span>
 
+#include "io/json_text.hpp"
 #include "io/printable.hpp"
 #include "qexact/error.hpp"
 
@@ -275,7 +276,7 @@ File read_from(Reader& r) {
     const bool integer = a->type == ValueType::u32 || a->type == ValueType::u64 || a->type == ValueType::i32;
     const std::int64_t v = integer ? a->value.get<std::int64_t>() : 0;
     if (v <= 0 || !std::has_single_bit(static_cast<std::uint64_t>(v)))
-      bad(src, "general.alignment is " + a->value.dump() + ": not a positive power of two");
+      bad(src, "general.alignment is " + io::json_text(a->value) + ": not a positive power of two");
     f.alignment = static_cast<std::uint64_t>(v);
   }
   std::set<std::string> names;

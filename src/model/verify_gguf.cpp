@@ -13,6 +13,7 @@
 
 #include "io/gguf.hpp"
 #include "io/input_file.hpp"
+#include "io/json_text.hpp"
 #include "io/printable.hpp"
 #include "io/temp_dir.hpp"
 #include "model/folder.hpp"
@@ -144,7 +145,7 @@ Verification verify_gguf(const std::filesystem::path& quantized, const std::file
     if (key.rfind(shape.arch + ".", 0) != 0 && key != "general.architecture") continue;
     const gguf::Value* qv = g.find(key);
     if (!qv) v.findings.push_back("metadata '" + key + "' is missing (llama.cpp reads it)");
-    else if (qv->value != ev.value) v.findings.push_back("metadata '" + key + "' is " + qv->value.dump() + ", the model's is " + ev.value.dump());
+    else if (qv->value != ev.value) v.findings.push_back("metadata '" + key + "' is " + io::json_text(qv->value) + ", the model's is " + io::json_text(ev.value));
   }
   std::sort(v.tensors.begin(), v.tensors.end(), [](const TensorVerdict& x, const TensorVerdict& y) { return x.source < y.source; });
   return v;
