@@ -13,6 +13,7 @@
 #include "conformance/infer.hpp"
 #include "conformance/suite.hpp"
 #include "io/npy.hpp"
+#include "preset_param.hpp"
 
 namespace qexact::conformance {
 namespace {
@@ -39,20 +40,23 @@ std::string param(const InferResult& r, const std::string& key) {
   return "";
 }
 
-TEST(Infer, RecognisesEveryPresetFromItsOwnOutputs) {
-  for (const std::string& preset : preset_names()) {
-    const fs::path dir = device_dir("self", preset, preset, {});
-    const InferResult r = infer_contract(read_case_dir(dir));
-    EXPECT_TRUE(r.exact) << preset;
-    EXPECT_EQ(r.preset, preset);
-    EXPECT_TRUE(r.overrides.empty()) << preset;
-    EXPECT_EQ(r.payload_bytes_differing, 0) << preset;
-    EXPECT_EQ(r.scale_bytes_differing, 0) << preset;
-    EXPECT_TRUE(r.cases.empty()) << preset;
-    EXPECT_EQ(params(r.contract), params(make_preset(preset)));
-    fs::remove_all(dir);
-  }
+class InferEveryPreset : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InferEveryPreset, RecognisesThePresetFromItsOwnOutputs) {
+  const std::string& preset = GetParam();
+  const fs::path dir = device_dir("self", preset, preset, {});
+  const InferResult r = infer_contract(read_case_dir(dir));
+  EXPECT_TRUE(r.exact);
+  EXPECT_EQ(r.preset, preset);
+  EXPECT_TRUE(r.overrides.empty());
+  EXPECT_EQ(r.payload_bytes_differing, 0);
+  EXPECT_EQ(r.scale_bytes_differing, 0);
+  EXPECT_TRUE(r.cases.empty());
+  EXPECT_EQ(params(r.contract), params(make_preset(preset)));
+  fs::remove_all(dir);
 }
+
+QEXACT_INSTANTIATE_FOR_EVERY_PRESET(InferEveryPreset);
 
 struct Altered {
   std::string exported, device;

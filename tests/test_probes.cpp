@@ -14,6 +14,7 @@
 #include "conformance/probes.hpp"
 #include "fast_test_util.hpp"
 #include "io/npy.hpp"
+#include "preset_param.hpp"
 #include "qexact/formats/bf16.hpp"
 #include "qexact/formats/e8m0.hpp"
 #include "qexact/formats/element.hpp"
@@ -27,27 +28,28 @@ std::set<std::string> names_of(const std::vector<Case>& probes) {
   return out;
 }
 
-TEST(Probes, EveryProbeOfEveryPresetHitsItsTarget) {
-  for (const std::string& preset : preset_names()) {
-    const Contract c = make_preset(preset);
-    const std::vector<Case> probes = discriminating_probes(c);
-    EXPECT_FALSE(probes.empty()) << preset;
-    for (const Case& k : probes) {
-      ASSERT_TRUE(k.target.has_value()) << preset << " " << k.name;
-      EXPECT_EQ(k.name.rfind("probe_", 0), 0u) << k.name;
-      EXPECT_EQ(k.target->name.rfind("discriminates:", 0), 0u) << k.target->name;
-      EXPECT_GT(k.hits, 0) << preset << " " << k.name;
-      EXPECT_EQ(k.target->count(c, k.input.view(), Observed{}), k.hits) << preset << " " << k.name;
-      // A probe is a rejection case exactly when the contract itself refuses its input (non-finite
-      // values under nonfinite_input=reject): what the variants differ in is refusing it.
-      bool refused = false;
-      try {
-        run_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
-      } catch (const Error&) {
-        refused = true;
-      }
-      EXPECT_EQ(k.expect_error.has_value(), refused) << preset << " " << k.name;
+class ProbesOfEveryPreset : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ProbesOfEveryPreset, EveryProbeHitsItsTarget) {
+  const std::string& preset = GetParam();
+  const Contract c = make_preset(preset);
+  const std::vector<Case> probes = discriminating_probes(c);
+  EXPECT_FALSE(probes.empty()) << preset;
+  for (const Case& k : probes) {
+    ASSERT_TRUE(k.target.has_value()) << preset << " " << k.name;
+    EXPECT_EQ(k.name.rfind("probe_", 0), 0u) << k.name;
+    EXPECT_EQ(k.target->name.rfind("discriminates:", 0), 0u) << k.target->name;
+    EXPECT_GT(k.hits, 0) << preset << " " << k.name;
+    EXPECT_EQ(k.target->count(c, k.input.view(), Observed{}), k.hits) << preset << " " << k.name;
+    // A probe is a rejection case exactly when the contract itself refuses its input (non-finite
+    // values under nonfinite_input=reject): what the variants differ in is refusing it.
+    bool refused = false;
+    try {
+      run_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
+    } catch (const Error&) {
+      refused = true;
     }
+    EXPECT_EQ(k.expect_error.has_value(), refused) << preset << " " << k.name;
   }
 }
 
@@ -137,31 +139,37 @@ TEST(Probes, NonFiniteAndSignedZeroProbesTellEveryValueApart) {
   }
 }
 
-TEST(Probes, FastEngineMatchesTheReferenceOnEveryProbe) {
-  // The probes hold ties, values a hair below them and tiny groups: the kernels' hard inputs.
-  std::vector<Contract> contracts;
-  for (const std::string& preset : preset_names()) contracts.push_back(make_preset(preset));
-  contracts.push_back(make_contract("mxfp8.ascend", {"rounding=trunc"}));
-  contracts.push_back(make_contract("mx.ocp.e2m1", {"rounding=trunc"}));
-  contracts.push_back(make_contract("int8.block.ascend", {"int_rounding=trunc"}));
-  contracts.push_back(make_contract("q8_0.ggml", {"int_rounding=trunc"}));
-  for (const Contract& c : contracts)
-    for (const Case& k : discriminating_probes(c)) {
-      const ContractRun ref = try_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
-      const ContractRun fast = try_contract(c, k.input.view(), RunOptions{Engine::fast, 2});
-      ASSERT_EQ(ref.output.has_value(), fast.output.has_value()) << c.preset << " " << k.name;
-      if (!ref.output) continue;
-      for (auto [a, b] : {std::pair{&ref.output->payload, &fast.output->payload},
-                          std::pair{&ref.output->scale, &fast.output->scale},
-                          std::pair{&ref.output->output, &fast.output->output}}) {
-        ASSERT_EQ(a->nbytes(), b->nbytes());
-        std::int64_t differing = 0;
-        for (std::size_t i = 0; i < a->nbytes(); ++i)
-          differing += static_cast<const std::uint8_t*>(a->raw())[i] != static_cast<const std::uint8_t*>(b->raw())[i];
-        EXPECT_EQ(differing, 0) << c.preset << " " << k.name << ": " << differing << " differing of " << a->nbytes();
-      }
+// The probes hold ties, values a hair below them and tiny groups: the kernels' hard inputs.
+void expect_fast_engine_matches_the_reference_on_every_probe(const Contract& c) {
+  for (const Case& k : discriminating_probes(c)) {
+    const ContractRun ref = try_contract(c, k.input.view(), RunOptions{Engine::reference, 1});
+    const ContractRun fast = try_contract(c, k.input.view(), RunOptions{Engine::fast, 2});
+    ASSERT_EQ(ref.output.has_value(), fast.output.has_value()) << c.preset << " " << k.name;
+    if (!ref.output) continue;
+    for (auto [a, b] : {std::pair{&ref.output->payload, &fast.output->payload},
+                        std::pair{&ref.output->scale, &fast.output->scale},
+                        std::pair{&ref.output->output, &fast.output->output}}) {
+      ASSERT_EQ(a->nbytes(), b->nbytes());
+      std::int64_t differing = 0;
+      for (std::size_t i = 0; i < a->nbytes(); ++i)
+        differing += static_cast<const std::uint8_t*>(a->raw())[i] != static_cast<const std::uint8_t*>(b->raw())[i];
+      EXPECT_EQ(differing, 0) << c.preset << " " << k.name << ": " << differing << " differing of " << a->nbytes();
     }
+  }
 }
+
+TEST_P(ProbesOfEveryPreset, FastEngineMatchesTheReference) {
+  expect_fast_engine_matches_the_reference_on_every_probe(make_preset(GetParam()));
+}
+
+TEST(Probes, FastEngineMatchesTheReferenceUnderTruncation) {
+  for (const Contract& c : {make_contract("mxfp8.ascend", {"rounding=trunc"}), make_contract("mx.ocp.e2m1", {"rounding=trunc"}),
+                            make_contract("int8.block.ascend", {"int_rounding=trunc"}),
+                            make_contract("q8_0.ggml", {"int_rounding=trunc"})})
+    expect_fast_engine_matches_the_reference_on_every_probe(c);
+}
+
+QEXACT_INSTANTIATE_FOR_EVERY_PRESET(ProbesOfEveryPreset);
 
 // Why there is no ratio probe (probes.hpp): rceil's two ratios can only round to different sides
 // of a power of two next to max * 2^k, and there they never do, for any element format and k.

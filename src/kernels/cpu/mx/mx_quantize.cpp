@@ -75,8 +75,10 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v, int cap) {
 
   // Subnormal grid: x = a / 2^(e_min - m) < 2^m, then round to an integer in fp32.
   const VF x = hn::Mul(a, hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + m - e_min) << 23)));
-  VF q;
-  VI subnormal;
+  // Zero-initialized only for GCC's flow analysis, which does not see that the switch covers
+  // every Rounding (its -Wmaybe-uninitialized fires under ASan without use-after-scope).
+  VF q = hn::Zero(df);
+  VI subnormal = hn::Zero(di);
   switch (kRneSaturate ? Rounding::rne : p.rounding) {
     case Rounding::rne: {
       // 2^23 + x (0 <= x < 2^m) rounds x to an integer, RNE, and holds it in its low mantissa
