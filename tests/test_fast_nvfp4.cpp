@@ -173,6 +173,40 @@ TEST_P(FastNvfp4, FiniteBlocksInEveryDtypeRunTheBatches) {
       expect_same(c, st.view(dt, shape), label(c) + " " + dtype_name(dt) + " finite");
 }
 
+// XLA flushes x' * m to zero where it is subnormal (ftz); under signed_zero=underflow that zero,
+// unlike the subnormal, loses its sign. Tiny normal elements beside a block amax of 6 * 448
+// (m = 1 / 448) give such quotients, in whole batches of blocks and in the last ones.
+TEST_P(FastNvfp4, PrescaledQuotientsFlushedToZeroLoseTheirSignUnderUnderflow) {
+  std::vector<float> x;
+  for (int b = 0; b < 67; ++b) {
+    x.push_back(b % 2 ? 2688.0f : -2688.0f);
+    for (int i = 1; i < 16; ++i) {
+      const float tiny = std::ldexp(1.0f + static_cast<float>(i) / 16.0f, -126 + (i + b) % 9);
+      x.push_back((i + b) % 3 == 0 ? tiny : -tiny);
+    }
+  }
+  const test::Storage st(x);
+  for (const Contract& c : {make_contract("nvfp4.jax", {"signed_zero=underflow"}), make_preset("nvfp4.jax"),
+                            make_contract("nvfp4.jax.global", {"signed_zero=underflow"})})
+    expect_same(c, st.view(DType::f32, {67, 16}), label(c) + " tiny quotients");
+}
+
+// quotient=divide is a division: x / d may underflow to a zero where x * fp32(1 / d) does not. A
+// tensor amax of 2688 * 2^80 makes t = 2^80 and each block's d = 448 * 2^80; x = -7 * 2^-64
+// gives x / d = -2^-150, which rounds to -0 (a zero: its sign dropped under
+// signed_zero=underflow), while fp32(1 / 7) > 1 / 7 lifts x * (1 / d) to -2^-149.
+TEST_P(FastNvfp4, DivisionThatUnderflowsToZeroIsNotTakenFromTheReciprocal) {
+  std::vector<float> x;
+  for (int b = 0; b < 64; ++b) {
+    x.push_back(std::ldexp(2688.0f, 80));
+    for (int i = 1; i < 16; ++i) x.push_back(std::ldexp(i % 2 ? -7.0f : 7.0f, -64 - (b + i) % 2));
+  }
+  const test::Storage st(x);
+  for (const Contract& c : {make_contract("nvfp4.modelopt", {"signed_zero=underflow"}),
+                            make_contract("nvfp4.ct", {"signed_zero=underflow"}), make_preset("nvfp4.modelopt")})
+    expect_same(c, st.view(DType::f32, {64, 16}), label(c) + " quotients under 2^-149");
+}
+
 // scale_arith=input rounds amax / 6 to the input's dtype before the global scale multiplies it.
 // Under a global scale that is not a power of two, some block amaxes give another E4M3 code
 // rounded that way than unrounded (18 of the 31743 positive finite f16 values under the tensor

@@ -178,6 +178,14 @@ HWY_INLINE VI LoadBlockBatch(const Nvfp4Plan& p, std::int64_t b0, VI* bits) {
   return p.tile_amax ? hn::BitCast(DI(), hn::LoadU(DU(), p.tile_amax + b0)) : own;
 }
 
+// LoadBlockBatch where every block of the batch is finite; false (nothing written) otherwise, and
+// the caller's one-block steps take the batch with their NaN and inf rules.
+template <DType kDtype>
+HWY_INLINE bool LoadFiniteBlockBatch(const Nvfp4Plan& p, std::int64_t b0, VI* bits, VI& amax) {
+  amax = LoadBlockBatch<kDtype>(p, b0, bits);
+  return hn::AllFalse(DI(), hn::Gt(amax, hn::Set(DI(), 0x7F7FFFFF)));
+}
+
 // E4M3 codes (satfinite, RNE) of finite v >= 0: 448 and above saturate to 0x7E, below 2^-6 the
 // subnormal grid (v * 2^9 is exact, + 2^23 rounds it), else rounded on the bits.
 HWY_INLINE VI E4m3SatfiniteCodes(VF v) {
@@ -221,6 +229,20 @@ HWY_INLINE void StoreBatchPayload(const VI* bits, const Codes& codes, std::uint8
     std::memcpy(out, staged, kBytes);
   }
 }
+
+// The batch's outputs: its scale codes (one per lane, each < 256) as bytes, then its payload,
+// codes(x, o) giving the E2M1 codes of a vector x of block j, o being lane j of `operand` (the
+// block's multiplier or divisor) in every lane.
+template <class Codes>
+HWY_INLINE void StoreBatch(const Nvfp4Plan& p, std::int64_t b0, VI code, VF operand, const VI* bits, const Codes& codes) {
+  const DF df;
+  const hn::Rebind<std::uint8_t, DU> d8;
+  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
+  HWY_ALIGN float lanes[kBatchLanes];
+  hn::Store(operand, df, lanes);
+  StoreBatchPayload(
+      bits, [&](VF x, int j) { return codes(x, hn::Set(df, lanes[j])); }, p.payload + b0 * (kNvfp4Block / 2));
+}
 #endif
 
 template <DType kDtype>
@@ -233,8 +255,8 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
   const DI di;
   constexpr int kN = kBatchLanes;
   VI bits[kNvfp4Block];  // kN blocks of kPer vectors
-  const VI amax = LoadBlockBatch<kDtype>(p, b0, bits);
-  if (!hn::AllFalse(di, hn::Gt(amax, hn::Set(di, 0x7F7FFFFF)))) return false;
+  VI amax;
+  if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
   const VF a = hn::BitCast(df, amax);
   VI code;
   VF mult;
@@ -252,13 +274,7 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
     const VF value = E4m3CodeValues(code);
     mult = hn::Min(hn::Div(hn::Set(df, 1.0f), hn::Mul(value, hn::Set(df, e.te_inv))), hn::Set(df, 0x1.fffffep127f));
   }
-  const hn::Rebind<std::uint8_t, DU> d8;
-  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
-  HWY_ALIGN float multipliers[kN];
-  hn::Store(mult, df, multipliers);
-  StoreBatchPayload(
-      bits, [&](VF x, int j) { return E2m1Codes(df, hn::Mul(x, hn::Set(df, multipliers[j]))); },
-      p.payload + b0 * (kNvfp4Block / 2));
+  StoreBatch(p, b0, code, mult, bits, [&](VF x, VF m) { return E2m1Codes(df, hn::Mul(x, m)); });
   return true;
 #endif
 }
@@ -301,9 +317,9 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
   const DI di;
   const DU du;
   constexpr int kN = kBatchLanes;
-  VI bits[kNvfp4Block];
-  const VI amax = LoadBlockBatch<kDtype>(p, b0, bits);
-  if (!hn::AllFalse(di, hn::Gt(amax, hn::Set(di, 0x7F7FFFFF)))) return false;
+  VI bits[kNvfp4Block];  // kN blocks of kPer vectors
+  VI amax;
+  if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
   const VF a = hn::BitCast(df, amax);
   const float t = p.tensor_scale;
   VF s;
@@ -334,18 +350,53 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
   }
   const VI d_mag = hn::And(hn::BitCast(di, d), hn::Set(di, 0x7FFFFFFF));
   if (!hn::AllTrue(di, hn::And(hn::Gt(d_mag, hn::Zero(di)), hn::Lt(d_mag, hn::Set(di, 0x7F800000))))) return false;
-  const hn::Rebind<std::uint8_t, DU> d8;
-  hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), code)), d8, p.scale + b0);
-  HWY_ALIGN float operand[kN];
-  hn::Store(d, df, operand);
-  StoreBatchPayload(
-      bits,
-      [&](VF x, int j) {
-        const VF o = hn::Set(df, operand[j]);
-        return E2m1CodesWithZeroSign(df, p.divide ? hn::Div(x, o) : hn::Mul(x, o), p.signed_zero);
-      },
-      p.payload + b0 * (kNvfp4Block / 2));
+  StoreBatch(p, b0, code, d, bits, [&](VF x, VF o) {
+    return E2m1CodesWithZeroSign(df, p.divide ? hn::Div(x, o) : hn::Mul(x, o), p.signed_zero);
+  });
   return true;
+#endif
+}
+
+// XLA's FTZ on x86 (quotient=prescaled): where ftz is on, a subnormal lane becomes the zero of
+// its sign (nvfp4::flush_if in vectors).
+template <class D>
+HWY_INLINE hn::Vec<D> FlushIf(bool ftz, D df, hn::Vec<D> v) {
+  if (!ftz) return v;
+  const hn::RebindToSigned<D> di;
+  const auto vb = hn::BitCast(di, v);
+  const auto tiny = hn::Lt(hn::And(vb, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x00800000));
+  return hn::BitCast(df, hn::IfThenElse(tiny, hn::And(vb, hn::Set(di, static_cast<std::int32_t>(0x80000000u))), vb));
+}
+
+// quotient=prescaled in batches (one block per lane, as QuantizeBlockBatch): QuantizePrescaledBlock's
+// steps in vectors of the same operations. With t > 0, x' = flush(flush(x) * t) is nondecreasing
+// in |x|, so the |x'| max of a block is that of its |x| max (a prescaled contract has no tiles:
+// block_rows=1). A block whose scale code is 0 has
+// m = 1 / 0 = inf, where the one-block steps go one by one: x' * inf is +-inf (code 7 or 15, as
+// the vectors encode it) or, for x' = 0, NaN (code 8, XLA's convert), so those lanes stay in the
+// batch too. Returns false, having written nothing, when a block holds an inf or a NaN.
+template <DType kDtype>
+HWY_INLINE bool QuantizePrescaledBatch(const Nvfp4Plan& p, std::int64_t b0) {
+#if HWY_TARGET != HWY_SCALAR
+  VI bits[kNvfp4Block];  // kN blocks of kPer vectors
+  VI amax;
+  if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
+  const DF df;
+  const DI di;
+  const auto flush = [&](VF v) { return FlushIf(p.ftz, df, v); };
+  const VF t = hn::Set(df, p.t_reciprocal);
+  const VF a = flush(hn::Mul(flush(hn::BitCast(df, amax)), t));
+  const VF r = flush(hn::Mul(a, hn::Set(df, 1.0f / 6.0f)));
+  const VI code = E4m3SatfiniteCodes(hn::Min(hn::Max(r, hn::Set(df, p.block_min)), hn::Set(df, 448.0f)));
+  const VF m = flush(hn::Div(hn::Set(df, 1.0f), flush(E4m3CodeValues(code))));
+  StoreBatch(p, b0, code, m, bits, [&](VF x, VF mv) {
+    const VF q = flush(hn::Mul(flush(hn::Mul(flush(x), t)), mv));
+    return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(q)), hn::Set(di, 8), E2m1CodesWithZeroSign(df, q, p.signed_zero));
+  });
+  return true;
+#else
+  (void)p, (void)b0;
+  return false;  // one lane: the one-block steps
 #endif
 }
 
@@ -394,12 +445,7 @@ HWY_INLINE void QuantizePrescaledBlock(const Nvfp4Plan& p, float* x, std::int64_
   const DI16 di;
   const int n = static_cast<int>(hn::Lanes(df));
   const auto abs_mask = hn::Set(di, 0x7FFFFFFF);
-  const auto flush = [&](auto v) {
-    if (!p.ftz) return v;
-    const auto vb = hn::BitCast(di, v);
-    const auto tiny = hn::Lt(hn::And(vb, abs_mask), hn::Set(di, 0x00800000));
-    return hn::BitCast(df, hn::IfThenElse(tiny, hn::And(vb, hn::Set(di, static_cast<std::int32_t>(0x80000000u))), vb));
-  };
+  const auto flush = [&](auto v) { return FlushIf(p.ftz, df, v); };
   const bool finite_t = std::isfinite(p.t_reciprocal) && p.t_reciprocal != 0.0f;
   auto mx = hn::Zero(di);
   for (int i = 0; i < kNvfp4Block; i += n) {
@@ -528,10 +574,14 @@ void QuantizeBlocksOf(const Nvfp4Plan& plan, std::int64_t first, std::int64_t la
   const bool general_batch = p.general && !p.prescaled && !p.ftz && !p.four_over_six &&
                              (p.two_level || p.multiplier ? std::isfinite(p.tensor_scale) && p.tensor_scale > 0.0f
                                                           : true);
-  if (kBatch > 1 && (general_batch || (e.vector && !p.general && !p.four_over_six))) {
+  // JAX's steps batch where x * (1 / t) is monotone in |x| (t finite and positive).
+  const bool prescaled_batch = p.prescaled && std::isfinite(p.t_reciprocal) && p.t_reciprocal > 0.0f;
+  if (kBatch > 1 && (general_batch || prescaled_batch || (e.vector && !p.general && !p.four_over_six))) {
     for (; b + kBatch <= last; b += kBatch) {
       PrefetchAheadBytes(p.data + b * kNvfp4Block * kSize, kBatch * kNvfp4Block * kSize);
-      const bool done = p.general ? QuantizeGeneralBatch<kDtype>(p, b) : QuantizeBlockBatch<kDtype>(p, e, b);
+      const bool done = p.prescaled ? QuantizePrescaledBatch<kDtype>(p, b)
+                        : p.general ? QuantizeGeneralBatch<kDtype>(p, b)
+                                    : QuantizeBlockBatch<kDtype>(p, e, b);
       if (!done)
         for (std::int64_t j = 0; j < kBatch; ++j) QuantizeOneBlock<kDtype>(p, b + j);
     }
