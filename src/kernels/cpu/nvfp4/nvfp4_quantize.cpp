@@ -253,8 +253,7 @@ HWY_INLINE bool QuantizeBlockBatch(const Nvfp4Plan& p, const Epilogue& e, std::i
 #else
   const DF df;
   const DI di;
-  constexpr int kN = kBatchLanes;
-  VI bits[kNvfp4Block];  // kN blocks of kPer vectors
+  VI bits[kNvfp4Block];  // kBatchLanes blocks of kPer vectors
   VI amax;
   if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
   const VF a = hn::BitCast(df, amax);
@@ -316,8 +315,7 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
   const DF df;
   const DI di;
   const DU du;
-  constexpr int kN = kBatchLanes;
-  VI bits[kNvfp4Block];  // kN blocks of kPer vectors
+  VI bits[kNvfp4Block];  // kBatchLanes blocks of kPer vectors
   VI amax;
   if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
   const VF a = hn::BitCast(df, amax);
@@ -371,14 +369,14 @@ HWY_INLINE hn::Vec<D> FlushIf(bool ftz, D df, hn::Vec<D> v) {
 // quotient=prescaled in batches (one block per lane, as QuantizeBlockBatch): QuantizePrescaledBlock's
 // steps in vectors of the same operations. With t > 0, x' = flush(flush(x) * t) is nondecreasing
 // in |x|, so the |x'| max of a block is that of its |x| max (a prescaled contract has no tiles:
-// block_rows=1). A block whose scale code is 0 has
-// m = 1 / 0 = inf, where the one-block steps go one by one: x' * inf is +-inf (code 7 or 15, as
-// the vectors encode it) or, for x' = 0, NaN (code 8, XLA's convert), so those lanes stay in the
-// batch too. Returns false, having written nothing, when a block holds an inf or a NaN.
+// block_rows=1). A block whose scale code is 0 has m = 1 / 0 = inf, where the one-block steps go
+// one by one: x' * inf is +-inf (code 7 or 15, as the vectors encode it) or, for x' = 0, NaN
+// (code 8, XLA's convert), so those lanes stay in the batch too. Returns false, having written
+// nothing, when a block holds an inf or a NaN.
 template <DType kDtype>
 HWY_INLINE bool QuantizePrescaledBatch(const Nvfp4Plan& p, std::int64_t b0) {
 #if HWY_TARGET != HWY_SCALAR
-  VI bits[kNvfp4Block];  // kN blocks of kPer vectors
+  VI bits[kNvfp4Block];  // kBatchLanes blocks of kPer vectors
   VI amax;
   if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
   const DF df;
