@@ -12,11 +12,14 @@
 namespace qexact::test {
 
 // gtest names allow letters, digits and '_': "fp8.deepseek.1x128" becomes "fp8_deepseek_1x128".
-inline std::string preset_test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
+inline std::string test_name_of_preset(std::string name) {
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return name;
+}
+
+inline std::string preset_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  return test_name_of_preset(info.param);
 }
 
 }  // namespace qexact::test

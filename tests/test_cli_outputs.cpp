@@ -15,6 +15,7 @@
 #include "cli_test_util.hpp"
 #include "contracts/family_table.hpp"
 #include "io/safetensors.hpp"
+#include "preset_param.hpp"
 #include "qexact/checkpoint.hpp"
 #include "qexact/contract.hpp"
 #include "qexact/quantize.hpp"
@@ -148,10 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, CliExistingOutputs,
                                            Existing{"int8.block.ascend", {1, 70, 2, 8}},
                                            Existing{"q8_0.ggml", {2, 64}}),
                          [](const ::testing::TestParamInfo<Existing>& info) {
-                           std::string name = info.param.preset;
-                           for (char& ch : name)
-                             if (ch == '.') ch = '_';
-                           return name;
+                           return test::test_name_of_preset(info.param.preset);
                          });
 
 // ---- a contract with a tensor scale, without running its kernels --------------------------------

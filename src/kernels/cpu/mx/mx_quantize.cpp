@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/common/byte_code_writer-inl.h"
 #include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/common/flush_subnormal-inl.h"
 #include "kernels/cpu/mx/mx_plan.hpp"
 #include "kernels/cpu/mx/mx_scale_bits.hpp"
 
@@ -37,13 +38,6 @@ HWY_INLINE VI RoundBf16Bits(VI bits) {
   const VI rounded = hn::And(hn::Add(hn::Add(bits, hn::Set(di, 0x7FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u)));
   const VI quiet = hn::Or(hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u))), hn::Set(di, 0x00400000));
   return hn::IfThenElse(hn::Gt(abs, hn::Set(di, kExpMask)), quiet, rounded);
-}
-
-// ftz's DAZ: a subnormal input reads as a zero of its sign.
-HWY_INLINE VI FlushSubnormalBits(VI bits) {
-  const DI di;
-  const VI abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
-  return hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x00800000)), hn::And(bits, hn::Set(di, static_cast<std::int32_t>(0x80000000u))), bits);
 }
 
 // Element codes (in int32 lanes) of already scaled values, by bit arithmetic. `e_min` is the
@@ -209,7 +203,7 @@ HWY_INLINE std::uint8_t QuantizeGroup(const MxPlan& p, float* HWY_RESTRICT src, 
   for (int i = 0; i < block; i += N) {
     VI bits = hn::BitCast(di, hn::Load(df, src + i));
     if (p.prequant_bf16) bits = RoundBf16Bits(bits);
-    if (p.ftz) bits = FlushSubnormalBits(bits);
+    if (p.ftz) bits = FlushSubnormalBits(DI(), bits);
     if (p.prequant_bf16 || p.ftz) hn::Store(hn::BitCast(df, bits), df, src + i);
     const VI abs = hn::And(bits, abs_mask);
     max_bits = hn::Max(max_bits, abs);
@@ -264,7 +258,7 @@ HWY_INLINE std::uint8_t QuantizeFullGroup(const MxPlan& p, const std::uint8_t* H
   for (int j = 0; j < nv; ++j) {
     VI b = hn::BitCast(di, LoadWidened(df, kDtype, row + (begin + j * kN) * static_cast<std::int64_t>(kDtype == DType::f32 ? 4 : 2)));
     if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
-    if (p.ftz) b = FlushSubnormalBits(b);
+    if (p.ftz) b = FlushSubnormalBits(DI(), b);
     bits[j] = b;
     const VI abs = hn::And(b, abs_mask);
     max_bits = hn::Max(max_bits, abs);

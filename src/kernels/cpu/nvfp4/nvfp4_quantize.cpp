@@ -20,6 +20,7 @@
 #include <hwy/cache_control.h>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/common/flush_subnormal-inl.h"
 #include "kernels/cpu/common/scalar_load.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_block_math.hpp"
 #include "kernels/cpu/nvfp4/nvfp4_plan.hpp"
@@ -355,15 +356,11 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
 #endif
 }
 
-// XLA's FTZ on x86 (quotient=prescaled): where ftz is on, a subnormal lane becomes the zero of
-// its sign (nvfp4::flush_if in vectors).
+// XLA's FTZ on x86 (quotient=prescaled): nvfp4::flush_if in vectors.
 template <class D>
 HWY_INLINE hn::Vec<D> FlushIf(bool ftz, D df, hn::Vec<D> v) {
-  if (!ftz) return v;
   const hn::RebindToSigned<D> di;
-  const auto vb = hn::BitCast(di, v);
-  const auto tiny = hn::Lt(hn::And(vb, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x00800000));
-  return hn::BitCast(df, hn::IfThenElse(tiny, hn::And(vb, hn::Set(di, static_cast<std::int32_t>(0x80000000u))), vb));
+  return ftz ? hn::BitCast(df, FlushSubnormalBits(di, hn::BitCast(di, v))) : v;
 }
 
 // quotient=prescaled in batches (one block per lane, as QuantizeBlockBatch): QuantizePrescaledBlock's
