@@ -175,7 +175,8 @@ TEST_P(FastMx, Fp32Log2CeilAtEveryPowerOfTwo) {
 
 // floor with log2_fp32 and scale_wrap (mxfp4.ggml): amaxes at, and 1 to 64 ulps either side of,
 // every power of two from 2^-149 to 2^127 (subnormal amaxes, whose wrapped byte reads the fp32
-// log2, included), and every subnormal bit pattern 2^k - j for small j.
+// log2, included), and every subnormal bit pattern 2^k - j for small j. Rows of 32 groups, so
+// that the batches of groups meet every edge too.
 TEST_P(FastMx, Fp32Log2FloorWrappedAtEveryPowerOfTwo) {
   for (const char* preset : {"mxfp4.ggml"}) {
     const Contract c = make_contract(preset);
@@ -189,8 +190,9 @@ TEST_P(FastMx, Fp32Log2FloorWrappedAtEveryPowerOfTwo) {
         for (int i = 0; i < 32; ++i) v.push_back(i == 5 ? -a : a * static_cast<float>(i) / 40.0f);
       }
     }
+    for (std::size_t i = 0; v.size() % 1024 != 0; ++i) v.push_back(v[i]);  // whole rows
     const Storage st(v);
-    expect_same(c, st.view(DType::f32, {static_cast<std::int64_t>(v.size()) / 32, 32}), 2,
+    expect_same(c, st.view(DType::f32, {static_cast<std::int64_t>(v.size()) / 1024, 1024}), 2,
                 std::string(preset) + " amaxes around every power of two");
   }
 }
@@ -233,6 +235,8 @@ TEST_P(FastMx, SpecialGroupsInsideBatchesOfGroups) {
   group(2, 20)[31] = -std::numeric_limits<float>::infinity();     // inf
   for (float* v = group(3, 5); v < group(3, 6); ++v) *v *= 0x1p-130f;  // scale byte 0
   for (float* v = group(4, 39); v < group(4, 40); ++v) *v *= 0x1p-120f;  // byte 0 for E5M2 only
+  for (int i = 0; i < 32; ++i)  // amax FLT_MAX, whose fp32 log2 is 128: ggml's byte 253 caps codes
+    group(5, 9)[i] = (i % 2 ? -1.0f : 1.0f) * std::numeric_limits<float>::max() * (static_cast<float>(32 - i) / 32.0f);
   std::vector<std::uint16_t> b(f.size());
   for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
   const Shape s{6, k};
@@ -242,7 +246,7 @@ TEST_P(FastMx, SpecialGroupsInsideBatchesOfGroups) {
                                 make_contract("mxfp8.te"),            make_contract("mxfp8.torchao.rceil"),
                                 make_contract("mx.ocp", {"scale_rule=ceil"}), make_contract("mx.ocp", {"scale_rule=even"}),
                                 make_contract("mx.ocp.e5m2", {"scale_rule=even"}), make_contract("mx.quark.e4m3"),
-                                make_contract("mx.quark.e4m3", {"byte0=written_one"})};
+                                make_contract("mx.quark.e4m3", {"byte0=written_one"}), make_contract("mxfp4.ggml")};
   for (const Contract& c : contracts) {
     for (int threads : {1, 3}) {
       expect_same(c, make_view(DType::f32, s, f.data()), threads, label(c) + " f32 special groups");

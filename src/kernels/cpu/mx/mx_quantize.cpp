@@ -328,9 +328,16 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
   const auto clamp = [&](VI b) { return hn::Min(hn::Max(b, zero), top); };
   VI byte;
   switch (p.rule) {
-    case ScaleRule::floor:
-      byte = clamp(hn::Sub(hn::ShiftRight<23>(amax), hn::Set(di, p.emax)));
+    case ScaleRule::floor: {
+      VI e = hn::ShiftRight<23>(amax);
+      if (p.log2_fp32) {
+        // torch.log2 in fp32 reaches e - 126 from log2_up_from[e] on (~0u, read as -1: never).
+        const VI from = hn::GatherIndex(di, reinterpret_cast<const std::int32_t*>(p.log2_up_from), e);
+        e = hn::Add(e, hn::IfThenElseZero(hn::And(hn::Gt(from, hn::Set(di, -1)), hn::Gt(amax, hn::Sub(from, one))), one));
+      }
+      byte = clamp(hn::Sub(e, hn::Set(di, p.emax)));
       break;
+    }
     case ScaleRule::ceil: {
       const VI up = hn::IfThenElseZero(hn::Ne(hn::And(amax, mantissa_mask), zero), one);
       byte = clamp(hn::Sub(hn::Add(hn::ShiftRight<23>(amax), up), hn::Set(di, p.emax)));
@@ -367,12 +374,43 @@ HWY_INLINE bool BatchScales(const MxPlan& p, VI amax, float* HWY_RESTRICT multip
     }
   }
   if (!hn::AllFalse(di, hn::Lt(byte, hn::Set(di, p.batch_min_byte)))) return false;
+  // finite_products caps codes from byte 240 on: such groups take group_scale's cap.
+  if (p.finite_products && !hn::AllFalse(di, hn::Gt(byte, hn::Set(di, 239)))) return false;
   const VI mult_bits = hn::IfThenElse(hn::Eq(byte, hn::Set(di, 254)), hn::Set(di, 0x00400000),
                                       hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 254), byte)));
   hn::Store(hn::BitCast(df, mult_bits), df, multipliers);
   const hn::Rebind<std::uint8_t, DU> d8;
   hn::StoreU(hn::TruncateTo(d8, hn::BitCast(DU(), byte)), d8, scale);
   return true;
+}
+#endif
+
+#if HWY_TARGET != HWY_SCALAR
+// Vector v of the whole groups of 32 that start at src, as fp32 bits (rounded to bf16 first
+// where the contract says so).
+template <DType kDtype>
+HWY_INLINE VI LoadGroupBits(const MxPlan& p, const std::uint8_t* HWY_RESTRICT src, int v) {
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  VI b = hn::BitCast(DI(), LoadWidened(DF(), kDtype, src + v * static_cast<std::int64_t>(hn::MaxLanes(DF())) * kSize));
+  if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
+  return b;
+}
+
+// The |x| bits' maxima of the Lanes consecutive groups of 32 that start at src, group j's in
+// lane j.
+template <DType kDtype>
+HWY_INLINE VI GroupMaxima32(const MxPlan& p, const std::uint8_t* HWY_RESTRICT src) {
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kPerGroup = 32 / kN;
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::And(LoadGroupBits<kDtype>(p, src, j * kPerGroup), abs_mask);
+    for (int v = 1; v < kPerGroup; ++v) m = hn::Max(m, hn::And(LoadGroupBits<kDtype>(p, src, j * kPerGroup + v), abs_mask));
+    level[j] = m;
+  }
+  return LaneMaxima<kN>(di, level);
 }
 #endif
 
@@ -397,20 +435,10 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
   constexpr int kPerGroup = 32 / kN;  // vectors per group of 32
   constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
   const std::uint8_t* src = row + g0 * 32 * kSize;
-  const auto load_bits = [&](int v) {
-    VI b = hn::BitCast(di, LoadWidened(df, kDtype, src + v * kN * kSize));
-    if (p.prequant_bf16 && kDtype != DType::bf16) b = RoundBf16Bits(b);  // bf16 input already is
-    return b;
-  };
-  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
-  VI level[kN];
-  for (int j = 0; j < kN; ++j) {
-    VI m = hn::And(load_bits(j * kPerGroup), abs_mask);
-    for (int v = 1; v < kPerGroup; ++v) m = hn::Max(m, hn::And(load_bits(j * kPerGroup + v), abs_mask));
-    level[j] = m;
-  }
+  const auto load_bits = [&](int v) { return LoadGroupBits<kDtype>(p, src, v); };
   HWY_ALIGN float multipliers[kN];
-  if (!BatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
+  if (!BatchScales(p, GroupMaxima32<kDtype>(p, src), multipliers, scale)) return false;
+  const VI abs_mask = hn::Set(di, 0x7FFFFFFF);
   const auto code_of = [&](int at) {
     const VF mul = hn::Set(df, multipliers[at / kPerGroup]);
     const VI bits = load_bits(at);
@@ -425,6 +453,66 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
   // 32 vectors of codes (kN groups of 32), four per store.
   for (int at = 0; at < kN * kPerGroup; at += 4)
     CodeWriter::Store4(code_of(at), code_of(at + 1), code_of(at + 2), code_of(at + 3), out + g0 * 32 + at * kN);
+  return true;
+#endif
+}
+
+// E2M1 codes (sign at bit 3) of finite values v = x * 2^k, exact, under ggml's element rule:
+// the nearest value, ties toward zero, saturating at 6, a zero code without sign (the same
+// codes EncodeElements gives under rounding=ties_zero, overflow=saturate, signed_zero=drop).
+// From 1 on, the integer bits round to one mantissa bit (half an ulp less one: a tie stays
+// below the carry); below 1 the values 0, 0.5 and 1 are chosen by their midpoints 0.25 and
+// 0.75, strictly exceeded.
+HWY_INLINE VI EncodeE2M1TiesZeroSignless(VF v) {
+  const DI di;
+  const VI bits = hn::BitCast(di, v);
+  const VI ab = hn::Min(hn::And(bits, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x40C00000));  // 6.0
+  const VI normal = hn::ShiftRight<22>(hn::Add(ab, hn::Set(di, (1 << 21) - 1 - (126 << 23))));
+  const VI below_one = hn::Neg(hn::Add(hn::VecFromMask(di, hn::Gt(ab, hn::Set(di, 0x3E800000))),    // 0.25
+                                       hn::VecFromMask(di, hn::Gt(ab, hn::Set(di, 0x3F400000)))));  // 0.75
+  const VI code = hn::IfThenElse(hn::Lt(ab, hn::Set(di, 0x3F800000)), below_one, normal);
+  const VI sign = hn::And(hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(DU(), bits))), hn::Set(di, 8));
+  return hn::Or(code, hn::IfThenZeroElse(hn::Eq(code, hn::Zero(di)), sign));
+}
+
+// QuantizeGroupBatch for 4-bit codes packed in halves (ggml: byte j of a group of 32 holds
+// elements j and j + 16, the first in the low nibble), any input dtype and contract: the
+// element at vector v of a group pairs with the one kPerGroup / 2 vectors on, lane for lane.
+// kGgmlElements: the contract's element rule is EncodeE2M1TiesZeroSignless's.
+template <DType kDtype, bool kRneSaturate, bool kGgmlElements>
+HWY_INLINE bool QuantizeHalvesGroupBatch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
+                                         std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)row, (void)g0, (void)out, (void)scale;
+  return false;
+#else
+  const DF df;
+  const DI di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(kN <= 16 && 32 % kN == 0, "a group of 32 is an even number of whole vectors");
+  constexpr int kPerGroup = 32 / kN;
+  constexpr int kHalf = kPerGroup / 2;  // vectors per half group
+  constexpr std::int64_t kSize = kDtype == DType::f32 ? 4 : 2;
+  const std::uint8_t* src = row + g0 * 32 * kSize;
+  const auto load_bits = [&](int v) { return LoadGroupBits<kDtype>(p, src, v); };
+  HWY_ALIGN float multipliers[kN];
+  if (!BatchScales(p, GroupMaxima32<kDtype>(p, src), multipliers, scale)) return false;
+  // Payload vector s (kN bytes) is half-group vector s % kHalf of group s / kHalf.
+  const auto bytes_of = [&](int s) {
+    const int group = s / kHalf;
+    const int lo = group * kPerGroup + s % kHalf;
+    const VF mul = hn::Set(df, multipliers[group]);
+    const VF lo_v = hn::Mul(hn::BitCast(df, load_bits(lo)), mul);
+    const VF hi_v = hn::Mul(hn::BitCast(df, load_bits(lo + kHalf)), mul);
+    if constexpr (kGgmlElements)
+      return hn::Or(EncodeE2M1TiesZeroSignless(lo_v), hn::ShiftLeft<4>(EncodeE2M1TiesZeroSignless(hi_v)));
+    const VI c_lo = EncodeElements<kRneSaturate>(p, lo_v, p.max_code);
+    const VI c_hi = EncodeElements<kRneSaturate>(p, hi_v, p.max_code);
+    return hn::Or(c_lo, hn::ShiftLeft<4>(c_hi));
+  };
+  // kN groups of 16 bytes: 16 vectors of kN bytes, four per store.
+  std::uint8_t* dst = out + g0 * 16;
+  for (int s = 0; s < 16; s += 4) CodeWriter::Store4(bytes_of(s), bytes_of(s + 1), bytes_of(s + 2), bytes_of(s + 3), dst + s * kN);
   return true;
 #endif
 }
@@ -517,9 +605,15 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
   constexpr std::int64_t kBatch = static_cast<std::int64_t>(hn::MaxLanes(DF()));
   constexpr std::int64_t kLanes = kBatch;
   static_assert(Grid::kBits != 4 || kDtype == DType::bf16, "4-bit batches are bf16 ones");
-  // Batches take no per-group cap (finite_products) and write adjacent nibbles only.
-  const bool batched = (direct || (Grid::kBits == 4 && p.col_stride == 1 && !p.packing_halves)) && p.block == 32 &&
-                       !p.log2_fp32 && !p.finite_products && p.layout != ScaleLayout::swizzled && kBatch > 1;
+  // 4-bit codes: adjacent nibbles from the fixed grid's bf16 batches, halves from their own.
+  // Batches leave a group that needs finite_products' cap to the per-group path, and read
+  // the fp32 log2 of the floor rule only.
+  const bool halves = p.fp4 && p.packing_halves && p.col_stride == 1;
+  const bool ggml_elements = p.rounding == Rounding::ties_zero && p.overflow == Overflow::saturate &&
+                             p.signed_zero == SignedZero::drop && p.max_code == 0x7;
+  const bool batched = (direct || (Grid::kBits == 4 && p.col_stride == 1 && !p.packing_halves) || halves) &&
+                       p.block == 32 && (!p.log2_fp32 || p.rule == ScaleRule::floor) &&
+                       p.layout != ScaleLayout::swizzled && kBatch > 1;
   std::int64_t row = first / p.groups;
   std::int64_t g = first % p.groups;
   const std::uint8_t* row_ptr = p.data + static_cast<std::size_t>(mx_row_offset(p, row)) * kSize;
@@ -571,7 +665,11 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
       std::uint8_t* out = p.payload + row * p.payload_row_bytes;
       std::uint8_t* scale = p.scale + mx_scale_offset(p, row, g);
       bool done_batch;
-      if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
+      if (halves && ggml_elements)
+        done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, true>(p, row_ptr, g, out, scale);
+      else if (halves)
+        done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, false>(p, row_ptr, g, out, scale);
+      else if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
         done_batch = QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
       else
         done_batch = QuantizeGroupBatch<kDtype, kRneSaturate, Grid>(p, row_ptr, g, out, scale);
