@@ -87,6 +87,17 @@ HWY_INLINE VI NormalMagnitude(VI ab) {
   return hn::ShiftRight<G::kDrop>(hn::Add(hn::Add(ab, hn::Set(di, G::kHalf - 1 - ((127 - G::kBias) << 23))), lsb));
 }
 
+// The subnormal grid's code of magnitude bits ab (exact below 2^e_min and at it, where it is the
+// smallest normal's code): ab / 2^(e_min - mbits) is exact, and adding 2^23 rounds it (RNE) to
+// an integer held in the low mantissa bits.
+template <int kMbits>
+HWY_INLINE VI SubnormalMagnitude(VI ab) {
+  const DF df;
+  const DI di;
+  const VF units = hn::Mul(hn::BitCast(df, ab), hn::Set(df, std::ldexp(1.0f, kMbits - Grid<kMbits>::kEmin)));
+  return hn::Sub(hn::BitCast(di, hn::Add(units, hn::Set(df, 8388608.0f))), hn::Set(di, 0x4B000000));
+}
+
 // Codes (int32 lanes) of quotients q: clamp |q| to max on the bits, round to the element (RNE);
 // lanes below the smallest normal take the subnormal grid: |q| / 2^(e_min - mbits) (exact) is
 // below 2^mbits, and adding 2^23 rounds it to an integer (RNE) held in the low mantissa bits.
@@ -94,15 +105,11 @@ HWY_INLINE VI NormalMagnitude(VI ab) {
 template <int kMbits, bool kNaN>
 HWY_INLINE VI Codes(VF q, VI max_bits) {
   using G = Grid<kMbits>;
-  const DF df;
   const DI di;
   const VI ab = ClampedMagnitude(q, max_bits);
   VI code = NormalMagnitude<kMbits>(ab);
   const auto sub = hn::Lt(ab, hn::Set(di, G::kSubnormalBelow));
-  if (!hn::AllFalse(di, sub)) {
-    const VF units = hn::Mul(hn::BitCast(df, ab), hn::Set(df, std::ldexp(1.0f, kMbits - G::kEmin)));
-    code = hn::IfThenElse(sub, hn::Sub(hn::BitCast(di, hn::Add(units, hn::Set(df, 8388608.0f))), hn::Set(di, 0x4B000000)), code);
-  }
+  if (!hn::AllFalse(di, sub)) code = hn::IfThenElse(sub, SubnormalMagnitude<kMbits>(ab), code);
   if constexpr (kNaN) {
     const auto nan = hn::Gt(hn::And(hn::BitCast(di, q), hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x7F800000));
     code = hn::IfThenElse(nan, hn::Set(di, 0x7F), code);
@@ -124,15 +131,36 @@ HWY_INLINE VI Overflowed(const Fp8Plan& p, VF q, VI code) {
 // correctly rounded quotient (two roundings of 2^-24 relative each, against half an ulp), so both
 // give the same code unless a rounding step of the element lies between them. On the normal
 // grid a step is a midpoint, the dropped bits equal to half an element ulp: a lane whose clamped
-// magnitude bits lie within kGuard of one, or one on the subnormal grid, is divided exactly
-// (for every lane of its vector). Clamping keeps the test right at max (no step there).
+// magnitude bits lie within kGuard of one is divided exactly (for every lane of its vector).
+// Clamping keeps the test right at max (no step there). NeedsExactQuotient is the quick test,
+// true for every lane on the subnormal grid too; NeedsExactSubnormal then clears such lanes
+// whose code is the same 8 bits either side.
 template <int kMbits>
-HWY_INLINE auto NeedsExactQuotient(VI ab) {
+HWY_INLINE auto NormalNearTie(VI ab) {
   using G = Grid<kMbits>;
   constexpr std::int32_t kGuard = 4;
   const DI di;
   const VI off = hn::And(hn::Add(ab, hn::Set(di, kGuard - G::kHalf)), hn::Set(di, (1 << G::kDrop) - 1));
-  return hn::Or(hn::Lt(off, hn::Set(di, 2 * kGuard + 1)), hn::Lt(ab, hn::Set(di, G::kSubnormalBelow)));
+  return hn::Lt(off, hn::Set(di, 2 * kGuard + 1));
+}
+
+template <int kMbits>
+HWY_INLINE auto NeedsExactQuotient(VI ab) {
+  return hn::Or(NormalNearTie<kMbits>(ab), hn::Lt(ab, hn::Set(DI(), Grid<kMbits>::kSubnormalBelow)));
+}
+
+// The lanes of a vector that NeedsExactQuotient flagged that must really be divided: near a
+// midpoint of the normal grid, or on the subnormal grid with a step within 8 bits either side
+// (the product's 3 ulps are up to 6 bits below a power of two, where a subnormal-grid midpoint
+// can lie: 0.5 * 2^(e_min - mbits)). A zero (x = 0, or a product that underflows to 0) is
+// exact in both; ab - 8 stops at 0.
+template <int kMbits>
+HWY_INLINE auto NeedsExactDivision(VI ab) {
+  const DI di;
+  const auto sub = hn::Lt(ab, hn::Set(di, Grid<kMbits>::kSubnormalBelow));
+  const VI below = hn::Max(hn::Sub(ab, hn::Set(di, 8)), hn::Zero(di));
+  const auto sub_step = hn::Ne(SubnormalMagnitude<kMbits>(below), SubnormalMagnitude<kMbits>(hn::Add(ab, hn::Set(di, 8))));
+  return hn::Or(hn::AndNot(sub, NormalNearTie<kMbits>(ab)), hn::And(sub, sub_step));
 }
 
 // The quotient of a plain domain (finite amax, finite non-zero operand: no NaN can arise) and
@@ -151,6 +179,7 @@ class PlainEncoder {
     const VF q = hn::Mul(x, recip_);
     const VI ab = ClampedMagnitude(q, max_bits_);
     if (HWY_LIKELY(hn::AllFalse(DI(), NeedsExactQuotient<kMbits>(ab)))) return hn::Or(NormalMagnitude<kMbits>(ab), SignBit(q));
+    if (hn::AllFalse(DI(), NeedsExactDivision<kMbits>(ab))) return Codes<kMbits, false>(q, max_bits_);
     return Codes<kMbits, false>(hn::Div(x, operand_), max_bits_);
   }
 
