@@ -6,6 +6,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
@@ -92,7 +93,7 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
   const hn::ScalableTag<float> df;
   const hn::Rebind<std::uint8_t, decltype(df)> d8;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  float fp4_table[16];
+  HWY_ALIGN float fp4_table[16];
   if (p.fp4)
     for (std::uint32_t c = 0; c < 16; ++c) fp4_table[c] = DecodeScalar(p, c);
   for (std::int64_t row = first; row < last; ++row) {
@@ -130,6 +131,34 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
         const std::int64_t half = p.block / 2;
         const bool halves = p.packing_halves;
         const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
+        // The group's 16 products, one per code, looked up instead of decoded: each is the
+        // contract's one fp32 multiply, done once per code instead of once per element. 16
+        // lanes hold them all (a NaN product is s itself, byte 255's canonical NaN: an x86
+        // multiply returns its NaN operand); 8 hold the magnitudes, the sign then set on the
+        // bits (the rounding is symmetric), so a NaN scale, whose NaN has no sign, leaves the
+        // table there.
+        constexpr std::int64_t kTableLanes = static_cast<std::int64_t>(hn::MaxLanes(df));
+        HWY_ALIGN float products[16];
+        for (int c = 0; c < 16; c += static_cast<int>(N))
+          hn::Store(hn::Mul(hn::Mul(hn::Load(df, fp4_table + c), hn::Set(df, v_factor)), vs), df, products + c);
+        // A product is NaN only where s is.
+        const bool table = kTableLanes >= 16 || (kTableLanes == 8 && !std::isnan(s));
+        const auto lookup = [&](hn::Vec<decltype(du)> nib) {
+          if constexpr (kTableLanes >= 16) {
+            const auto t = hn::Load(df, products);
+            return hn::TableLookupLanes(t, hn::IndicesFromVec(df, hn::BitCast(hn::RebindToSigned<decltype(df)>(), nib)));
+          } else {
+            const auto t = hn::Load(df, products);
+            const auto mag = hn::BitCast(hn::RebindToSigned<decltype(df)>(), hn::And(nib, hn::Set(du, 7u)));
+            const auto sign = hn::ShiftLeft<28>(hn::And(nib, hn::Set(du, 8u)));
+            return hn::Or(hn::TableLookupLanes(t, hn::IndicesFromVec(df, mag)), hn::BitCast(df, sign));
+          }
+        };
+        // Codes decoded on their bits where the table cannot serve.
+        const auto decoded = [&](hn::Vec<decltype(du)> nib) {
+          const auto v = hn::Mul(DecodeCodes(df, p, Fp4AsByteCodes(du, nib)), vs);
+          return hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
+        };
         if (!halves || (end - begin == p.block && half % N == 0)) {
           for (; i + N <= end; i += N) {
             hn::Vec<decltype(du)> nib;
@@ -140,8 +169,7 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
             } else {
               nib = Fp4AdjacentCodes(df, in, i);
             }
-            const auto v = hn::Mul(DecodeCodes(df, p, Fp4AsByteCodes(du, nib)), vs);
-            const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
+            const auto y = table ? lookup(nib) : decoded(nib);
             if (stream) hn::Stream(y, df, o + i);
             else hn::StoreU(y, df, o + i);
           }
