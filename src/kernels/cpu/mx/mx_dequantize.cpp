@@ -22,7 +22,7 @@ inline float ScaleValue(std::uint8_t byte) {
   return byte == 0 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(byte) << 23);
 }
 
-// fp32 value of element code c (scalar twin of DecodeBytes: FP4 nibbles, and the byte-wide
+// fp32 value of element code c (scalar twin of DecodeCodes and DecodeFp8: FP4 nibbles, and the byte-wide
 // codes of a group's tail or of a group the vector path leaves out).
 inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
   const std::uint32_t sign = (c >> (p.elem_bits - 1)) & 1u;
@@ -59,9 +59,42 @@ HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const MxPlan& p, hn::Vec<hn::RebindToU
   return hn::Or(v, hn::BitCast(df, sign));
 }
 
-template <class DF, class V8>
-HWY_INLINE hn::Vec<DF> DecodeBytes(DF df, const MxPlan& p, V8 bytes) {
-  return DecodeCodes(df, p, hn::PromoteTo(hn::RebindToUnsigned<DF>(), bytes));
+// FP8 codes (u32 lanes; E4M3 for kMbits 3, E5M2 for 2) as fp32 values, fewer steps than
+// DecodeCodes: the magnitude bits shifted under fp32's exponent field read as a float and
+// multiplied by 2^(127 - bias) (exact for every code: a subnormal code lands on the fp32
+// subnormal of the same significand, scaled by a power of two into the normal range); then
+// E4M3's S.1111.111 NaN, or E5M2's exponent 31 (inf, NaN), and the sign on the bits.
+template <int kMbits, class DF>
+HWY_INLINE hn::Vec<DF> DecodeFp8(DF df, hn::Vec<hn::RebindToUnsigned<DF>> c) {
+  const hn::RebindToUnsigned<DF> du;
+  constexpr int kBias = kMbits == 3 ? 7 : 15;
+  const auto mag = hn::And(c, hn::Set(du, 0x7Fu));
+  auto v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - kMbits>(mag)), hn::Set(df, bits_to_float(static_cast<std::uint32_t>(254 - kBias) << 23)));
+  if constexpr (kMbits == 3) {
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
+  } else {
+    const auto special = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<21>(hn::And(mag, hn::Set(du, 3u))));
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Gt(mag, hn::Set(du, 0x7Bu))), hn::BitCast(df, special), v);
+  }
+  return hn::Or(v, hn::BitCast(df, hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)))));
+}
+
+// The values times s of a group's whole vectors of FP8 codes, elements [i, end), in order: the
+// contract's one fp32 multiply, a NaN product canonical. Returns where it stopped.
+template <int kMbits, class DF>
+HWY_INLINE std::int64_t DequantizeFp8Vectors(DF df, const std::uint8_t* in, float s, std::int64_t i, std::int64_t end, float* o) {
+  const hn::Rebind<std::uint8_t, DF> d8;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto vs = hn::Set(df, s);
+  // Streaming stores (the output is not read again) where the destination is aligned.
+  const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
+  for (; i + N <= end; i += N) {
+    const auto v = hn::Mul(DecodeFp8<kMbits>(df, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d8, in + i))), vs);
+    const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
+    if (stream) hn::Stream(y, df, o + i);
+    else hn::StoreU(y, df, o + i);
+  }
+  return i;
 }
 
 // FP4 nibbles (u32 lanes, 0..15) as DecodeCodes takes them: the sign from bit 3 to bit 7.
@@ -91,8 +124,7 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Fp4AdjacentCodes(DF df, const std::
 void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
                       std::int64_t first, std::int64_t last) {
   const hn::ScalableTag<float> df;
-  const hn::Rebind<std::uint8_t, decltype(df)> d8;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
+  [[maybe_unused]] const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
   HWY_ALIGN float fp4_table[16];
   if (p.fp4)
     for (std::uint32_t c = 0; c < 16; ++c) fp4_table[c] = DecodeScalar(p, c);
@@ -109,17 +141,9 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
       const std::int64_t begin = g * p.block;
       const std::int64_t end = std::min(p.k, begin + p.block);
       std::int64_t i = begin;
-      if (!p.fp4 && p.elem_bits == 8 && !wrapped_top) {
+      if (!p.fp4 && p.elem_bits == 8 && !wrapped_top) {  // E4M3 or E5M2
         PrefetchAhead(in + begin);
-        const auto vs = hn::Set(df, s);
-        // Streaming stores (the output is not read again) where the destination is aligned.
-        const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
-        for (; i + N <= end; i += N) {
-          const auto v = hn::Mul(DecodeBytes(df, p, hn::LoadU(d8, in + i)), vs);
-          const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
-          if (stream) hn::Stream(y, df, o + i);
-          else hn::StoreU(y, df, o + i);
-        }
+        i = p.mbits == 3 ? DequantizeFp8Vectors<3>(df, in, s, i, end, o) : DequantizeFp8Vectors<2>(df, in, s, i, end, o);
       }
 #if HWY_TARGET != HWY_SCALAR
       if (p.fp4 && !wrapped_top) {
