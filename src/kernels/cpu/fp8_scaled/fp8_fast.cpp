@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <hwy/cache_control.h>
+
 #include "contracts/family_table.hpp"
 #include "contracts/scale_grain.hpp"
 #include "kernels/cpu/common/parallel.hpp"
@@ -227,25 +229,18 @@ void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, co
   const Fp8Plan p = kernels::make_fp8_plan(c, layout, scale.shape, nullptr, nullptr);
   const auto* codes = static_cast<const std::uint8_t*>(pv.data);
   const auto* scales = static_cast<const float*>(sv.data);
-  float table[256];
-  for (int k = 0; k < 256; ++k) {
-    const float v = elem_decode(c.element, static_cast<std::uint8_t>(k));
-    table[k] = std::isnan(v) ? std::numeric_limits<float>::quiet_NaN() : v;
-  }
   // Stored descale: q * s; stored multiplier: q / s (a zero domain's 0 gives 0).
   const bool times = (c.scale_kind == ScaleKind::descale) == (c.stored == StoredScale::computed);
   const bool zero_domains = c.zero_group == ZeroGroup::zero;
   const auto run = [&](float s, std::int64_t off, std::int64_t n) {
-    for (std::int64_t i = off; i < off + n; ++i) {
-      const float q = table[codes[i]];
-      const float v = times ? q * s : (zero_domains && s == 0.0f ? 0.0f : q / s);
-      out[i] = v == v ? v : std::numeric_limits<float>::quiet_NaN();
-    }
+    if (!times && zero_domains && s == 0.0f) std::fill(out + off, out + off + n, 0.0f);
+    else kernels::fp8_dequantize_run(p.mbits, codes + off, n, s, times, out + off);
   };
   if (p.kind == Granularity::tensor) {
     const std::int64_t chunks = (p.numel + kChunk - 1) / kChunk;
     kernels::parallel_for(chunks, 1, threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t k = b; k < e; ++k) run(scales[0], k * kChunk, std::min(kChunk, p.numel - k * kChunk));
+      hwy::FlushStream();
     });
     return;
   }
@@ -253,6 +248,7 @@ void dequantize_fp8_scaled_into(const Contract& c, const TensorView& payload, co
   kernels::parallel_for(p.domains, grain_for(per_domain), threads, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t d = b; d < e; ++d)
       kernels::fp8_for_each_segment(p, d, [&](std::int64_t off, std::int64_t n) { run(scales[d], off, n); });
+    hwy::FlushStream();
   });
 }
 

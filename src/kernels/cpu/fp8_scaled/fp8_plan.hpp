@@ -120,6 +120,10 @@ void fp8_for_each_segment(const Fp8Plan& p, std::int64_t d, F&& f) {
 std::uint32_t fp8_abs_max_bits(const Fp8Plan& p, std::int64_t offset, std::int64_t n);
 // Codes of n elements from offset under a domain's scale.
 void fp8_quantize_run(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::int64_t n);
+// Values of n codes (element E4M3 for mbits 3, E5M2 for 2) of one domain: code * s where
+// `times`, else code / s (an IEEE division); a NaN value is the canonical quiet NaN. The
+// values may leave in streaming stores: call hwy::FlushStream() before another thread reads them.
+void fp8_dequantize_run(int mbits, const std::uint8_t* codes, std::int64_t n, float s, bool times, float* out);
 // Domains [first, last) of a granularity other than tensor: scales and codes. false (the rest
 // unwritten) at the first domain with a non-finite amax under nonfinite_input=reject.
 bool fp8_quantize_domains(const Fp8Plan& p, std::int64_t first, std::int64_t last);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/common/fp8_decode-inl.h"
 #include "kernels/cpu/mx/mx_plan.hpp"
 #include "kernels/cpu/mx/mx_scale_bits.hpp"
 
@@ -57,26 +58,6 @@ HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const MxPlan& p, hn::Vec<hn::RebindToU
     v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
   }
   return hn::Or(v, hn::BitCast(df, sign));
-}
-
-// FP8 codes (u32 lanes; E4M3 for kMbits 3, E5M2 for 2) as fp32 values, fewer steps than
-// DecodeCodes: the magnitude bits shifted under fp32's exponent field read as a float and
-// multiplied by 2^(127 - bias) (exact for every code: a subnormal code lands on the fp32
-// subnormal of the same significand, scaled by a power of two into the normal range); then
-// E4M3's S.1111.111 NaN, or E5M2's exponent 31 (inf, NaN), and the sign on the bits.
-template <int kMbits, class DF>
-HWY_INLINE hn::Vec<DF> DecodeFp8(DF df, hn::Vec<hn::RebindToUnsigned<DF>> c) {
-  const hn::RebindToUnsigned<DF> du;
-  constexpr int kBias = kMbits == 3 ? 7 : 15;
-  const auto mag = hn::And(c, hn::Set(du, 0x7Fu));
-  auto v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - kMbits>(mag)), hn::Set(df, bits_to_float(static_cast<std::uint32_t>(254 - kBias) << 23)));
-  if constexpr (kMbits == 3) {
-    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
-  } else {
-    const auto special = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<21>(hn::And(mag, hn::Set(du, 3u))));
-    v = hn::IfThenElse(hn::RebindMask(df, hn::Gt(mag, hn::Set(du, 0x7Bu))), hn::BitCast(df, special), v);
-  }
-  return hn::Or(v, hn::BitCast(df, hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)))));
 }
 
 // The values times s of a group's whole vectors of FP8 codes, elements [i, end), in order: the

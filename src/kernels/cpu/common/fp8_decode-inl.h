@@ -1,0 +1,44 @@
+// FP8 codes (E4M3 with its S.1111.111 NaN, E5M2 with IEEE inf and NaN) as fp32 values, in
+// vectors: shared by the MX and fp8.scaled dequantizers (a Highway per-target header:
+// foreach_target includes it once per target). Exact for every code; no rounding happens here.
+#if defined(QEXACT_KERNELS_CPU_COMMON_FP8_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEXACT_KERNELS_CPU_COMMON_FP8_DECODE_INL_H_
+#undef QEXACT_KERNELS_CPU_COMMON_FP8_DECODE_INL_H_
+#else
+#define QEXACT_KERNELS_CPU_COMMON_FP8_DECODE_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <bit>
+#include <cstdint>
+
+HWY_BEFORE_NAMESPACE();
+namespace qexact::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// FP8 codes in u32 lanes (E4M3 for kMbits 3, E5M2 for 2): the magnitude bits shifted under
+// fp32's exponent field, read as a float and multiplied by 2^(127 - bias) (exact for every code:
+// a subnormal code lands on the fp32 subnormal of the same significand, which the power of two
+// scales into the normal range); then E4M3's NaN, or E5M2's exponent 31 (inf, NaN), and the
+// sign on the bits. A NaN code gives a NaN whose sign and payload the caller canonicalizes.
+template <int kMbits, class DF>
+HWY_INLINE hn::Vec<DF> DecodeFp8(DF df, hn::Vec<hn::RebindToUnsigned<DF>> c) {
+  const hn::RebindToUnsigned<DF> du;
+  constexpr int kBias = kMbits == 3 ? 7 : 15;
+  const auto mag = hn::And(c, hn::Set(du, 0x7Fu));
+  const float unbias = std::bit_cast<float>(static_cast<std::uint32_t>(254 - kBias) << 23);
+  auto v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - kMbits>(mag)), hn::Set(df, unbias));
+  if constexpr (kMbits == 3) {
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
+  } else {
+    const auto special = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<21>(hn::And(mag, hn::Set(du, 3u))));
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Gt(mag, hn::Set(du, 0x7Bu))), hn::BitCast(df, special), v);
+  }
+  return hn::Or(v, hn::BitCast(df, hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)))));
+}
+
+}  // namespace qexact::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // QEXACT_KERNELS_CPU_COMMON_FP8_DECODE_INL_H_ toggle
