@@ -518,6 +518,81 @@ HWY_INLINE bool QuantizeHalvesGroupBatch(const MxPlan& p, const std::uint8_t* HW
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// The |x| maxima, as fp32 bits, of the Lanes consecutive groups of 32 bf16 values at src, group
+// j's in lane j: a 32-bit lane holds two elements, each an fp32 value once moved to the top.
+HWY_INLINE VI Bf16GroupMaxima(const std::uint8_t* HWY_RESTRICT src) {
+  const DI di;
+  const DU du;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kPerGroup = 16 / kN;
+  const auto magnitude = hn::Set(du, 0x7FFF7FFFu);
+  VI level[kN];
+  for (int j = 0; j < kN; ++j) {
+    VI m = hn::Zero(di);
+    for (int v = 0; v < kPerGroup; ++v) {
+      const auto a = hn::And(hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(src + (j * kPerGroup + v) * kN * 4)), magnitude);
+      m = hn::Max(m, hn::Max(hn::BitCast(di, hn::ShiftLeft<16>(a)), hn::BitCast(di, hn::And(a, hn::Set(du, 0xFFFF0000u)))));
+    }
+    level[j] = m;
+  }
+  return LaneMaxima<kN>(di, level);
+}
+#endif
+
+// QuantizeBf16GroupBatch for E2M1 (RNE, saturating, zero signs kept) in 16-bit lanes, one
+// element each: twice the elements per instruction. A bf16 magnitude times the group's
+// multiplier 2^(127 - byte) is its bits plus (127 - byte) << 7, exact while the sum is a normal
+// bf16; where the sum's exponent field reaches 0 or below (clamped at 0) the true product is
+// below 2^-126, a zero code either way. Every byte must be 5 or more (every amax 2^-119 or
+// more): then a subnormal input's sum, whose significand has no implicit one, stays below
+// 2^-4, as its true product does, both a zero code. Codes from 1 on: the significand rounded
+// to one bit (ties to even) on the integer bits; below 1 the midpoints 0.25 (to 0) and 0.75 (to
+// 1, even). Returns false, having written nothing, as the other batches.
+HWY_INLINE bool QuantizeBf16E2m1Batch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
+                                      std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)row, (void)g0, (void)out, (void)scale;
+  return false;
+#else
+  const DI di;
+  const DU du;
+  const hn::Repartition<std::int16_t, DI> d16;
+  using V16 = hn::Vec<decltype(d16)>;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  static_assert(kN <= 16 && 16 % kN == 0, "a group of 32 bf16 is whole vectors");
+  constexpr int kPerGroup = 16 / kN;  // vectors of 2 kN bf16 per group of 32
+  const std::uint8_t* src = row + g0 * 64;
+  const VI amax = Bf16GroupMaxima(src);
+  if (!hn::AllFalse(di, hn::Lt(amax, hn::Set(di, 8 << 23)))) return false;  // a byte below 5
+  HWY_ALIGN float multipliers[kN];
+  if (!BatchScales(p, amax, multipliers, scale)) return false;
+  // (127 - byte) << 7 per group: the multiplier's exponent field, less 127 (byte 254's
+  // multiplier is the subnormal 2^-127, field 0: -127 too).
+  HWY_ALIGN std::int32_t offsets[kN];
+  hn::Store(hn::ShiftLeft<7>(hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, hn::Load(DF(), multipliers))), hn::Set(di, 127))), di,
+            offsets);
+  const auto codes = [&](int v) {
+    const V16 x = hn::LoadU(d16, reinterpret_cast<const std::int16_t*>(src + v * kN * 4));
+    const V16 shifted = hn::Add(hn::And(x, hn::Set(d16, 0x7FFF)), hn::Set(d16, static_cast<std::int16_t>(offsets[v / kPerGroup])));
+    const V16 ab = hn::Min(hn::Max(shifted, hn::Zero(d16)), hn::Set(d16, 0x40C0));  // at most 6.0
+    const V16 lsb = hn::And(hn::ShiftRight<6>(ab), hn::Set(d16, 1));
+    const V16 normal = hn::ShiftRight<6>(hn::Add(hn::Add(ab, hn::Set(d16, 0x1F - (126 << 7))), lsb));
+    const V16 below_one = hn::Neg(hn::Add(hn::VecFromMask(d16, hn::Gt(ab, hn::Set(d16, 0x3E80))),    // 0.25
+                                          hn::VecFromMask(d16, hn::Gt(ab, hn::Set(d16, 0x3F3F)))));  // 0.75 and up
+    const V16 code = hn::IfThenElse(hn::Lt(ab, hn::Set(d16, 0x3F80)), below_one, normal);
+    const V16 c = hn::Or(code, hn::And(hn::ShiftRight<12>(x), hn::Set(d16, 8)));  // the sign at bit 3
+    // Element 2i in the low nibble of byte i, 2i + 1 in its high nibble.
+    const auto w = hn::BitCast(du, c);
+    return hn::BitCast(di, hn::Or(hn::And(w, hn::Set(du, 0xFu)), hn::And(hn::ShiftRight<12>(w), hn::Set(du, 0xF0u))));
+  };
+  std::uint8_t* dst = out + g0 * 16;
+  for (int at = 0; at < kN * kPerGroup; at += 4)
+    CodeWriter::Store4(codes(at), codes(at + 1), codes(at + 2), codes(at + 3), dst + at * kN);
+  return true;
+#endif
+}
+
 // QuantizeGroupBatch for bf16 input and a grid fixed at compile time (RNE, saturating, signed
 // zeros kept). A vector of 32-bit lanes loads twice as many bf16 elements: lane i holds
 // elements 2i (low half) and 2i+1 (high half), each an fp32 value once moved to the top (a
@@ -545,17 +620,8 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
   const VU high = hn::Set(du, 0xFFFF0000u);
   const auto even = [&](VU a) { return hn::BitCast(df, hn::ShiftLeft<16>(a)); };
   const auto odd = [&](VU a) { return hn::BitCast(df, hn::And(a, high)); };
-  VI level[kN];
-  for (int j = 0; j < kN; ++j) {
-    VI m = hn::Zero(di);
-    for (int v = 0; v < kPerGroup; ++v) {
-      const VU a = hn::And(load(j * kPerGroup + v), magnitude);
-      m = hn::Max(m, hn::Max(hn::BitCast(di, even(a)), hn::BitCast(di, odd(a))));
-    }
-    level[j] = m;
-  }
   HWY_ALIGN float multipliers[kN];
-  if (!BatchScales(p, LaneMaxima<kN>(di, level), multipliers, scale)) return false;
+  if (!BatchScales(p, Bf16GroupMaxima(src), multipliers, scale)) return false;
 
   // The codes of vector v's element pairs, one pair per 32-bit lane.
   const auto pairs = [&](int v, VF mul) {
@@ -670,6 +736,8 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
         done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, true>(p, row_ptr, g, out, scale);
       else if (halves)
         done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, false>(p, row_ptr, g, out, scale);
+      else if constexpr (Grid::kBits == 4 && kDtype == DType::bf16)
+        done_batch = QuantizeBf16E2m1Batch(p, row_ptr, g, out, scale) || QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
       else if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
         done_batch = QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
       else
