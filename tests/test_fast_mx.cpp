@@ -304,6 +304,14 @@ TEST_P(FastMx, FlushToZeroGroupsInsideBatches) {
     f[f.size() - 30] = e % 3 ? 0x1p-140f : -0x1p-127f;  // a subnormal element in a normal group
   }
   while (f.size() % static_cast<std::size_t>(k) != 0) f.push_back(0x1p-133f);
+  // Whole rows of groups just above the 16-bit batches' amax bounds (E2M1 2^-119, E4M3 2^-107)
+  // and just below, each with subnormal elements: batches of such groups only.
+  for (const float base : {0x1p-121f, 0x1p-120f, 0x1p-119f, 0x1p-109f, 0x1p-108f, 0x1p-107f})
+    for (int g = 0; g < 32; ++g)
+      for (int i = 0; i < 32; ++i)
+        f.push_back(i == g ? base * (1.0f + static_cast<float>(g) / 64.0f)
+                    : i % 5 == 1 ? (i % 2 ? -0x1p-127f : 0x1p-130f)
+                                 : base * (i % 2 ? -0.4f : 0.6f));
   std::vector<std::uint16_t> b(f.size());
   for (std::size_t i = 0; i < f.size(); ++i) b[i] = f32_to_bf16(f[i]);
   const Shape s{static_cast<std::int64_t>(f.size()) / k, k};
@@ -311,7 +319,9 @@ TEST_P(FastMx, FlushToZeroGroupsInsideBatches) {
                             make_contract("mxfp4.jax", {"byte0=infinite"}), make_contract("mxfp8.jax", {"element=e5m2"}),
                             make_contract("mxfp8.jax", {"scale_rule=floor", "ratio=divide"}), make_contract("mxfp8.jax", {"ftz=false"}),
                             make_contract("mxfp4.triton"), make_contract("mxfp4.triton", {"element=e4m3"}),
-                            make_contract("mx.ocp.e2m1")}) {  // bf16 E2M1 batches in 16-bit lanes: bytes below 5 leave them
+                            // bf16 batches in 16-bit lanes (E2M1, E4M3): bytes below 5 / 11 leave them
+                            make_contract("mx.ocp.e2m1"), make_contract("mx.ocp"), make_contract("mxfp8.te"),
+                            make_contract("mxfp8.torchao.rceil")}) {
     expect_same(c, make_view(DType::f32, s, f.data()), 2, label(c) + " f32 ftz band");
     expect_same(c, make_view(DType::bf16, s, b.data()), 2, label(c) + " bf16 ftz band");
   }

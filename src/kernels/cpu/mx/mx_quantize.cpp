@@ -143,10 +143,11 @@ HWY_INLINE VI EncodeElements(const MxPlan& p, VF v, int cap) {
 // An element grid fixed at compile time, for the hot path of RNE saturating contracts: every
 // shift, bias and bound an immediate or a hoisted constant instead of a plan field. kBits is
 // the code's width (sign included), kMaxBits the fp32 bits of the largest finite value.
-template <int kCodeBits, int kMbits, int kBiasValue, std::int32_t kMaxValueBits, int kMaxCodeValue>
+template <int kCodeBits, int kMbitsValue, int kBiasValue, std::int32_t kMaxValueBits, int kMaxCodeValue>
 struct FixedGrid {
   static constexpr int kBits = kCodeBits;
-  static constexpr int kDrop = 23 - kMbits;
+  static constexpr int kMbits = kMbitsValue;
+  static constexpr int kDrop = 23 - kMbitsValue;
   static constexpr int kBias = kBiasValue;
   static constexpr std::int32_t kMaxBits = kMaxValueBits;
   static constexpr int kMaxCode = kMaxCodeValue;
@@ -164,7 +165,7 @@ using E4M3Grid = FixedGrid<8, 3, 7, 0x43E00000, 0x7E>;  // max 448
 using E5M2Grid = FixedGrid<8, 2, 15, 0x47600000, 0x7B>;  // max 57344
 using E2M1Grid = FixedGrid<4, 1, 1, 0x40C00000, 0x7>;    // max 6
 struct NoGrid {  // the grid comes from the plan
-  static constexpr int kBits = 0;
+  static constexpr int kBits = 0, kMbits = 0;
 };
 
 // Codes (int32 lanes, sign not included) of finite non-negative scaled values q, RNE with
@@ -540,21 +541,30 @@ HWY_INLINE VI Bf16GroupMaxima(const std::uint8_t* HWY_RESTRICT src) {
 }
 #endif
 
-// QuantizeBf16GroupBatch for E2M1 (RNE, saturating, zero signs kept) in 16-bit lanes, one
-// element each: twice the elements per instruction. A bf16 magnitude times the group's
-// multiplier 2^(127 - byte) is its bits plus (127 - byte) << 7, exact while the sum is a normal
-// bf16; where the sum's exponent field reaches 0 or below (clamped at 0) the true product is
-// below 2^-126, a zero code either way. Every byte must be 5 or more (every amax 2^-119 or
-// more): then a subnormal input's sum, whose significand has no implicit one, stays below
-// 2^-4, as its true product does, both a zero code. Codes from 1 on: the significand rounded
-// to one bit (ties to even) on the integer bits; below 1 the midpoints 0.25 (to 0) and 0.75 (to
-// 1, even). Returns false, having written nothing, as the other batches.
-HWY_INLINE bool QuantizeBf16E2m1Batch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
-                                      std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
+// QuantizeBf16GroupBatch for E2M1 and E4M3 (RNE, saturating, zero signs kept) in 16-bit lanes,
+// one element each: twice the elements per instruction. A bf16 magnitude times the group's
+// multiplier 2^(127 - byte) is its bits plus (127 - byte) << 7, exact while the sum is a
+// normal bf16; where the sum's exponent field reaches 0 or below (clamped at 0) the true
+// product is below 2^-126, a zero code either way. A subnormal input's sum has no implicit one
+// and is wrong, but below 2^(1 - byte), as its true product is: both are a zero code where
+// that bound is at most half the element's smallest value, from byte kMinByte on (E2M1: 2^-4
+// against 0.25, byte 5; E4M3: 2^-10 against its 2^-9, byte 11). Every rule gives a byte of at
+// least e - emax - 1 for an amax of exponent field e, so batches take amaxes of field
+// kMinByte + emax + 1 or more. Codes on the integer bits: the significand rounded to the
+// element's mantissa bits (ties to even) and rebiased; below the smallest normal, E2M1's
+// midpoints 0.25 (to 0) and 0.75 (to 1, even), E4M3's (2k + 1) 2^-10 (ties to even). Returns
+// false, having written nothing, as the other batches.
+template <class Grid>
+HWY_INLINE bool QuantizeBf16Lanes16Batch(const MxPlan& p, const std::uint8_t* HWY_RESTRICT row, std::int64_t g0,
+                                         std::uint8_t* HWY_RESTRICT out, std::uint8_t* HWY_RESTRICT scale) {
 #if HWY_TARGET == HWY_SCALAR
   (void)p, (void)row, (void)g0, (void)out, (void)scale;
   return false;
 #else
+  static_assert(Grid::kMbits == 1 || Grid::kMbits == 3, "E2M1 or E4M3");
+  constexpr bool kFp4 = Grid::kBits == 4;
+  constexpr int kMinByte = kFp4 ? 5 : 11;
+  constexpr int kEmax = kFp4 ? 2 : 8;
   const DI di;
   const DU du;
   const hn::Repartition<std::int16_t, DI> d16;
@@ -564,7 +574,7 @@ HWY_INLINE bool QuantizeBf16E2m1Batch(const MxPlan& p, const std::uint8_t* HWY_R
   constexpr int kPerGroup = 16 / kN;  // vectors of 2 kN bf16 per group of 32
   const std::uint8_t* src = row + g0 * 64;
   const VI amax = Bf16GroupMaxima(src);
-  if (!hn::AllFalse(di, hn::Lt(amax, hn::Set(di, 8 << 23)))) return false;  // a byte below 5
+  if (!hn::AllFalse(di, hn::Lt(amax, hn::Set(di, (kMinByte + kEmax + 1) << 23)))) return false;
   HWY_ALIGN float multipliers[kN];
   if (!BatchScales(p, amax, multipliers, scale)) return false;
   // (127 - byte) << 7 per group: the multiplier's exponent field, less 127 (byte 254's
@@ -572,23 +582,48 @@ HWY_INLINE bool QuantizeBf16E2m1Batch(const MxPlan& p, const std::uint8_t* HWY_R
   HWY_ALIGN std::int32_t offsets[kN];
   hn::Store(hn::ShiftLeft<7>(hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, hn::Load(DF(), multipliers))), hn::Set(di, 127))), di,
             offsets);
+  constexpr int kDrop = 7 - Grid::kMbits;  // bf16 significand bits below the element's
+  constexpr std::int16_t kMaxBits = static_cast<std::int16_t>(Grid::kMaxBits >> 16);
+  constexpr std::int16_t kNormalFrom = static_cast<std::int16_t>(Grid::kSubnormalBelow >> 16);
+  // Half an element ulp less one, minus the exponent rebias.
+  constexpr std::int16_t kRound = static_cast<std::int16_t>((1 << (kDrop - 1)) - 1 - ((127 - Grid::kBias) << 7));
+  const auto count_above = [&](V16 ab, std::int16_t from) { return hn::VecFromMask(d16, hn::Gt(ab, hn::Set(d16, from))); };
   const auto codes = [&](int v) {
     const V16 x = hn::LoadU(d16, reinterpret_cast<const std::int16_t*>(src + v * kN * 4));
     const V16 shifted = hn::Add(hn::And(x, hn::Set(d16, 0x7FFF)), hn::Set(d16, static_cast<std::int16_t>(offsets[v / kPerGroup])));
-    const V16 ab = hn::Min(hn::Max(shifted, hn::Zero(d16)), hn::Set(d16, 0x40C0));  // at most 6.0
-    const V16 lsb = hn::And(hn::ShiftRight<6>(ab), hn::Set(d16, 1));
-    const V16 normal = hn::ShiftRight<6>(hn::Add(hn::Add(ab, hn::Set(d16, 0x1F - (126 << 7))), lsb));
-    const V16 below_one = hn::Neg(hn::Add(hn::VecFromMask(d16, hn::Gt(ab, hn::Set(d16, 0x3E80))),    // 0.25
-                                          hn::VecFromMask(d16, hn::Gt(ab, hn::Set(d16, 0x3F3F)))));  // 0.75 and up
-    const V16 code = hn::IfThenElse(hn::Lt(ab, hn::Set(d16, 0x3F80)), below_one, normal);
-    const V16 c = hn::Or(code, hn::And(hn::ShiftRight<12>(x), hn::Set(d16, 8)));  // the sign at bit 3
-    // Element 2i in the low nibble of byte i, 2i + 1 in its high nibble.
-    const auto w = hn::BitCast(du, c);
-    return hn::BitCast(di, hn::Or(hn::And(w, hn::Set(du, 0xFu)), hn::And(hn::ShiftRight<12>(w), hn::Set(du, 0xF0u))));
+    const V16 ab = hn::Min(hn::Max(shifted, hn::Zero(d16)), hn::Set(d16, kMaxBits));  // saturated at max
+    const V16 lsb = hn::And(hn::ShiftRight<kDrop>(ab), hn::Set(d16, 1));
+    V16 code = hn::ShiftRight<kDrop>(hn::Add(hn::Add(ab, hn::Set(d16, kRound)), lsb));
+    const auto sub = hn::Lt(ab, hn::Set(d16, kNormalFrom));
+    if constexpr (kFp4) {  // most lanes: no branch
+      const V16 below = hn::Neg(hn::Add(count_above(ab, 0x3E80), count_above(ab, 0x3F3F)));  // 0.25; 0.75 and up
+      code = hn::IfThenElse(sub, below, code);
+      const auto w = hn::BitCast(du, hn::Or(code, hn::And(hn::ShiftRight<12>(x), hn::Set(d16, 8))));  // sign: bit 3
+      // Element 2i in the low nibble of byte i, 2i + 1 in its high nibble.
+      return hn::BitCast(di, hn::Or(hn::And(w, hn::Set(du, 0xFu)), hn::And(hn::ShiftRight<12>(w), hn::Set(du, 0xF0u))));
+    } else {
+      if (HWY_UNLIKELY(!hn::AllFalse(d16, sub))) {
+        // Midpoint (2k + 1) 2^-10 rounds up to k + 1 when k is odd (to even): counted from it.
+        V16 below = hn::Zero(d16);
+        for (int k = 0; k < 8; ++k) {
+          const auto mid = static_cast<std::int16_t>(std::bit_cast<std::uint32_t>(std::ldexp(2.0f * k + 1.0f, -10)) >> 16);
+          below = hn::Sub(below, count_above(ab, static_cast<std::int16_t>(k % 2 ? mid - 1 : mid)));
+        }
+        code = hn::IfThenElse(sub, below, code);
+      }
+      return hn::BitCast(di, hn::Or(code, hn::And(hn::ShiftRight<8>(x), hn::Set(d16, 0x80))));  // sign: bit 7
+    }
   };
-  std::uint8_t* dst = out + g0 * 16;
-  for (int at = 0; at < kN * kPerGroup; at += 4)
-    CodeWriter::Store4(codes(at), codes(at + 1), codes(at + 2), codes(at + 3), dst + at * kN);
+  if constexpr (kFp4) {
+    std::uint8_t* dst = out + g0 * 16;  // 16 vectors of kN bytes
+    for (int at = 0; at < kN * kPerGroup; at += 4)
+      CodeWriter::Store4(codes(at), codes(at + 1), codes(at + 2), codes(at + 3), dst + at * kN);
+  } else {
+    const hn::Rebind<std::uint8_t, decltype(d16)> d8;
+    std::uint8_t* dst = out + g0 * 32;  // 16 vectors of 2 kN bytes
+    for (int at = 0; at < kN * kPerGroup; ++at)
+      hn::StoreU(hn::DemoteTo(d8, hn::BitCast(d16, codes(at))), d8, dst + at * 2 * kN);
+  }
   return true;
 #endif
 }
@@ -736,8 +771,9 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
         done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, true>(p, row_ptr, g, out, scale);
       else if (halves)
         done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, false>(p, row_ptr, g, out, scale);
-      else if constexpr (Grid::kBits == 4 && kDtype == DType::bf16)
-        done_batch = QuantizeBf16E2m1Batch(p, row_ptr, g, out, scale) || QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
+      else if constexpr ((Grid::kBits == 4 || Grid::kMbits == 3) && kDtype == DType::bf16)
+        done_batch = QuantizeBf16Lanes16Batch<Grid>(p, row_ptr, g, out, scale) ||
+                     QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
       else if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
         done_batch = QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
       else
