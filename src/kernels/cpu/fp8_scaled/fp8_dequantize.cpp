@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/common/float_lanes-inl.h"
 #include "kernels/cpu/common/fp8_decode-inl.h"
 #include "kernels/cpu/fp8_scaled/fp8_plan.hpp"
 
@@ -18,35 +17,19 @@ HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// ScaleFp8Vectors, then the last codes from a zero-padded copy.
 template <int kMbits, bool kTimes>
 HWY_INLINE void DequantizeCodes(const std::uint8_t* codes, std::int64_t n, float s, float* out) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<std::uint8_t, decltype(df)> d8;
   constexpr std::int64_t kMax = static_cast<std::int64_t>(hn::MaxLanes(df));
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  const auto vs = hn::Set(df, s);
-  const auto canonical = hn::BitCast(df, hn::Set(du, 0x7FC00000u));
-  const auto value = [&](const std::uint8_t* at) {
-    const auto q = DecodeFp8<kMbits>(df, hn::PromoteTo(du, hn::LoadU(d8, at)));
-    const auto v = kTimes ? hn::Mul(q, vs) : hn::Div(q, vs);
-    return hn::IfThenElse(hn::IsNaN(v), canonical, v);
-  };
-  // Streaming stores (the values are not read again: no line is fetched for them) where the
-  // destination is aligned; the caller flushes them (fp8_dequantize_run's contract).
-  const bool stream = reinterpret_cast<std::uintptr_t>(out) % (N * sizeof(float)) == 0;
-  std::int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    if (i % 64 == 0) PrefetchAhead(codes + i);  // a line of codes at a time, far enough ahead
-    if (stream) hn::Stream(value(codes + i), df, out + i);
-    else hn::StoreU(value(codes + i), df, out + i);
-  }
-  if (i < n) {  // the last codes, from a zero-padded copy
+  const std::int64_t i = ScaleFp8Vectors<kMbits, kTimes>(df, codes, s, 0, n, out);
+  if (i < n) {
     HWY_ALIGN std::uint8_t tail_codes[kMax] = {};
     HWY_ALIGN float tail_values[kMax];
-    std::memcpy(tail_codes, codes + i, static_cast<std::size_t>(std::min(n - i, kMax)));
-    hn::Store(value(tail_codes), df, tail_values);
-    std::memcpy(out + i, tail_values, static_cast<std::size_t>(std::min(n - i, kMax)) * sizeof(float));
+    const auto count = static_cast<std::size_t>(std::min(n - i, kMax));
+    std::memcpy(tail_codes, codes + i, count);
+    hn::Store(ScaledFp8<kMbits, kTimes>(df, tail_codes, hn::Set(df, s)), df, tail_values);
+    std::memcpy(out + i, tail_values, count * sizeof(float));
   }
 }
 

@@ -133,7 +133,7 @@ HWY_INLINE VI Overflowed(const Fp8Plan& p, VF q, VI code) {
 // grid a step is a midpoint, the dropped bits equal to half an element ulp: a lane whose clamped
 // magnitude bits lie within kGuard of one is divided exactly (for every lane of its vector).
 // Clamping keeps the test right at max (no step there). NeedsExactQuotient is the quick test,
-// true for every lane on the subnormal grid too; NeedsExactSubnormal then clears such lanes
+// true for every lane on the subnormal grid too; NeedsExactDivision then clears such lanes
 // whose code is the same 8 bits either side.
 template <int kMbits>
 HWY_INLINE auto NormalNearTie(VI ab) {

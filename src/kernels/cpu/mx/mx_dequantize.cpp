@@ -60,24 +60,6 @@ HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const MxPlan& p, hn::Vec<hn::RebindToU
   return hn::Or(v, hn::BitCast(df, sign));
 }
 
-// The values times s of a group's whole vectors of FP8 codes, elements [i, end), in order: the
-// contract's one fp32 multiply, a NaN product canonical. Returns where it stopped.
-template <int kMbits, class DF>
-HWY_INLINE std::int64_t DequantizeFp8Vectors(DF df, const std::uint8_t* in, float s, std::int64_t i, std::int64_t end, float* o) {
-  const hn::Rebind<std::uint8_t, DF> d8;
-  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(df));
-  const auto vs = hn::Set(df, s);
-  // Streaming stores (the output is not read again) where the destination is aligned.
-  const bool stream = reinterpret_cast<std::uintptr_t>(o + i) % (N * sizeof(float)) == 0;
-  for (; i + N <= end; i += N) {
-    const auto v = hn::Mul(DecodeFp8<kMbits>(df, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d8, in + i))), vs);
-    const auto y = hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
-    if (stream) hn::Stream(y, df, o + i);
-    else hn::StoreU(y, df, o + i);
-  }
-  return i;
-}
-
 // FP4 nibbles (u32 lanes, 0..15) as DecodeCodes takes them: the sign from bit 3 to bit 7.
 template <class DU>
 HWY_INLINE hn::Vec<DU> Fp4AsByteCodes(DU du, hn::Vec<DU> nibbles) {
@@ -123,8 +105,7 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
       const std::int64_t end = std::min(p.k, begin + p.block);
       std::int64_t i = begin;
       if (!p.fp4 && p.elem_bits == 8 && !wrapped_top) {  // E4M3 or E5M2
-        PrefetchAhead(in + begin);
-        i = p.mbits == 3 ? DequantizeFp8Vectors<3>(df, in, s, i, end, o) : DequantizeFp8Vectors<2>(df, in, s, i, end, o);
+        i = p.mbits == 3 ? ScaleFp8Vectors<3, true>(df, in, s, i, end, o) : ScaleFp8Vectors<2, true>(df, in, s, i, end, o);
       }
 #if HWY_TARGET != HWY_SCALAR
       if (p.fp4 && !wrapped_top) {
