@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/tensor_stats.hpp"
+#include "kernels/cpu/common/simd_target.hpp"
 #include "cli_test_util.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
@@ -534,14 +535,22 @@ TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReas
 // stand for: element i to partial i mod 32, the elements after the last multiple of 8 to
 // partial 0, the partials added pairwise (+16, +8, +4, +2, +1). Bit for bit: that order is what
 // makes the summary the same on every machine. Sizes with and without whole 32-element steps,
-// with 8-element blocks after them and with a tail.
+// with 8-element blocks after them and with a tail; rows of a multiple of 32, which MX, int8.token
+// and int8.group (q8_0) decode inside the sums. On every SIMD target compiled in.
 TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
-  for (const char* preset : {"mxfp8.ascend", "int8.token.blaze"}) {
+  for (const std::string& target : kernels::available_targets())
+  for (const char* preset : {"mxfp8.ascend", "int8.token.blaze", "q8_0.ggml"}) {
+    kernels::force_target(target);
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
-      for (const Shape& shape : {Shape{3, 100}, Shape{5, 61}, Shape{1, 30}, Shape{2, 64}}) {
-        SCOPED_TRACE(std::string(preset) + " " + dtype_name(dt) + " " + std::to_string(shape_numel(shape)));
+      for (const Shape& shape : {Shape{3, 100}, Shape{5, 61}, Shape{1, 30}, Shape{2, 64}, Shape{3, 256}, Shape{1, 96}}) {
+        SCOPED_TRACE(target + " " + preset + " " + dtype_name(dt) + " " + std::to_string(shape_numel(shape)));
         const Contract c = make_preset(preset);
-        const Tensor x = random_tensor(dt, shape, 71);
+        if (c.family == Family::int8_group && shape.back() % c.group != 0) continue;  // whole groups only
+        // Magnitudes over 2^-10 .. 2^10: the squares then span more than a double's 53 bits, so
+        // that a sum in any other order rounds differently.
+        std::vector<float> v = test::random_values(shape_numel(shape), 71);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::ldexp(v[i], static_cast<int>(i * 7 % 21) - 10);
+        const Tensor x = from_f32_vector(v, shape, dt);
         const QuantResult r = quantize(c, x.view());
         const Tensor d = dequantize(c, r.payload.view(), r.scale.view(), x.shape());
         const std::vector<float> xs = to_f32_vector(x.view());
@@ -566,6 +575,7 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
       }
     }
   }
+  kernels::force_target("");
 }
 
 // The sums with the dequantized values decoded inside the sums loop (MX byte codes, int8.token;
@@ -575,7 +585,9 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
 // their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
 TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
   int decoded_presets = 0, clamping = 0, nonfinite = 0;
+  for (const std::string& target : kernels::available_targets())
   for (const std::string& preset : preset_names()) {
+    kernels::force_target(target);
     const Contract c = make_preset(preset);
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
       for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}})
@@ -597,7 +609,8 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
         } catch (const std::exception&) {
           continue;  // a contract that does not take this shape or these values
         }
-        SCOPED_TRACE(preset + " " + dtype_name(dt) + " " + std::to_string(shape.back()) + (specials ? " nan/inf" : ""));
+        SCOPED_TRACE(target + " " + preset + " " + dtype_name(dt) + " " + std::to_string(shape.back()) +
+                     (specials ? " nan/inf" : ""));
         const TensorView ts = r.tensor_scale.nbytes() > 0 ? r.tensor_scale.view() : TensorView{};
         checkpoint::detail::Scratch fused, dequantized;
         dequantized.dequantize_always = true;
@@ -607,16 +620,18 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
         EXPECT_EQ(std::bit_cast<std::uint64_t>(a.noise), std::bit_cast<std::uint64_t>(b.noise));
         EXPECT_EQ(a.clamped, b.clamped);
         const bool takes = (c.family == Family::mx && elem_traits(c.element).bits == 8 &&
-                            c.layout != ScaleLayout::swizzled) ||
-                           c.family == Family::int8_token;
-        if (takes && shape.back() % 32 == 0 && c.block % 8 == 0)
+                            c.layout != ScaleLayout::swizzled && c.block % 32 == 0) ||
+                           c.family == Family::int8_token || (c.family == Family::int8_group && c.group % 32 == 0);
+        if (takes && shape.back() % 32 == 0)
           ++decoded_presets, clamping += a.clamped > 0, nonfinite += specials && !std::isfinite(a.noise);
       }
     }
   }
-  EXPECT_GT(decoded_presets, 20);
-  EXPECT_GT(clamping, 5);
-  EXPECT_GT(nonfinite, 5);
+  kernels::force_target("");
+  const auto targets = static_cast<int>(kernels::available_targets().size());
+  EXPECT_GT(decoded_presets, 20 * targets);
+  EXPECT_GT(clamping, 5 * targets);
+  EXPECT_GT(nonfinite, 5 * targets);
 }
 
 }  // namespace

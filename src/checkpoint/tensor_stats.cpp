@@ -45,183 +45,22 @@ TensorView code_payload(const Contract& c, const Shape& shape, Code which, Scrat
   return make_view(DType::i8, shape, p.data());
 }
 
-// The signal (sum of x^2) and noise (sum of (x - d)^2) of n elements, in kPartials = 32
-// interleaved partial sums (element i adds to partial i mod 32, except that the elements after
-// the last multiple of 8 add to partial 0; the partials then added pairwise: p[l] += p[l + 16],
-// then + 8, + 4, + 2, + 1): the order, hence the result, is fixed, and no addition waits on its
-// neighbour's — four independent 8-lane chains per sum, so the adds run at the machine's
-// throughput, not one add's latency. The partials are four vectors of the compiler's vector
-// extension, compiled for the machine's widest registers where the compiler can pick them at
-// run time (x86-64 GCC and Clang: target clones; one zmm register each, two ymm or four xmm):
-// each lane's operations and their order are the same on every target, and IEEE in each (no
-// contraction), so the result is too.
-constexpr std::size_t kLanes = 8;
-using V8d = double __attribute__((vector_size(8 * sizeof(double))));
-using V8f = float __attribute__((vector_size(8 * sizeof(float))));
-using V8u32 = std::uint32_t __attribute__((vector_size(8 * sizeof(std::uint32_t))));
-using V8u16 = std::uint16_t __attribute__((vector_size(8 * sizeof(std::uint16_t))));
-using V8i8 = std::int8_t __attribute__((vector_size(8)));
-
-static_assert(std::endian::native == std::endian::little, "a word's first byte code is its lowest byte");
-constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-using V8i32 = std::int32_t __attribute__((vector_size(8 * sizeof(std::int32_t))));
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define QEXACT_STATS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define QEXACT_STATS_CLONES
-#endif
-
-// A contiguous run of f32, bf16 or f16 values: `(i)` is element i as double, `load8(i, v)` the
-// elements [i, i + 8) as f32 into v (an out-parameter: a vector returned by value would change
-// the ABI between targets).
+// A contiguous run of f32, bf16 or f16 values, element i as double: the clamp test's loads.
 struct F32Values {
   const float* x;
   double operator()(std::size_t i) const { return static_cast<double>(x[i]); }
-  void load8(std::size_t i, V8f& v) const { std::memcpy(&v, x + i, sizeof v); }
 };
 struct Bf16Values {
   const std::uint16_t* x;
   double operator()(std::size_t i) const { return static_cast<double>(bf16_to_f32(x[i])); }
-  void load8(std::size_t i, V8f& v) const {
-    V8u16 h;
-    std::memcpy(&h, x + i, sizeof h);
-    const V8u32 w = __builtin_convertvector(h, V8u32) << 16;  // bf16 is the top half of an f32
-    std::memcpy(&v, &w, sizeof v);
-  }
 };
 struct F16Values {
   const std::uint16_t* x;
   double operator()(std::size_t i) const { return static_cast<double>(f16_to_f32(x[i])); }
-  void load8(std::size_t i, V8f& v) const {
-    for (std::size_t l = 0; l < kLanes; ++l) v[l] = f16_to_f32(x[i + l]);
-  }
 };
 
-constexpr std::size_t kChains = 4, kPartials = kChains * kLanes;
-
-// Element [i, i + 8)'s terms into one chain; `dv` the eight dequantized values.
-template <class Values>
-[[gnu::always_inline]] inline void add8(const Values& x, std::size_t i, const V8f& dv, V8d& sig, V8d& noi) {
-  V8f xf;
-  x.load8(i, xf);
-  const V8d xv = __builtin_convertvector(xf, V8d), e = xv - __builtin_convertvector(dv, V8d);
-  sig += xv * xv;
-  noi += e * e;
-}
-
-// Each sum's four chains, partials [8c, 8c + 8) in s<c> and n<c>: named, not an array, so that
-// they stay in registers (an array indexed in a loop is kept in memory, and every add then
-// waits on a store and a load as well).
-struct Chains {
-  V8d s0{}, s1{}, s2{}, s3{}, n0{}, n1{}, n2{}, n3{};
-};
-
-// Elements [i, i + 32), element i + 8c + l to partial 8c + l; get8(i, dv) the dequantized
-// values of [i, i + 8).
-template <class Values, class Get>
-[[gnu::always_inline]] inline void add32(const Values& x, std::size_t i, const Get& get8, Chains& ch) {
-  V8f d0, d1, d2, d3;
-  get8(i, d0);
-  get8(i + kLanes, d1);
-  get8(i + 2 * kLanes, d2);
-  get8(i + 3 * kLanes, d3);
-  add8(x, i, d0, ch.s0, ch.n0);
-  add8(x, i + kLanes, d1, ch.s1, ch.n1);
-  add8(x, i + 2 * kLanes, d2, ch.s2, ch.n2);
-  add8(x, i + 3 * kLanes, d3, ch.s3, ch.n3);
-}
-
-// The 32 partials of each sum, plus `tail`'s additions to partial 0, added pairwise.
-template <class Tail>
-[[gnu::always_inline]] inline Sums reduce(const Chains& ch, const Tail& tail) {
-  double sl[kPartials], nl[kPartials];
-  static_assert(sizeof(Chains) == 2 * sizeof sl);
-  std::memcpy(sl, &ch, sizeof sl);                              // s0 .. s3
-  std::memcpy(nl, reinterpret_cast<const char*>(&ch) + sizeof sl, sizeof nl);  // n0 .. n3
-  tail(sl[0], nl[0]);
-  for (std::size_t w = kPartials / 2; w > 0; w /= 2)
-    for (std::size_t l = 0; l < w; ++l) {
-      sl[l] += sl[l + w];
-      nl[l] += nl[l + w];
-    }
-  Sums s;
-  s.signal = sl[0];
-  s.noise = nl[0];
-  return s;
-}
-
-template <class Values>
-[[gnu::always_inline]] inline Sums lane_sums(std::size_t n, const Values& x, const float* d) {
-  Chains ch;
-  const auto get8 = [d](std::size_t i, V8f& dv) { std::memcpy(&dv, d + i, sizeof dv); };
-  std::size_t i = 0;
-  for (; i + kPartials <= n; i += kPartials) add32(x, i, get8, ch);
-  // Up to three whole 8-element blocks after the last 32: chains 0, 1, 2 in turn.
-  const auto block = [&](V8d& sig, V8d& noi) {
-    if (i + kLanes > n) return false;
-    V8f dv;
-    get8(i, dv);
-    add8(x, i, dv, sig, noi);
-    i += kLanes;
-    return true;
-  };
-  if (block(ch.s0, ch.n0) && block(ch.s1, ch.n1)) block(ch.s2, ch.n2);
-  return reduce(ch, [&](double& sig, double& noi) {
-    for (; i < n; ++i) {
-      const double xi = x(i), e = xi - static_cast<double>(d[i]);
-      sig += xi * xi;
-      noi += e * e;
-    }
-  });
-}
-
-// The same sums where the dequantized values are decoded on the fly instead of read from an f32
-// copy: `rows` rows of k elements, k a multiple of 32 (so every row starts at partial 0 and has
-// neither 8-element blocks after its last 32 nor a tail: the order is lane_sums' over the rows
-// laid end to end). decode8(row, j, dv) gives the values of elements [j, j + 8) of the row,
-// bit for bit what the family's dequantize gives.
-template <class Values, class Decode>
-[[gnu::always_inline]] inline Sums decoded_sums(std::size_t rows, std::size_t k, const Values& x, const Decode& decode8) {
-  Chains ch;
-  for (std::size_t row = 0; row < rows; ++row) {
-    const auto get8 = [&decode8, row, first = row * k](std::size_t i, V8f& dv) { decode8(row, i - first, dv); };
-    for (std::size_t j = 0; j < k; j += kPartials) add32(x, row * k + j, get8, ch);
-  }
-  return reduce(ch, [](double&, double&) {});
-}
-
-// MX byte codes (E4M3, E5M2) in rows of k: the code's f32 value from a 256-entry table
-// (elem_decode, NaN as the canonical quiet NaN) times the group's E8M0 scale, one f32 multiply:
-// the MX dequantize's operations. `block` a multiple of 8. (Decoding the codes on their bits
-// with vector operations instead of the table was measured slower here: 653 against 464
-// samples of the sums on the same run.)
-struct MxDecode {
-  const float* table;  // [256]
-  const std::uint8_t* codes;
-  const float* scales;  // [rows * stride], decoded
-  std::size_t k, block, stride;
-  [[gnu::always_inline]] void operator()(std::size_t row, std::size_t j, V8f& dv) const {
-    const std::uint8_t* c = codes + row * k + j;
-    float v[kLanes];
-    for (std::size_t l = 0; l < kLanes; ++l) v[l] = table[c[l]];
-    std::memcpy(&dv, v, sizeof dv);
-    dv = dv * scales[row * stride + j / block];
-  }
-};
-
-// int8.token: float(q) times the row's scale, one f32 multiply, as int8's dequantize.
-struct Int8RowDecode {
-  const std::int8_t* codes;
-  const float* scales;  // [rows]
-  std::size_t k;
-  [[gnu::always_inline]] void operator()(std::size_t row, std::size_t j, V8f& dv) const {
-    V8i8 q;
-    std::memcpy(&q, codes + row * k + j, sizeof q);
-    // Through int32: GCC converts int8 lanes to float one by one, int32 lanes as one vector.
-    dv = __builtin_convertvector(__builtin_convertvector(q, V8i32), V8f) * scales[row];
-  }
-};
+static_assert(std::endian::native == std::endian::little, "a word's first byte code is its lowest byte");
+constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
 
 // An element is clamped when it lies beyond its group's largest magnitude (max * scale) by more
 // than rounding to that value accounts for (half the last step, max - next smaller): an amax a
@@ -253,43 +92,6 @@ template <class Values>
   return count;
 }
 
-QEXACT_STATS_CLONES Sums lane_sums_f32(std::size_t n, const float* x, const float* d) {
-  return lane_sums(n, F32Values{x}, d);
-}
-QEXACT_STATS_CLONES Sums lane_sums_bf16(std::size_t n, const std::uint16_t* x, const float* d) {
-  return lane_sums(n, Bf16Values{x}, d);
-}
-QEXACT_STATS_CLONES Sums lane_sums_f16(std::size_t n, const std::uint16_t* x, const float* d) {
-  return lane_sums(n, F16Values{x}, d);
-}
-// decoded_sums for Decode's values, one clone set per input type: name_f32, name_bf16, name_f16.
-#define QEXACT_DECODED_SUMS(name, Decode)                                                        \
-  QEXACT_STATS_CLONES Sums name##_f32(std::size_t rows, const float* x, const Decode& d) {        \
-    return decoded_sums(rows, d.k, F32Values{x}, d);                                             \
-  }                                                                                              \
-  QEXACT_STATS_CLONES Sums name##_bf16(std::size_t rows, const std::uint16_t* x, const Decode& d) { \
-    return decoded_sums(rows, d.k, Bf16Values{x}, d);                                            \
-  }                                                                                              \
-  QEXACT_STATS_CLONES Sums name##_f16(std::size_t rows, const std::uint16_t* x, const Decode& d) { \
-    return decoded_sums(rows, d.k, F16Values{x}, d);                                             \
-  }
-QEXACT_DECODED_SUMS(mx_sums, MxDecode)
-QEXACT_DECODED_SUMS(int8_sums, Int8RowDecode)
-#undef QEXACT_DECODED_SUMS
-
-QEXACT_STATS_CLONES std::int64_t clamped_f32(std::size_t n, const float* x, const float* d, const float* h,
-                                             const float* b, const float* lo) {
-  return clamped_of(n, F32Values{x}, d, h, b, lo);
-}
-QEXACT_STATS_CLONES std::int64_t clamped_bf16(std::size_t n, const std::uint16_t* x, const float* d, const float* h,
-                                              const float* b, const float* lo) {
-  return clamped_of(n, Bf16Values{x}, d, h, b, lo);
-}
-QEXACT_STATS_CLONES std::int64_t clamped_f16(std::size_t n, const std::uint16_t* x, const float* d, const float* h,
-                                             const float* b, const float* lo) {
-  return clamped_of(n, F16Values{x}, d, h, b, lo);
-}
-
 // A contiguous float view's values (F32Values, Bf16Values, F16Values) to `f`.
 template <class F>
 auto with_values(const TensorView& x, F f) -> decltype(f(F32Values{nullptr})) {
@@ -302,98 +104,87 @@ auto with_values(const TensorView& x, F f) -> decltype(f(F32Values{nullptr})) {
   throw std::logic_error("measure takes f32, bf16 or f16 values");
 }
 
-// Calls the form of a per-dtype function (f32, bf16, f16: each a target_clones function, hence
-// three names) that fits the dtype of `x` (contiguous), with `n` and x's data first.
-template <class R, class... A, class... Args>
-R by_input_dtype(const TensorView& x, std::size_t n, R (*f32)(std::size_t, const float*, A...),
-                 R (*bf16)(std::size_t, const std::uint16_t*, A...), R (*f16)(std::size_t, const std::uint16_t*, A...),
-                 Args&&... args) {
-  switch (x.dtype) {
-    case DType::f32: return f32(n, static_cast<const float*>(x.data), std::forward<Args>(args)...);
-    case DType::bf16: return bf16(n, static_cast<const std::uint16_t*>(x.data), std::forward<Args>(args)...);
-    case DType::f16: return f16(n, static_cast<const std::uint16_t*>(x.data), std::forward<Args>(args)...);
-    default: break;
-  }
-  throw std::logic_error("measure takes f32, bf16 or f16 values");
-}
-
 // The signal and noise sums of `x` (contiguous f32, bf16 or f16) against `d`.
 Sums value_sums(const TensorView& x, const float* d) {
-  return by_input_dtype(x, static_cast<std::size_t>(x.numel()), lane_sums_f32, lane_sums_bf16, lane_sums_f16, d);
+  const kernels::ErrorSums e = kernels::value_error_sums(x.dtype, x.data, x.numel(), d);
+  Sums s;
+  s.signal = e.signal;
+  s.noise = e.noise;
+  return s;
 }
 
 // The clamped elements of `x` (contiguous f32, bf16 or f16), see clamped_of.
 std::int64_t value_clamped(const TensorView& x, const float* d, const float* h, const float* b, const float* lo) {
-  return by_input_dtype(x, static_cast<std::size_t>(x.numel()), clamped_f32, clamped_bf16, clamped_f16, d, h, b, lo);
+  const auto n = static_cast<std::size_t>(x.numel());
+  return with_values(x, [&](const auto& load) { return clamped_of(n, load, d, h, b, lo); });
 }
 
-// The sums of `x` (contiguous f32, bf16 or f16; rows of d.k) against values decoded by `d`.
-template <class Decode>
-Sums decoded_value_sums(const TensorView& x, const Decode& d, Sums (*f32)(std::size_t, const float*, const Decode&),
-                        Sums (*bf16)(std::size_t, const std::uint16_t*, const Decode&),
-                        Sums (*f16)(std::size_t, const std::uint16_t*, const Decode&)) {
-  return by_input_dtype(x, static_cast<std::size_t>(x.numel()) / d.k, f32, bf16, f16, d);
+// The largest f32 at most v, and the smallest at least v: x > v and x > rounded_down(v) hold
+// for the same f32 x (likewise x < v and x < rounded_up(v)), NaN kept.
+float rounded_down(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) > v) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+  return f;
+}
+float rounded_up(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) < v) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f;
 }
 
-// int8.token with rows of a multiple of 32 values and its scales in rows (f32 or f16): the
-// dequantized values decoded inside the sums (Int8RowDecode) and the clamp test on each row's
-// largest and most negative values, 127 * s, 126 * s and -range * s (f32 multiplies, as the
-// dequantize of payloads of those codes gives them): no f32 copy of the chunk.
+// An element whose value d equals hi (> 0) is clamped when x > hi + half_step; one whose d
+// equals lo (< 0) when x < lo - half_step (clamped_of's rule, sides that cannot clamp NaN).
+kernels::ClampBounds clamp_bounds(double hi, double lo, double half_step) {
+  constexpr float kNone = std::numeric_limits<float>::quiet_NaN();
+  kernels::ClampBounds b{kNone, kNone, kNone, kNone};
+  if (hi > 0) b.hi = static_cast<float>(hi), b.above = rounded_down(hi + half_step);
+  if (lo < 0) b.lo = static_cast<float>(lo), b.below = rounded_up(lo - half_step);
+  return b;
+}
+
+Sums sums_of(const kernels::ErrorSums& e) {
+  Sums s;
+  s.signal = e.signal;
+  s.noise = e.noise;
+  s.clamped = e.clamped;
+  return s;
+}
+
+// The elements that share one int8 scale in a row: all of it for int8.token, `group` for
+// int8.group; 0 for int8.block, whose scales run across rows.
+std::int64_t int8_row_group(const Contract& c, std::int64_t k) {
+  return c.family == Family::int8_token ? k : c.family == Family::int8_group ? c.group : 0;
+}
+
+// int8.token and int8.group with rows and groups of a multiple of 32 values and scales in rows
+// (f32 or f16): the dequantized values decoded inside the sums (float(q) times the group's
+// scale, one f32 multiply, as int8's dequantize) and clamping judged on each group's largest and
+// most negative values, 127 * s and -range * s, with half of 127 * s - 126 * s as the rounding
+// margin (the dequantize of payloads of those codes): no f32 copy of the chunk.
 bool int8_decodes(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale) {
-  const std::int64_t k = x.shape.back();
-  return c.family == Family::int8_token && k % static_cast<std::int64_t>(kPartials) == 0 && payload.dtype == DType::i8 &&
-         (scale.dtype == DType::f32 || scale.dtype == DType::f16) && scale.numel() == x.numel() / k &&
+  const std::int64_t k = x.shape.back(), group = int8_row_group(c, k);
+  return group > 0 && k % 32 == 0 && group % 32 == 0 && k % group == 0 && payload.dtype == DType::i8 &&
+         (scale.dtype == DType::f32 || scale.dtype == DType::f16) && scale.numel() == x.numel() / group &&
          payload.numel() == x.numel();
 }
 
 Sums int8_decoded_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
                        Scratch& scratch) {
-  const auto k = static_cast<std::size_t>(x.shape.back());
-  const auto rows = static_cast<std::size_t>(x.numel()) / k;
-  float* sc = scratch.values(scratch.hi, rows);
-  for (std::size_t r = 0; r < rows; ++r)
-    if (scale.dtype == DType::f16) sc[r] = f16_to_f32(static_cast<const std::uint16_t*>(scale.data)[r]);
-    else sc[r] = static_cast<const float*>(scale.data)[r];
-  const auto* q = static_cast<const std::int8_t*>(payload.data);
-  const Int8RowDecode dec{q, sc, k};
-  Sums s = decoded_value_sums<Int8RowDecode>(x, dec, int8_sums_f32, int8_sums_bf16, int8_sums_f16);
+  const std::int64_t k = x.shape.back(), group = int8_row_group(c, k);
+  const auto groups = static_cast<std::size_t>(x.numel() / group);
+  float* sc = scratch.values(scratch.hi, groups);
+  if (scratch.bounds.size() < groups) scratch.bounds.resize(groups);
   const bool symmetric = c.range == 127;
-  const auto lo_code = static_cast<std::int8_t>(-c.range);  // -127 where symmetric: -(127 * s)
-  s.clamped = with_values(x, [&](const auto& load) {
-    std::int64_t count = 0;
-    constexpr std::size_t kBlock = 64;
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float sr = sc[r], hf = 127.0f * sr, bf = 126.0f * sr,
-                  lf = symmetric ? -hf : static_cast<float>(-c.range) * sr;
-      const std::int8_t* qr = q + r * k;
-      // With a finite non-zero scale and finite extremes, q * s (|q| <= 128) equals 127 * s or
-      // -range * s only for that code (neighbouring products differ by |s|, far more than
-      // their rounding can close), so the blocks are scanned on the codes; otherwise (a zero,
-      // infinite or NaN scale, or an extreme that overflows) on the products.
-      const bool by_code = sr != 0 && std::isfinite(hf) && std::isfinite(lf);
-      for (std::size_t j0 = 0; j0 < k; j0 += kBlock) {
-        const std::size_t j1 = std::min(k, j0 + kBlock);
-        int any = 0;
-        if (by_code)
-          for (std::size_t j = j0; j < j1; ++j) any |= (qr[j] == 127) | (qr[j] == lo_code);
-        else
-          for (std::size_t j = j0; j < j1; ++j) {
-            const float d = static_cast<float>(qr[j]) * sr;
-            any |= (d == hf) | (d == lf);
-          }
-        if (any == 0) continue;
-        for (std::size_t j = j0; j < j1; ++j) {
-          const float df = static_cast<float>(qr[j]) * sr;
-          const double xi = load(r * k + j), di = df, hi = hf, li = lf;
-          if (di != hi && di != li) continue;
-          const double half_step = (hi - static_cast<double>(bf)) / 2;
-          count += (hi > 0 && di == hi && xi > hi + half_step) || (li < 0 && di == li && xi < li - half_step);
-        }
-      }
-    }
-    return count;
-  });
-  return s;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const float s = scale.dtype == DType::f16 ? f16_to_f32(static_cast<const std::uint16_t*>(scale.data)[g])
+                                              : static_cast<const float*>(scale.data)[g];
+    sc[g] = s;
+    const float hf = 127.0f * s, bf = 126.0f * s, lf = symmetric ? -hf : static_cast<float>(-c.range) * s;
+    scratch.bounds[g] = clamp_bounds(hf, lf, (static_cast<double>(hf) - static_cast<double>(bf)) / 2);
+  }
+  const kernels::CodedRows rows{kernels::ByteCode::int8, payload.data, sc, scratch.bounds.data(), x.numel() / k, k,
+                                group, k / group};
+  return sums_of(kernels::coded_error_sums(x.dtype, x.data, rows));
 }
 
 // int8: the largest and most negative values per element come from dequantizing payloads of
@@ -462,36 +253,50 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   const ElemTraits& t = elem_traits(f);
   const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t rows = n / k;
-  // MX with byte codes, rows of a multiple of 32 values, blocks of a multiple of 8 and a layout
-  // that keeps a row's scales together: the dequantized values are decoded inside the sums
-  // (MxDecode), never stored; otherwise the chunk is dequantized to f32 first.
+  // MX with byte codes, rows and blocks of a multiple of 32 values and a layout that keeps a
+  // row's scales together: the dequantized values are decoded inside the sums and clamping is
+  // judged there too (coded_error_sums); otherwise the chunk is dequantized to f32 first.
   const auto block = static_cast<std::size_t>(c.block);
   const std::size_t groups = (k + block - 1) / block;
   const std::size_t stride = c.family == Family::mx ? mx_scale_stride(c.layout, groups) : 0;
-  const bool decodes = !scratch.dequantize_always && c.family == Family::mx && t.bits == 8 && k % kPartials == 0 &&
-                       block % kLanes == 0 && stride != 0 && payload.numel() == x.numel() &&
-                       scale.dtype == DType::u8 && static_cast<std::size_t>(scale.numel()) >= rows * stride;
-  float* d = nullptr;
-  float table[256];
-  const float* scales = nullptr;
-  Sums s;
-  if (decodes) {
-    for (unsigned code = 0; code < 256; ++code) {
-      const float v = elem_decode(f, static_cast<std::uint8_t>(code));
-      table[code] = v != v ? std::bit_cast<float>(0x7FC00000u) : v;
-    }
-    float* sc = scratch.values(scratch.hi, rows * stride);
-    const auto* sb = static_cast<const std::uint8_t*>(scale.data);
-    for (std::size_t i = 0; i < rows * stride; ++i) sc[i] = e8m0_value(sb[i]);
-    scales = sc;
-    const MxDecode dec{table, static_cast<const std::uint8_t*>(payload.data), sc, k, block, stride};
-    s = decoded_value_sums<MxDecode>(x, dec, mx_sums_f32, mx_sums_bf16, mx_sums_f16);
-  } else {
-    d = scratch.values(scratch.d, n);
-    dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, d), RunOptions{Engine::fast, 1});
-    s = value_sums(x, d);
-  }
   const double max = t.max, step = max - static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(t.max_code - 1)));
+  const bool decodes = !scratch.dequantize_always && c.family == Family::mx && t.bits == 8 && k % 32 == 0 &&
+                       block % 32 == 0 && k % block == 0 && stride != 0 && payload.numel() == x.numel() &&
+                       scale.dtype == DType::u8 && static_cast<std::size_t>(scale.numel()) >= rows * stride;
+  if (decodes) {
+    const std::size_t scales = rows * stride;
+    float* sc = scratch.values(scratch.hi, scales);
+    if (scratch.bounds.size() < scales) scratch.bounds.resize(scales);
+    // A group's scale and bounds depend on its scale byte alone: 256 of each, looked up.
+    float byte_scale[256];
+    kernels::ClampBounds byte_bounds[256];
+    const auto maxf = static_cast<float>(t.max);
+    for (unsigned b = 0; b < 256; ++b) {
+      byte_scale[b] = e8m0_value(static_cast<std::uint8_t>(b));
+      // The group's largest magnitude: the largest code's value times the scale, in f32 as the
+      // dequantize forms it; no other code's value equals it unless both overflow to inf.
+      const double hi = static_cast<double>(maxf * byte_scale[b]);
+      byte_bounds[b] = clamp_bounds(hi, -hi, hi * step / (2 * max));
+    }
+    const auto* sb = static_cast<const std::uint8_t*>(scale.data);
+    for (std::size_t g = 0; g < scales; ++g) {
+      sc[g] = byte_scale[sb[g]];
+      scratch.bounds[g] = byte_bounds[sb[g]];
+    }
+    const kernels::CodedRows coded{t.mbits == 3 ? kernels::ByteCode::e4m3 : kernels::ByteCode::e5m2,
+                                   payload.data,
+                                   sc,
+                                   scratch.bounds.data(),
+                                   static_cast<std::int64_t>(rows),
+                                   static_cast<std::int64_t>(k),
+                                   static_cast<std::int64_t>(block),
+                                   static_cast<std::int64_t>(stride)};
+    return sums_of(kernels::coded_error_sums(x.dtype, x.data, coded));
+  }
+  const float* d = scratch.values(scratch.d, n);
+  dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, scratch.d.data()),
+                  RunOptions{Engine::fast, 1});
+  Sums s = value_sums(x, d);
   const auto magnitude_mask = static_cast<unsigned>((1u << (t.bits - 1)) - 1);
   const auto* codes = static_cast<const std::uint8_t*>(payload.data);
   const bool packed = f == ElemFormat::e2m1;
@@ -503,7 +308,7 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
     const auto check = [&](std::size_t row, std::size_t j) {
       const std::size_t i = row * k + j;
       const double xi = load(i);
-      const double di = d ? d[i] : static_cast<double>(table[codes[i]] * scales[row * stride + j / block]);
+      const double di = d[i];
       const double hi = std::fabs(di), half_step = hi * step / (2 * max);
       if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++clamped;
     };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/stats/error_sums.hpp"
 #include "qexact/checkpoint.hpp"
 
 namespace qexact::checkpoint::detail {
@@ -37,10 +38,11 @@ struct Sums {
 // One thread's buffers, reused from chunk to chunk.
 struct Scratch {
   // Where a family's dequantized values can be decoded inside the sums (MX byte codes,
-  // int8.token), chunk_sums does so; true makes it dequantize the chunk to f32 first, as every
-  // other case does (tests compare the two).
+  // int8.token, int8.group), chunk_sums does so; true makes it dequantize the chunk to f32
+  // first, as every other case does (tests compare the two).
   bool dequantize_always = false;
   std::vector<float> d, hi, below, lo;
+  std::vector<kernels::ClampBounds> bounds;
   Shape codes_shape;
   std::vector<std::int8_t> codes[3];
 
