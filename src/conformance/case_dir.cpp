@@ -8,6 +8,7 @@
 #include "contracts/contract_json.hpp"
 #include "contracts/family_table.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json_text.hpp"
 #include "io/npy.hpp"
 #include "io/printable.hpp"
 #include "io/read_file.hpp"
@@ -137,7 +138,7 @@ void write_case_dir(const fs::path& dir_as_given, const Contract& c, const std::
       io::write_new_file(staged.path() / e.c->name / kCaseInput, npy::encode(e.c->input.view()));
       io::sync_directory(staged.path() / e.c->name);
     }
-    const std::string manifest = manifest_json(c, cases).dump(2) + "\n";
+    const std::string manifest = io::json_text(manifest_json(c, cases), 2) + "\n";
     io::write_new_file(staged.path() / kCaseManifest, std::vector<std::uint8_t>(manifest.begin(), manifest.end()));
     staged.publish(/*replace=*/false);
   } catch (const fs::filesystem_error& e) {
