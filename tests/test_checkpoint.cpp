@@ -539,7 +539,7 @@ TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReas
 // and int8.group (q8_0) decode inside the sums. On every SIMD target compiled in.
 TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
   for (const std::string& target : kernels::available_targets())
-  for (const char* preset : {"mxfp8.ascend", "int8.token.blaze", "q8_0.ggml"}) {
+  for (const char* preset : {"mxfp8.ascend", "mx.ocp.e2m1", "int8.token.blaze", "q8_0.ggml"}) {
     kernels::force_target(target);
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
       for (const Shape& shape : {Shape{3, 100}, Shape{5, 61}, Shape{1, 30}, Shape{2, 64}, Shape{3, 256}, Shape{1, 96}}) {
@@ -578,8 +578,8 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
   kernels::force_target("");
 }
 
-// The sums with the dequantized values decoded inside the sums loop (MX byte codes, int8.token;
-// rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
+// The sums with the dequantized values decoded inside the sums loop (MX byte and E2M1 codes,
+// int8.token, int8.group; rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
 // every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
 // outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
 // their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
@@ -619,8 +619,10 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
         EXPECT_EQ(std::bit_cast<std::uint64_t>(a.signal), std::bit_cast<std::uint64_t>(b.signal));
         EXPECT_EQ(std::bit_cast<std::uint64_t>(a.noise), std::bit_cast<std::uint64_t>(b.noise));
         EXPECT_EQ(a.clamped, b.clamped);
-        const bool takes = (c.family == Family::mx && elem_traits(c.element).bits == 8 &&
-                            c.layout != ScaleLayout::swizzled && c.block % 32 == 0) ||
+        const bool takes = (c.family == Family::mx &&
+                            (elem_traits(c.element).bits == 8 || c.element == ElemFormat::e2m1) &&
+                            c.layout != ScaleLayout::swizzled && c.block % 32 == 0 && !c.scale_wrap &&
+                            c.packing != Packing::halves) ||
                            c.family == Family::int8_token || (c.family == Family::int8_group && c.group % 32 == 0);
         if (takes && shape.back() % 32 == 0)
           ++decoded_presets, clamping += a.clamped > 0, nonfinite += specials && !std::isfinite(a.noise);

@@ -182,7 +182,7 @@ Sums int8_decoded_sums(const Contract& c, const TensorView& x, const TensorView&
     const float hf = 127.0f * s, bf = 126.0f * s, lf = symmetric ? -hf : static_cast<float>(-c.range) * s;
     scratch.bounds[g] = clamp_bounds(hf, lf, (static_cast<double>(hf) - static_cast<double>(bf)) / 2);
   }
-  const kernels::CodedRows rows{kernels::ByteCode::int8, payload.data, sc, scratch.bounds.data(), x.numel() / k, k,
+  const kernels::CodedRows rows{kernels::ElementCode::int8, payload.data, sc, scratch.bounds.data(), x.numel() / k, k,
                                 group, k / group};
   return sums_of(kernels::coded_error_sums(x.dtype, x.data, rows));
 }
@@ -211,12 +211,13 @@ Sums int8_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
 }
 
 
-// The bytes of `w` (eight byte codes) whose magnitude bits (`mask8`) equal `max8`: the high bit
-// of each such byte set, every other bit clear (exact: no carry crosses a byte).
-std::uint64_t max_magnitude_bytes(std::uint64_t w, std::uint64_t mask8, std::uint64_t max8) {
-  constexpr std::uint64_t kLow7 = kOnes * 0x7F;
-  const std::uint64_t t = (w & mask8) ^ max8;  // zero bytes where the magnitude is the largest
-  return ~(((t & kLow7) + kLow7) | t | kLow7);
+// The lanes of `w` (eight byte codes, or sixteen 4-bit codes for `bits` 4) whose magnitude bits
+// (`mask` in every lane) equal `max` (likewise): the high bit of each such lane set, every
+// other bit clear (exact: no carry crosses a lane).
+std::uint64_t max_magnitude_lanes(std::uint64_t w, unsigned bits, std::uint64_t mask, std::uint64_t max) {
+  const std::uint64_t low = bits == 4 ? 0x7777777777777777ULL : kOnes * 0x7F;  // all but each lane's top bit
+  const std::uint64_t t = (w & mask) ^ max;  // zero lanes where the magnitude is the largest
+  return ~(((t & low) + low) | t | low);
 }
 
 // The element format of a payload of element codes (MX, fp8.scaled, nvfp4's E2M1).
@@ -253,16 +254,20 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   const ElemTraits& t = elem_traits(f);
   const auto k = static_cast<std::size_t>(x.shape.back());
   const std::size_t rows = n / k;
-  // MX with byte codes, rows and blocks of a multiple of 32 values and a layout that keeps a
+  // MX with byte or E2M1 codes, rows and blocks of a multiple of 32 values and a layout that keeps a
   // row's scales together: the dequantized values are decoded inside the sums and clamping is
   // judged there too (coded_error_sums); otherwise the chunk is dequantized to f32 first.
   const auto block = static_cast<std::size_t>(c.block);
   const std::size_t groups = (k + block - 1) / block;
   const std::size_t stride = c.family == Family::mx ? mx_scale_stride(c.layout, groups) : 0;
   const double max = t.max, step = max - static_cast<double>(elem_decode(f, static_cast<std::uint8_t>(t.max_code - 1)));
-  const bool decodes = !scratch.dequantize_always && c.family == Family::mx && t.bits == 8 && k % 32 == 0 &&
-                       block % 32 == 0 && k % block == 0 && stride != 0 && payload.numel() == x.numel() &&
-                       scale.dtype == DType::u8 && static_cast<std::size_t>(scale.numel()) >= rows * stride;
+  const bool packed = f == ElemFormat::e2m1;
+  // (Not ggml's MXFP4: its scale byte 255 is 2^128 and its nibbles pair j with j + 16.)
+  const bool decodes = !scratch.dequantize_always && c.family == Family::mx && (t.bits == 8 || packed) &&
+                       !c.scale_wrap && c.packing != Packing::halves &&
+                       k % 32 == 0 && block % 32 == 0 && k % block == 0 && stride != 0 &&
+                       payload.numel() * (packed ? 2 : 1) == x.numel() && scale.dtype == DType::u8 &&
+                       static_cast<std::size_t>(scale.numel()) >= rows * stride;
   if (decodes) {
     const std::size_t scales = rows * stride;
     float* sc = scratch.values(scratch.hi, scales);
@@ -283,7 +288,9 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
       sc[g] = byte_scale[sb[g]];
       scratch.bounds[g] = byte_bounds[sb[g]];
     }
-    const kernels::CodedRows coded{t.mbits == 3 ? kernels::ByteCode::e4m3 : kernels::ByteCode::e5m2,
+    const kernels::CodedRows coded{packed             ? kernels::ElementCode::e2m1
+                                   : t.mbits == 3 ? kernels::ElementCode::e4m3
+                                                  : kernels::ElementCode::e5m2,
                                    payload.data,
                                    sc,
                                    scratch.bounds.data(),
@@ -299,30 +306,37 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
   Sums s = value_sums(x, d);
   const auto magnitude_mask = static_cast<unsigned>((1u << (t.bits - 1)) - 1);
   const auto* codes = static_cast<const std::uint8_t*>(payload.data);
-  const bool packed = f == ElemFormat::e2m1;
   const std::size_t row_bytes = packed ? (k + 1) / 2 : k;
   s.clamped = with_values(x, [&](const auto& load) {
     std::int64_t clamped = 0;
     // Clamping needs a look only where the code is the format's largest magnitude: a scan of
-    // the codes, eight byte codes a word at a time, the values read only there.
+    // the codes, a 64-bit word of them at a time, the values read only there.
+    // A group's largest-code elements share hi, so the last half step is kept (a division
+    // per element was most of the scan's time where many elements take the largest code, as
+    // in FP4).
+    double last_hi = -1, half_step = 0;
     const auto check = [&](std::size_t row, std::size_t j) {
       const std::size_t i = row * k + j;
       const double xi = load(i);
       const double di = d[i];
-      const double hi = std::fabs(di), half_step = hi * step / (2 * max);
+      const double hi = std::fabs(di);
+      if (hi != last_hi) last_hi = hi, half_step = hi * step / (2 * max);
       if ((di > 0 && xi > hi + half_step) || (di < 0 && xi < -hi - half_step)) ++clamped;
     };
-    const std::uint64_t mask8 = kOnes * magnitude_mask, max8 = kOnes * t.max_code;
+    // A word holds 8 byte codes or 16 packed 4-bit codes (element 2i in byte i's low nibble,
+    // so lane n of the little-endian word is element n).
+    const unsigned lane_bits = packed ? 4 : 8, per_word = 64 / lane_bits;
+    const std::uint64_t ones = packed ? 0x1111111111111111ULL : kOnes;
+    const std::uint64_t mask = ones * magnitude_mask, max_lanes = ones * t.max_code;
     for (std::size_t row = 0; row < rows; ++row) {
       const std::uint8_t* rc = codes + row * row_bytes;
       std::size_t j = 0;
-      if (!packed)
-        for (; j + 8 <= k; j += 8) {
-          std::uint64_t w;
-          std::memcpy(&w, rc + j, 8);
-          for (std::uint64_t m = max_magnitude_bytes(w, mask8, max8); m != 0; m &= m - 1)
-            check(row, j + static_cast<std::size_t>(std::countr_zero(m)) / 8);
-        }
+      for (; j + per_word <= k; j += per_word) {
+        std::uint64_t w;
+        std::memcpy(&w, rc + j * lane_bits / 8, 8);
+        for (std::uint64_t m = max_magnitude_lanes(w, lane_bits, mask, max_lanes); m != 0; m &= m - 1)
+          check(row, j + static_cast<std::size_t>(std::countr_zero(m)) / lane_bits);
+      }
       for (; j < k; ++j) {
         const unsigned code = packed ? (rc[j / 2] >> (4 * (j & 1))) & 0xFu : rc[j];
         if ((code & magnitude_mask) == t.max_code) check(row, j);

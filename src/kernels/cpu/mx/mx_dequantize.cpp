@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/common/fp4_codes-inl.h"
 #include "kernels/cpu/common/fp8_decode-inl.h"
 #include "kernels/cpu/mx/mx_plan.hpp"
 #include "kernels/cpu/mx/mx_scale_bits.hpp"
@@ -66,23 +67,6 @@ HWY_INLINE hn::Vec<DU> Fp4AsByteCodes(DU du, hn::Vec<DU> nibbles) {
   return hn::Or(hn::And(nibbles, hn::Set(du, 7u)), hn::ShiftLeft<4>(hn::And(nibbles, hn::Set(du, 8u))));
 }
 
-#if HWY_TARGET != HWY_SCALAR
-// The Lanes(df) FP4 codes of elements i .. i + Lanes(df) of a row, two per byte from `row`:
-// adjacent packing (element 2j in byte j's low nibble, 2j + 1 in its high one), read as
-// Lanes(df) / 2 bytes widened to u32, each byte's two nibbles split into the two u16 halves of
-// its lane, and those halves widened to lanes of their own.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Fp4AdjacentCodes(DF df, const std::uint8_t* row, std::int64_t i) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::Half<decltype(du)> dh;
-  const hn::Rebind<std::uint8_t, decltype(dh)> d8h;
-  const hn::Repartition<std::uint16_t, decltype(dh)> d16;
-  (void)df;
-  const auto w = hn::PromoteTo(dh, hn::LoadU(d8h, row + i / 2));
-  const auto split = hn::Or(hn::And(w, hn::Set(dh, 0xFu)), hn::ShiftLeft<12>(hn::And(w, hn::Set(dh, 0xF0u))));
-  return hn::PromoteTo(du, hn::BitCast(d16, split));
-}
-#endif
 
 void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
                       std::int64_t first, std::int64_t last) {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kernels/cpu/common/float_lanes-inl.h"
+#include "kernels/cpu/common/fp4_codes-inl.h"
 #include "kernels/cpu/common/fp8_decode-inl.h"
 #include "kernels/cpu/common/simd_target.hpp"
 #include "kernels/cpu/stats/error_sums.hpp"
@@ -154,16 +155,28 @@ ErrorSums ValueErrorSums(DType dt, const void* x, std::int64_t n, const float* d
   throw std::logic_error("error sums take f32, bf16 or f16 values");
 }
 
-// Lanes(DF) codes at `at` decoded and scaled by `s`, as the family's dequantize gives them.
-template <ByteCode kCode>
-HWY_INLINE hn::Vec<DF> Dequantized(const std::uint8_t* at, hn::Vec<DF> s) {
+// The E2M1 codes of elements [at, at + Lanes(DF)) of a packed payload, in u32 lanes.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> E2m1Codes(const std::uint8_t* codes, std::size_t at) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(hn::RebindToUnsigned<DF>(), (codes[at / 2] >> (4 * (at & 1))) & 0xFu);
+#else
+  return Fp4AdjacentCodes(DF(), codes, static_cast<std::int64_t>(at));
+#endif
+}
+
+// Lanes(DF) codes from element `at` on decoded and scaled by `s`, as the family's dequantize
+// gives them.
+template <ElementCode kCode>
+HWY_INLINE hn::Vec<DF> Dequantized(const std::uint8_t* codes, std::size_t at, hn::Vec<DF> s) {
   const DF df;
-  if constexpr (kCode == ByteCode::int8) {
+  if constexpr (kCode == ElementCode::int8) {
     const hn::RebindToSigned<DF> di;
-    const auto q = hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), reinterpret_cast<const std::int8_t*>(at)));
+    const auto q = hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), reinterpret_cast<const std::int8_t*>(codes + at)));
     return hn::Mul(hn::ConvertTo(df, q), s);
+  } else if constexpr (kCode == ElementCode::e2m1) {
+    return hn::Mul(DecodeE2m1(df, E2m1Codes(codes, at)), s);
   } else {
-    return ScaledFp8<kCode == ByteCode::e4m3 ? 3 : 2, true>(df, at, s);
+    return ScaledFp8<kCode == ElementCode::e4m3 ? 3 : 2, true>(df, codes + at, s);
   }
 }
 
@@ -179,7 +192,7 @@ HWY_INLINE std::size_t ClampedLanes(hn::Vec<DF> x, hn::Vec<DF> d, const ClampBou
   return hn::CountTrue(df, clamped);
 }
 
-template <DType kDt, ByteCode kCode>
+template <DType kDt, ElementCode kCode>
 ErrorSums CodedSums(const void* x, const CodedRows& r) {
   const DF df;
   const auto* codes = static_cast<const std::uint8_t*>(r.codes);
@@ -196,7 +209,7 @@ ErrorSums CodedSums(const void* x, const CodedRows& r) {
         Unrolled<kPartials / kLanesF>([&](auto v) {
           const std::size_t at = i + v * kLanesF;
           const auto xv = LoadWidened(df, kDt, At<kDt>(x, at));
-          const auto dv = Dequantized<kCode>(codes + at, s);
+          const auto dv = Dequantized<kCode>(codes, at, s);
           clamped += static_cast<std::int64_t>(ClampedLanes(xv, dv, b));
           AddF32<v * kLanesF / kLanes64>(xv, dv, p);
         });
@@ -211,9 +224,10 @@ ErrorSums CodedSums(const void* x, const CodedRows& r) {
 template <DType kDt>
 ErrorSums CodedSumsOf(const void* x, const CodedRows& r) {
   switch (r.code) {
-    case ByteCode::e4m3: return CodedSums<kDt, ByteCode::e4m3>(x, r);
-    case ByteCode::e5m2: return CodedSums<kDt, ByteCode::e5m2>(x, r);
-    case ByteCode::int8: return CodedSums<kDt, ByteCode::int8>(x, r);
+    case ElementCode::e4m3: return CodedSums<kDt, ElementCode::e4m3>(x, r);
+    case ElementCode::e5m2: return CodedSums<kDt, ElementCode::e5m2>(x, r);
+    case ElementCode::e2m1: return CodedSums<kDt, ElementCode::e2m1>(x, r);
+    case ElementCode::int8: return CodedSums<kDt, ElementCode::int8>(x, r);
   }
   throw std::logic_error("unknown byte code");
 }

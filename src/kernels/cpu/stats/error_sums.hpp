@@ -31,15 +31,16 @@ struct ClampBounds {
   float hi, above, lo, below;
 };
 
-// The element codes of quantize_*'s payload, one per byte, and how each decodes.
-enum class ByteCode { e4m3, e5m2, int8 };
+// The element codes of quantize_*'s payload and how each decodes: E4M3, E5M2 and int8 one per
+// byte, E2M1 two per byte (element 2i in byte i's low nibble).
+enum class ElementCode { e4m3, e5m2, e2m1, int8 };
 
 // rows × k codes in row-major order, d = value(code) × scale in f32 — the family's own
-// dequantize: E4M3 / E5M2 exactly (a NaN code the canonical quiet NaN), int8 as float(q) —
-// with one scale and one ClampBounds per group of `group` elements of a row, group g of row r at
-// [r * stride + g]. k and group are multiples of 32.
+// dequantize: E4M3 / E5M2 / E2M1 exactly (an FP8 NaN code the canonical quiet NaN), int8 as
+// float(q) — with one scale and one ClampBounds per group of `group` elements of a row, group g
+// of row r at [r * stride + g]. k and group are multiples of 32.
 struct CodedRows {
-  ByteCode code;
+  ElementCode code;
   const void* codes;
   const float* scales;
   const ClampBounds* bounds;
