@@ -539,7 +539,8 @@ TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReas
 // and int8.group (q8_0) decode inside the sums. On every SIMD target compiled in.
 TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
   for (const std::string& target : kernels::available_targets())
-  for (const char* preset : {"mxfp8.ascend", "mx.ocp.e2m1", "int8.token.blaze", "q8_0.ggml"}) {
+  for (const char* preset : {"mxfp8.ascend", "mx.ocp.e2m1", "int8.token.blaze", "q8_0.ggml", "fp8.deepseek.1x128",
+                             "fp8.deepseek.128x128", "fp8.torchao.tensorwise"}) {
     kernels::force_target(target);
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
       for (const Shape& shape : {Shape{3, 100}, Shape{5, 61}, Shape{1, 30}, Shape{2, 64}, Shape{3, 256}, Shape{1, 96}}) {
@@ -579,16 +580,21 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
 }
 
 // The sums with the dequantized values decoded inside the sums loop (MX byte and E2M1 codes,
-// int8.token, int8.group; rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
+// int8.token, int8.group, fp8.scaled but head_block; rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
 // every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
 // outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
 // their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
 TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
   int decoded_presets = 0, clamping = 0, nonfinite = 0;
+  // Every preset, and fp8.scaled dequantizing by a division with zero domains (no preset does).
+  std::vector<std::pair<std::string, Contract>> contracts;
+  for (const std::string& preset : preset_names()) contracts.emplace_back(preset, make_preset(preset));
+  for (const char* preset : {"fp8.deepseek.1x128", "fp8.deepseek.128x128", "fp8.ascend.token"})
+    contracts.emplace_back(std::string(preset) + " scale_kind=multiplier",
+                           make_contract(preset, {"scale_kind=multiplier", "quotient=multiply", "zero_group=zero"}));
   for (const std::string& target : kernels::available_targets())
-  for (const std::string& preset : preset_names()) {
+  for (const auto& [preset, c] : contracts) {
     kernels::force_target(target);
-    const Contract c = make_preset(preset);
     for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
       for (const Shape& shape : {Shape{6, 256}, Shape{128, 96}, Shape{3, 100}})
       for (const bool specials : {false, true}) {
@@ -596,6 +602,7 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
         for (std::size_t i = 0; i < v.size(); i += 37) v[i] *= 300.0f;
         for (std::size_t i = 5; i < v.size(); i += 53) v[i] = 0.0f;
         for (std::size_t i = 0; i < static_cast<std::size_t>(shape.back()); ++i) v[i] = 1.5f;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(shape.back()); ++i) v[shape.back() + i] = 0.0f;  // zero domains
         if (dt != DType::f16) v[v.size() - 1] = -3.0e38f;
         if (specials) {  // past the first row, inside the tensor
           v[v.size() / 2] = std::numeric_limits<float>::quiet_NaN();
@@ -623,7 +630,10 @@ TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
                             (elem_traits(c.element).bits == 8 || c.element == ElemFormat::e2m1) &&
                             c.layout != ScaleLayout::swizzled && c.block % 32 == 0 && !c.scale_wrap &&
                             c.packing != Packing::halves) ||
-                           c.family == Family::int8_token || (c.family == Family::int8_group && c.group % 32 == 0);
+                           c.family == Family::int8_token || (c.family == Family::int8_group && c.group % 32 == 0) ||
+                           (c.family == Family::fp8_scaled && c.granularity.kind != Granularity::head_block &&
+                            (c.granularity.kind == Granularity::row || c.granularity.kind == Granularity::tensor ||
+                             shape.back() % c.granularity.cols == 0));
         if (takes && shape.back() % 32 == 0)
           ++decoded_presets, clamping += a.clamped > 0, nonfinite += specials && !std::isfinite(a.noise);
       }

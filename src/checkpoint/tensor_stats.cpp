@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -247,6 +248,45 @@ float e8m0_value(std::uint8_t b) {
   return std::bit_cast<float>(b == 0 ? 0x00400000u : static_cast<std::uint32_t>(b) << 23);
 }
 
+// fp8.scaled by row, by group along the row, by tile or by tensor, with rows and domains of a
+// multiple of 32 values: the sums of coded_error_sums (the codes decoded inside them, one f32
+// multiply or division by the stored scale as the dequantize does, a zero domain's division
+// giving 0 where the contract says so), or nothing where the chunk does not fit.
+std::optional<kernels::ErrorSums> fp8_coded_rows(const Contract& c, const TensorView& x, const TensorView& payload,
+                                                 const TensorView& scale, double step, Scratch& scratch) {
+  const Granularity kind = c.granularity.kind;
+  if (kind == Granularity::head_block || payload.dtype != DType::u8 || payload.numel() != x.numel() ||
+      scale.dtype != DType::f32)
+    return std::nullopt;
+  const std::int64_t k = x.shape.back(), rows = x.numel() / k;
+  const bool whole_rows = kind == Granularity::row || kind == Granularity::tensor;
+  const std::int64_t group = whole_rows ? k : c.granularity.cols;
+  const std::int64_t row_group = kind == Granularity::tile ? c.granularity.rows : kind == Granularity::tensor ? rows : 1;
+  if (k % 32 != 0 || group <= 0 || group % 32 != 0 || k % group != 0 || row_group <= 0) return std::nullopt;
+  const std::int64_t stride = k / group, scales = (rows + row_group - 1) / row_group * stride;
+  if (scale.numel() < scales) return std::nullopt;
+  // Stored descale: q * s; stored multiplier: q / s (as the dequantize).
+  const bool times = (c.scale_kind == ScaleKind::descale) == (c.stored == StoredScale::computed);
+  const bool zero_domains = c.zero_group == ZeroGroup::zero;
+  const ElemTraits& t = elem_traits(c.element);
+  const auto maxf = static_cast<float>(t.max);
+  const auto* sc = static_cast<const float*>(scale.data);
+  if (scratch.bounds.size() < static_cast<std::size_t>(scales)) scratch.bounds.resize(static_cast<std::size_t>(scales));
+  for (std::int64_t g = 0; g < scales; ++g) {
+    const float s = sc[g];
+    // The largest code's value, as the dequantize forms it (a zero domain's 0: nothing clamps).
+    const float top = times ? maxf * s : !zero_domains || s != 0.0f ? maxf / s : 0.0f;
+    const double hi = std::fabs(static_cast<double>(top));
+    scratch.bounds[static_cast<std::size_t>(g)] = clamp_bounds(hi, -hi, hi * step / (2 * t.max));
+  }
+  kernels::CodedRows coded{t.mbits == 3 ? kernels::ElementCode::e4m3 : kernels::ElementCode::e5m2,
+                           payload.data, sc, scratch.bounds.data(), rows, k, group, stride};
+  coded.row_group = row_group;
+  coded.divide = !times;
+  coded.zero_scale_gives_zero = zero_domains;
+  return kernels::coded_error_sums(x.dtype, x.data, coded);
+}
+
 Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& payload, const TensorView& scale,
                      const TensorView& tensor_scale, Scratch& scratch) {
   const auto n = static_cast<std::size_t>(x.numel());
@@ -279,7 +319,7 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
     for (unsigned b = 0; b < 256; ++b) {
       byte_scale[b] = e8m0_value(static_cast<std::uint8_t>(b));
       // The group's largest magnitude: the largest code's value times the scale, in f32 as the
-      // dequantize forms it; no other code's value equals it unless both overflow to inf.
+      // dequantize forms it.
       const double hi = static_cast<double>(maxf * byte_scale[b]);
       byte_bounds[b] = clamp_bounds(hi, -hi, hi * step / (2 * max));
     }
@@ -300,6 +340,8 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
                                    static_cast<std::int64_t>(stride)};
     return sums_of(kernels::coded_error_sums(x.dtype, x.data, coded));
   }
+  if (!scratch.dequantize_always && c.family == Family::fp8_scaled)
+    if (const auto fp8 = fp8_coded_rows(c, x, payload, scale, step, scratch)) return sums_of(*fp8);
   const float* d = scratch.values(scratch.d, n);
   dequantize_into(c, payload, scale, tensor_scale, make_mutable_view(DType::f32, x.shape, scratch.d.data()),
                   RunOptions{Engine::fast, 1});

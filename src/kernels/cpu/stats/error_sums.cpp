@@ -164,53 +164,87 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> E2m1Codes(const std::uint8_t* codes
 #endif
 }
 
-// Lanes(DF) codes from element `at` on decoded and scaled by `s`, as the family's dequantize
-// gives them.
+// One vector's codes (u32 lanes; int8 sign-extended) from element `at` on.
 template <ElementCode kCode>
-HWY_INLINE hn::Vec<DF> Dequantized(const std::uint8_t* codes, std::size_t at, hn::Vec<DF> s) {
-  const DF df;
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> CodesAt(const std::uint8_t* codes, std::size_t at) {
+  const hn::RebindToUnsigned<DF> du;
   if constexpr (kCode == ElementCode::int8) {
     const hn::RebindToSigned<DF> di;
-    const auto q = hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(), reinterpret_cast<const std::int8_t*>(codes + at)));
-    return hn::Mul(hn::ConvertTo(df, q), s);
+    return hn::BitCast(du, hn::PromoteTo(di, hn::LoadU(hn::Rebind<std::int8_t, DF>(),
+                                                       reinterpret_cast<const std::int8_t*>(codes + at))));
   } else if constexpr (kCode == ElementCode::e2m1) {
-    return hn::Mul(DecodeE2m1(df, E2m1Codes(codes, at)), s);
+    return E2m1Codes(codes, at);
   } else {
-    return ScaledFp8<kCode == ElementCode::e4m3 ? 3 : 2, true>(df, codes + at, s);
+    return hn::PromoteTo(du, hn::LoadU(hn::Rebind<std::uint8_t, DF>(), codes + at));
   }
 }
 
-// The lanes of one vector that are clamped (see ClampBounds); first a test that most vectors
-// fail (no x beyond either bound), then the codes' values.
-HWY_INLINE std::size_t ClampedLanes(hn::Vec<DF> x, hn::Vec<DF> d, const ClampBounds& b) {
+// The codes' values times (or, kDivide, divided by) the group's scale s, as the family's
+// dequantize gives them: one IEEE fp32 operation, an FP8 NaN the canonical quiet NaN.
+template <ElementCode kCode, bool kDivide>
+HWY_INLINE hn::Vec<DF> Dequantized(hn::Vec<hn::RebindToUnsigned<DF>> c, hn::Vec<DF> s) {
   const DF df;
-  const auto above = hn::Set(df, b.above), below = hn::Set(df, b.below);
-  const auto beyond_hi = hn::Gt(x, above), beyond_lo = hn::Lt(x, below);
-  if (hn::AllFalse(df, hn::Or(beyond_hi, beyond_lo))) return 0;
-  const auto clamped = hn::Or(hn::And(beyond_hi, hn::Eq(d, hn::Set(df, b.hi))),
-                              hn::And(beyond_lo, hn::Eq(d, hn::Set(df, b.lo))));
-  return hn::CountTrue(df, clamped);
+  hn::Vec<DF> value;
+  if constexpr (kCode == ElementCode::int8) value = hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<DF>(), c));
+  else if constexpr (kCode == ElementCode::e2m1) value = DecodeE2m1(df, c);
+  else value = DecodeFp8<kCode == ElementCode::e4m3 ? 3 : 2>(df, c);
+  const auto v = kDivide ? hn::Div(value, s) : hn::Mul(value, s);
+  if constexpr (kCode == ElementCode::e4m3 || kCode == ElementCode::e5m2)
+    return hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, hn::Set(hn::RebindToUnsigned<DF>(), 0x7FC00000u)), v);
+  return v;
 }
 
-template <DType kDt, ElementCode kCode>
+// The largest magnitude code of a floating-point element format, and its sign bit.
+template <ElementCode kCode>
+constexpr std::uint32_t kLargestCode = kCode == ElementCode::e4m3 ? 0x7E : kCode == ElementCode::e5m2 ? 0x7B : 0x7;
+template <ElementCode kCode>
+constexpr std::uint32_t kSignBit = kCode == ElementCode::e2m1 ? 0x8 : 0x80;
+
+// The lanes of one vector that are clamped (see ClampBounds); first a test that most vectors
+// fail (no x beyond either bound), then the codes (floating-point formats) or the values (int8).
+template <ElementCode kCode>
+HWY_INLINE std::size_t ClampedLanes(hn::Vec<DF> x, hn::Vec<hn::RebindToUnsigned<DF>> c, hn::Vec<DF> d,
+                                    const ClampBounds& b) {
+  const DF df;
+  const auto beyond_hi = hn::Gt(x, hn::Set(df, b.above)), beyond_lo = hn::Lt(x, hn::Set(df, b.below));
+  if (hn::AllFalse(df, hn::Or(beyond_hi, beyond_lo))) return 0;
+  if constexpr (kCode == ElementCode::int8) {
+    return hn::CountTrue(df, hn::Or(hn::And(beyond_hi, hn::Eq(d, hn::Set(df, b.hi))),
+                                    hn::And(beyond_lo, hn::Eq(d, hn::Set(df, b.lo)))));
+  } else {
+    const hn::RebindToUnsigned<DF> du;
+    constexpr std::uint32_t kLargest = kLargestCode<kCode>, kSign = kSignBit<kCode>;
+    const auto largest = hn::Eq(hn::And(c, hn::Set(du, kSign - 1)), hn::Set(du, kLargest));
+    const auto negative = hn::Ne(hn::And(c, hn::Set(du, kSign)), hn::Zero(du));
+    const auto hi_side = hn::AndNot(hn::RebindMask(df, negative), beyond_hi);
+    const auto lo_side = hn::And(hn::RebindMask(df, negative), beyond_lo);
+    return hn::CountTrue(df, hn::And(hn::RebindMask(df, largest), hn::Or(hi_side, lo_side)));
+  }
+}
+
+template <DType kDt, ElementCode kCode, bool kDivide>
 ErrorSums CodedSums(const void* x, const CodedRows& r) {
   const DF df;
   const auto* codes = static_cast<const std::uint8_t*>(r.codes);
   const auto k = static_cast<std::size_t>(r.k), group = static_cast<std::size_t>(r.group);
+  const auto row_group = static_cast<std::size_t>(r.row_group);
   Partials p;
   std::int64_t clamped = 0;
   for (std::size_t row = 0; row < static_cast<std::size_t>(r.rows); ++row) {
-    const std::size_t first_group = row * static_cast<std::size_t>(r.stride);
+    const std::size_t first_group = row / row_group * static_cast<std::size_t>(r.stride);
     for (std::size_t j0 = 0, g = first_group; j0 < k; j0 += group, ++g) {
-      const auto s = hn::Set(df, r.scales[g]);
+      const float scale = r.scales[g];
+      const bool zero = kDivide && r.zero_scale_gives_zero && scale == 0.0f;
+      const auto s = hn::Set(df, scale);
       const ClampBounds b = r.bounds[g];
       for (std::size_t i = row * k + j0, end = i + group; i < end; i += kPartials) {
         PrefetchAhead(At<kDt>(x, i));
         Unrolled<kPartials / kLanesF>([&](auto v) {
           const std::size_t at = i + v * kLanesF;
           const auto xv = LoadWidened(df, kDt, At<kDt>(x, at));
-          const auto dv = Dequantized<kCode>(codes, at, s);
-          clamped += static_cast<std::int64_t>(ClampedLanes(xv, dv, b));
+          const auto cv = CodesAt<kCode>(codes, at);
+          const auto dv = zero ? hn::Zero(df) : Dequantized<kCode, kDivide>(cv, s);
+          clamped += static_cast<std::int64_t>(ClampedLanes<kCode>(xv, cv, dv, b));
           AddF32<v * kLanesF / kLanes64>(xv, dv, p);
         });
       }
@@ -221,13 +255,19 @@ ErrorSums CodedSums(const void* x, const CodedRows& r) {
   return sums;
 }
 
+template <DType kDt, ElementCode kCode>
+ErrorSums CodedSumsOp(const void* x, const CodedRows& r) {
+  if constexpr (kCode == ElementCode::int8) return CodedSums<kDt, kCode, false>(x, r);  // int8 multiplies
+  return r.divide ? CodedSums<kDt, kCode, true>(x, r) : CodedSums<kDt, kCode, false>(x, r);
+}
+
 template <DType kDt>
 ErrorSums CodedSumsOf(const void* x, const CodedRows& r) {
   switch (r.code) {
-    case ElementCode::e4m3: return CodedSums<kDt, ElementCode::e4m3>(x, r);
-    case ElementCode::e5m2: return CodedSums<kDt, ElementCode::e5m2>(x, r);
-    case ElementCode::e2m1: return CodedSums<kDt, ElementCode::e2m1>(x, r);
-    case ElementCode::int8: return CodedSums<kDt, ElementCode::int8>(x, r);
+    case ElementCode::e4m3: return CodedSumsOp<kDt, ElementCode::e4m3>(x, r);
+    case ElementCode::e5m2: return CodedSumsOp<kDt, ElementCode::e5m2>(x, r);
+    case ElementCode::e2m1: return CodedSumsOp<kDt, ElementCode::e2m1>(x, r);
+    case ElementCode::int8: return CodedSumsOp<kDt, ElementCode::int8>(x, r);
   }
   throw std::logic_error("unknown byte code");
 }

@@ -24,9 +24,11 @@ struct ErrorSums {
 // n elements of x (dtype dt) against d. clamped stays 0: the caller judges clamping.
 ErrorSums value_error_sums(DType dt, const void* x, std::int64_t n, const float* d);
 
-// Where one group's elements count as clamped: d == hi and x > above, or d == lo and x < below
-// (f32 compares; NaN in a side that never clamps). A bound computed in double is given as the
-// f32 that compares the same with every f32 x: rounded down for `above`, up for `below`.
+// Where one group's elements count as clamped. Floating-point codes: an element whose code is
+// the format's largest magnitude with x > above (a positive code) or x < below (a negative
+// one). int8: d == hi and x > above, or d == lo and x < below. The bounds are compared in f32
+// (NaN in a side that never clamps): a bound computed in double is given as the f32 that
+// compares the same with every f32 x, rounded down for `above`, up for `below`.
 struct ClampBounds {
   float hi, above, lo, below;
 };
@@ -35,16 +37,20 @@ struct ClampBounds {
 // byte, E2M1 two per byte (element 2i in byte i's low nibble).
 enum class ElementCode { e4m3, e5m2, e2m1, int8 };
 
-// rows × k codes in row-major order, d = value(code) × scale in f32 — the family's own
-// dequantize: E4M3 / E5M2 / E2M1 exactly (an FP8 NaN code the canonical quiet NaN), int8 as
-// float(q) — with one scale and one ClampBounds per group of `group` elements of a row, group g
-// of row r at [r * stride + g]. k and group are multiples of 32.
+// rows × k codes in row-major order, d = value(code) × scale in f32 (÷ scale where `divide`) —
+// the family's own dequantize: E4M3 / E5M2 / E2M1 exactly (an FP8 NaN the canonical quiet NaN),
+// int8 as float(q), always times the scale — with one scale and one ClampBounds per group of
+// `group` elements of a row, shared by `row_group` consecutive rows: group g of row r at
+// [(r / row_group) * stride + g]. k and group are multiples of 32.
 struct CodedRows {
   ElementCode code;
   const void* codes;
   const float* scales;
   const ClampBounds* bounds;
   std::int64_t rows, k, group, stride;
+  std::int64_t row_group = 1;
+  bool divide = false;
+  bool zero_scale_gives_zero = false;  // with divide: a group whose scale is 0 dequantizes to 0
 };
 
 // x: rows × k elements of dtype dt; the sums and the clamped count.
