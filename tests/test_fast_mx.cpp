@@ -132,7 +132,7 @@ TEST_P(FastMx, AdversarialSuiteEveryPresetAndVariant) {
 // payload only every other row (streaming and ordinary stores).
 TEST_P(FastMx, AllBf16InputsAtSeveralScales) {
   for (const char* preset : {"mxfp8.ascend", "mx.ocp.e5m2", "mx.ocp.e2m1", "mx.microxcaling", "mxfp8.te",
-                             "mxfp8.torchao.floor", "mxfp8.ct", "mxfp4.modelopt"}) {
+                             "mxfp8.torchao.floor", "mxfp8.ct", "mxfp4.modelopt", "mx.ocp.e3m2", "mx.ocp.e2m3"}) {
     const Contract c = make_contract(preset);
     for (const std::int64_t k : {32 * 4, 32 * 33})
     for (float amax : {448.0f, 1.0f, 3.0e-30f, 6.0e20f}) {

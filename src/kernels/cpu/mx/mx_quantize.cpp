@@ -164,6 +164,8 @@ struct FixedGrid {
 using E4M3Grid = FixedGrid<8, 3, 7, 0x43E00000, 0x7E>;  // max 448
 using E5M2Grid = FixedGrid<8, 2, 15, 0x47600000, 0x7B>;  // max 57344
 using E2M1Grid = FixedGrid<4, 1, 1, 0x40C00000, 0x7>;    // max 6
+using E3M2Grid = FixedGrid<6, 2, 3, 0x41E00000, 0x1F>;   // max 28, one code per byte
+using E2M3Grid = FixedGrid<6, 3, 1, 0x40F00000, 0x1F>;   // max 7.5, one code per byte
 struct NoGrid {  // the grid comes from the plan
   static constexpr int kBits = 0, kMbits = 0;
 };
@@ -444,10 +446,10 @@ HWY_INLINE bool QuantizeGroupBatch(const MxPlan& p, const std::uint8_t* HWY_REST
   const auto code_of = [&](int at) {
     const VF mul = hn::Set(df, multipliers[at / kPerGroup]);
     const VI bits = load_bits(at);
-    if constexpr (Grid::kBits == 8) {
-      // Finite groups only here: the magnitude's code, then the sign at bit 7.
+    if constexpr (Grid::kBits == 8 || Grid::kBits == 6) {
+      // Finite groups only here: the magnitude's code, then the sign at the code's top bit.
       const VI code = EncodeMagnitudeFixed<Grid>(hn::Mul(hn::BitCast(df, hn::And(bits, abs_mask)), mul));
-      return hn::OrAnd(code, hn::ShiftRight<24>(bits), hn::Set(di, 0x80));
+      return hn::OrAnd(code, hn::ShiftRight<32 - Grid::kBits>(bits), hn::Set(di, 1 << (Grid::kBits - 1)));
     } else {
       return EncodeElements<kRneSaturate>(p, hn::Mul(hn::BitCast(df, bits), mul), p.max_code);
     }
@@ -561,7 +563,7 @@ HWY_INLINE bool QuantizeBf16Lanes16Batch(const MxPlan& p, const std::uint8_t* HW
   (void)p, (void)row, (void)g0, (void)out, (void)scale;
   return false;
 #else
-  static_assert(Grid::kMbits == 1 || Grid::kMbits == 3, "E2M1 or E4M3");
+  static_assert(Grid::kBits == 4 || (Grid::kBits == 8 && Grid::kMbits == 3), "E2M1 or E4M3");
   constexpr bool kFp4 = Grid::kBits == 4;
   constexpr int kMinByte = kFp4 ? 5 : 11;
   constexpr int kEmax = kFp4 ? 2 : 8;
@@ -664,10 +666,11 @@ HWY_INLINE bool QuantizeBf16GroupBatch(const MxPlan& p, const std::uint8_t* HWY_
     const VU a = hn::And(x, magnitude);
     const VU ce = hn::BitCast(du, EncodeMagnitudeFixed<Grid>(hn::Mul(even(a), mul)));
     const VU co = hn::BitCast(du, EncodeMagnitudeFixed<Grid>(hn::Mul(odd(a), mul)));
-    constexpr int kB = Grid::kBits;
-    // Even sign: bit 15 to bit kB - 1; odd sign: bit 31 to bit 2 kB - 1.
-    const VU w = hn::OrAnd(hn::Or(ce, hn::ShiftLeft<kB>(co)), hn::ShiftRight<16 - kB>(x), hn::Set(du, 1u << (kB - 1)));
-    return hn::OrAnd(w, hn::ShiftRight<32 - 2 * kB>(x), hn::Set(du, 1u << (2 * kB - 1)));
+    // kB-bit codes, kPack bits apart: 4-bit codes share a byte, 6- and 8-bit codes have one each.
+    constexpr int kB = Grid::kBits, kPack = kB == 4 ? 4 : 8;
+    // Even sign: bit 15 to bit kB - 1; odd sign: bit 31 to bit kPack + kB - 1.
+    const VU w = hn::OrAnd(hn::Or(ce, hn::ShiftLeft<kPack>(co)), hn::ShiftRight<16 - kB>(x), hn::Set(du, 1u << (kB - 1)));
+    return hn::OrAnd(w, hn::ShiftRight<32 - kPack - kB>(x), hn::Set(du, 1u << (kPack + kB - 1)));
   };
   const auto codes = [&](int at) { return hn::BitCast(di, pairs(at, hn::Set(df, multipliers[at / kPerGroup]))); };
   if constexpr (Grid::kBits == 4) {
@@ -771,7 +774,7 @@ void QuantizeGroupsOf(const MxPlan& plan, std::int64_t first, std::int64_t last)
         done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, true>(p, row_ptr, g, out, scale);
       else if (halves)
         done_batch = QuantizeHalvesGroupBatch<kDtype, kRneSaturate, false>(p, row_ptr, g, out, scale);
-      else if constexpr ((Grid::kBits == 4 || Grid::kMbits == 3) && kDtype == DType::bf16)
+      else if constexpr ((Grid::kBits == 4 || (Grid::kBits == 8 && Grid::kMbits == 3)) && kDtype == DType::bf16)
         done_batch = QuantizeBf16Lanes16Batch<Grid>(p, row_ptr, g, out, scale) ||
                      QuantizeBf16GroupBatch<Grid>(p, row_ptr, g, out, scale);
       else if constexpr (Grid::kBits != 0 && kDtype == DType::bf16)
@@ -800,6 +803,8 @@ void QuantizeGroupsOf(const MxPlan& p, std::int64_t first, std::int64_t last) {
   if (!rne_saturate) return QuantizeGroupsOf<kDtype, false, NoGrid>(p, first, last);
   if (E4M3Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E4M3Grid>(p, first, last);
   if (E5M2Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E5M2Grid>(p, first, last);
+  if (E3M2Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E3M2Grid>(p, first, last);
+  if (E2M3Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E2M3Grid>(p, first, last);
   if constexpr (kDtype == DType::bf16)  // 4-bit batches are bf16 ones only
     if (E2M1Grid::matches(p)) return QuantizeGroupsOf<kDtype, true, E2M1Grid>(p, first, last);
   QuantizeGroupsOf<kDtype, true, NoGrid>(p, first, last);
