@@ -105,15 +105,6 @@ auto with_values(const TensorView& x, F f) -> decltype(f(F32Values{nullptr})) {
   throw std::logic_error("measure takes f32, bf16 or f16 values");
 }
 
-// The signal and noise sums of `x` (contiguous f32, bf16 or f16) against `d`.
-Sums value_sums(const TensorView& x, const float* d) {
-  const kernels::ErrorSums e = kernels::value_error_sums(x.dtype, x.data, x.numel(), d);
-  Sums s;
-  s.signal = e.signal;
-  s.noise = e.noise;
-  return s;
-}
-
 // The clamped elements of `x` (contiguous f32, bf16 or f16), see clamped_of.
 std::int64_t value_clamped(const TensorView& x, const float* d, const float* h, const float* b, const float* lo) {
   const auto n = static_cast<std::size_t>(x.numel());
@@ -149,6 +140,11 @@ Sums sums_of(const kernels::ErrorSums& e) {
   s.noise = e.noise;
   s.clamped = e.clamped;
   return s;
+}
+
+// The signal and noise sums of `x` (contiguous f32, bf16 or f16) against `d`.
+Sums value_sums(const TensorView& x, const float* d) {
+  return sums_of(kernels::value_error_sums(x.dtype, x.data, x.numel(), d));
 }
 
 // The elements that share one int8 scale in a row: all of it for int8.token, `group` for
