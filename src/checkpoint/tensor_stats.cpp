@@ -134,6 +134,12 @@ kernels::ClampBounds clamp_bounds(double hi, double lo, double half_step) {
   return b;
 }
 
+// A floating-point format's bounds for a group whose largest code's value is ±hi: half the
+// format's last step (max - below) at that scale, hi * step / (2 max), as the scan computes it.
+kernels::ClampBounds largest_code_bounds(double hi, double max, double step) {
+  return clamp_bounds(hi, -hi, hi * step / (2 * max));
+}
+
 Sums sums_of(const kernels::ErrorSums& e) {
   Sums s;
   s.signal = e.signal;
@@ -169,7 +175,7 @@ Sums int8_decoded_sums(const Contract& c, const TensorView& x, const TensorView&
                        Scratch& scratch) {
   const std::int64_t k = x.shape.back(), group = int8_row_group(c, k);
   const auto groups = static_cast<std::size_t>(x.numel() / group);
-  float* sc = scratch.values(scratch.hi, groups);
+  float* sc = scratch.values(scratch.scales, groups);
   if (scratch.bounds.size() < groups) scratch.bounds.resize(groups);
   const bool symmetric = c.range == 127;
   for (std::size_t g = 0; g < groups; ++g) {
@@ -273,7 +279,7 @@ std::optional<kernels::ErrorSums> fp8_coded_rows(const Contract& c, const Tensor
     // The largest code's value, as the dequantize forms it (a zero domain's 0: nothing clamps).
     const float top = times ? maxf * s : !zero_domains || s != 0.0f ? maxf / s : 0.0f;
     const double hi = std::fabs(static_cast<double>(top));
-    scratch.bounds[static_cast<std::size_t>(g)] = clamp_bounds(hi, -hi, hi * step / (2 * t.max));
+    scratch.bounds[static_cast<std::size_t>(g)] = largest_code_bounds(hi, t.max, step);
   }
   kernels::CodedRows coded{t.mbits == 3 ? kernels::ElementCode::e4m3 : kernels::ElementCode::e5m2,
                            payload.data, sc, scratch.bounds.data(), rows, k, group, stride};
@@ -306,7 +312,7 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
                        static_cast<std::size_t>(scale.numel()) >= rows * stride;
   if (decodes) {
     const std::size_t scales = rows * stride;
-    float* sc = scratch.values(scratch.hi, scales);
+    float* sc = scratch.values(scratch.scales, scales);
     if (scratch.bounds.size() < scales) scratch.bounds.resize(scales);
     // A group's scale and bounds depend on its scale byte alone: 256 of each, looked up.
     float byte_scale[256];
@@ -317,7 +323,7 @@ Sums code_chunk_sums(const Contract& c, const TensorView& x, const TensorView& p
       // The group's largest magnitude: the largest code's value times the scale, in f32 as the
       // dequantize forms it.
       const double hi = static_cast<double>(maxf * byte_scale[b]);
-      byte_bounds[b] = clamp_bounds(hi, -hi, hi * step / (2 * max));
+      byte_bounds[b] = largest_code_bounds(hi, max, step);
     }
     const auto* sb = static_cast<const std::uint8_t*>(scale.data);
     for (std::size_t g = 0; g < scales; ++g) {

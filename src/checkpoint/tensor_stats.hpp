@@ -41,7 +41,7 @@ struct Scratch {
   // int8.token, int8.group), chunk_sums does so; true makes it dequantize the chunk to f32
   // first, as every other case does (tests compare the two).
   bool dequantize_always = false;
-  std::vector<float> d, hi, below, lo;
+  std::vector<float> d, hi, below, lo, scales;
   std::vector<kernels::ClampBounds> bounds;
   Shape codes_shape;
   std::vector<std::int8_t> codes[3];

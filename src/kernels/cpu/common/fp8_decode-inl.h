@@ -40,14 +40,21 @@ HWY_INLINE hn::Vec<DF> DecodeFp8(DF df, hn::Vec<hn::RebindToUnsigned<DF>> c) {
   return hn::Or(v, hn::BitCast(df, hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)))));
 }
 
-// The values of one vector of FP8 codes at `at` under one scale s: code * s (kTimes) or code / s
-// (an IEEE division), a NaN value the canonical quiet NaN.
+// The values of FP8 codes c (u32 lanes) under one scale s: code * s (kTimes) or code / s (an
+// IEEE division), a NaN value the canonical quiet NaN.
+template <int kMbits, bool kTimes, class DF>
+HWY_INLINE hn::Vec<DF> ScaledFp8Codes(DF df, hn::Vec<hn::RebindToUnsigned<DF>> c, hn::Vec<DF> s) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto q = DecodeFp8<kMbits>(df, c);
+  const auto v = kTimes ? hn::Mul(q, s) : hn::Div(q, s);
+  return hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, hn::Set(du, 0x7FC00000u)), v);
+}
+
+// The same for one vector of FP8 codes at `at`.
 template <int kMbits, bool kTimes, class DF>
 HWY_INLINE hn::Vec<DF> ScaledFp8(DF df, const std::uint8_t* at, hn::Vec<DF> s) {
   const hn::RebindToUnsigned<DF> du;
-  const auto q = DecodeFp8<kMbits>(df, hn::PromoteTo(du, hn::LoadU(hn::Rebind<std::uint8_t, DF>(), at)));
-  const auto v = kTimes ? hn::Mul(q, s) : hn::Div(q, s);
-  return hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, hn::Set(du, 0x7FC00000u)), v);
+  return ScaledFp8Codes<kMbits, kTimes>(df, hn::PromoteTo(du, hn::LoadU(hn::Rebind<std::uint8_t, DF>(), at)), s);
 }
 
 // ScaledFp8 over codes [i, end), whole vectors only, in streaming stores where `out + i` is

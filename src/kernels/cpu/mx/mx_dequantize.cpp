@@ -24,7 +24,7 @@ inline float ScaleValue(std::uint8_t byte) {
   return byte == 0 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<std::uint32_t>(byte) << 23);
 }
 
-// fp32 value of element code c (scalar twin of DecodeCodes and DecodeFp8: FP4 nibbles, and the byte-wide
+// fp32 value of element code c (scalar twin of DecodeE2m1 and DecodeFp8: FP4 nibbles, and the byte-wide
 // codes of a group's tail or of a group the vector path leaves out).
 inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
   const std::uint32_t sign = (c >> (p.elem_bits - 1)) & 1u;
@@ -37,35 +37,6 @@ inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
   return sign ? -v : v;
 }
 
-// Codes held in u32 lanes, the sign at bit 7 (an FP4 nibble's moved there first).
-template <class DF>
-HWY_INLINE hn::Vec<DF> DecodeCodes(DF df, const MxPlan& p, hn::Vec<hn::RebindToUnsigned<DF>> c) {
-  const hn::RebindToUnsigned<DF> du;
-  const auto mag = hn::And(c, hn::Set(du, 0x7Fu));
-  const auto e = hn::ShiftRightSame(mag, p.mbits);
-  const auto m = hn::And(mag, hn::Set(du, (1u << p.mbits) - 1u));
-  const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
-  std::uint32_t exp_special = 0;
-  if (p.has_inf) exp_special = 31;  // E5M2: exponent field 31 holds inf and NaN
-  const auto normal_bits = hn::Or(hn::ShiftLeft<23>(hn::Add(e, hn::Set(du, static_cast<std::uint32_t>(127 - p.bias)))),
-                                  hn::ShiftLeftSame(m, 23 - p.mbits));
-  const auto sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<DF>(), m)),
-                           hn::Set(df, bits_to_float(static_cast<std::uint32_t>(127 + 1 - p.bias - p.mbits) << 23)));
-  auto v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(e, hn::Zero(du))), sub, hn::BitCast(df, normal_bits));
-  if (p.has_inf) {
-    const auto special = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeftSame(m, 23 - p.mbits));
-    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(e, hn::Set(du, exp_special))), hn::BitCast(df, special), v);
-  } else if (p.has_nan) {  // E4M3: S.1111.111 is NaN
-    v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
-  }
-  return hn::Or(v, hn::BitCast(df, sign));
-}
-
-// FP4 nibbles (u32 lanes, 0..15) as DecodeCodes takes them: the sign from bit 3 to bit 7.
-template <class DU>
-HWY_INLINE hn::Vec<DU> Fp4AsByteCodes(DU du, hn::Vec<DU> nibbles) {
-  return hn::Or(hn::And(nibbles, hn::Set(du, 7u)), hn::ShiftLeft<4>(hn::And(nibbles, hn::Set(du, 8u))));
-}
 
 
 void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
@@ -126,7 +97,7 @@ void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::u
         };
         // Codes decoded on their bits where the table cannot serve.
         const auto decoded = [&](hn::Vec<decltype(du)> nib) {
-          const auto v = hn::Mul(DecodeCodes(df, p, Fp4AsByteCodes(du, nib)), vs);
+          const auto v = hn::Mul(DecodeE2m1(df, nib), vs);
           return hn::IfThenElse(hn::IsNaN(v), hn::Set(df, bits_to_float(0x7FC00000u)), v);
         };
         if (!halves || (end - begin == p.block && half % N == 0)) {

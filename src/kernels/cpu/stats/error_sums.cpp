@@ -8,7 +8,6 @@
 #include <hwy/highway.h>
 
 #include <cstddef>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -184,14 +183,11 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> CodesAt(const std::uint8_t* codes, 
 template <ElementCode kCode, bool kDivide>
 HWY_INLINE hn::Vec<DF> Dequantized(hn::Vec<hn::RebindToUnsigned<DF>> c, hn::Vec<DF> s) {
   const DF df;
-  hn::Vec<DF> value;
-  if constexpr (kCode == ElementCode::int8) value = hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<DF>(), c));
-  else if constexpr (kCode == ElementCode::e2m1) value = DecodeE2m1(df, c);
-  else value = DecodeFp8<kCode == ElementCode::e4m3 ? 3 : 2>(df, c);
-  const auto v = kDivide ? hn::Div(value, s) : hn::Mul(value, s);
   if constexpr (kCode == ElementCode::e4m3 || kCode == ElementCode::e5m2)
-    return hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, hn::Set(hn::RebindToUnsigned<DF>(), 0x7FC00000u)), v);
-  return v;
+    return ScaledFp8Codes<kCode == ElementCode::e4m3 ? 3 : 2, !kDivide>(df, c, s);
+  const auto value = kCode == ElementCode::int8 ? hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<DF>(), c))
+                                                : DecodeE2m1(df, c);
+  return kDivide ? hn::Div(value, s) : hn::Mul(value, s);
 }
 
 // The largest magnitude code of a floating-point element format, and its sign bit.
