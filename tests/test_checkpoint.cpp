@@ -535,8 +535,9 @@ TEST_F(CheckpointTest, AValueRefusedInALateChunkIsSkippedWithTheWholeTensorsReas
 // stand for: element i to partial i mod 32, the elements after the last multiple of 8 to
 // partial 0, the partials added pairwise (+16, +8, +4, +2, +1). Bit for bit: that order is what
 // makes the summary the same on every machine. Sizes with and without whole 32-element steps,
-// with 8-element blocks after them and with a tail; rows of a multiple of 32, which MX, int8.token
-// and int8.group (q8_0) decode inside the sums. On every SIMD target compiled in.
+// with 8-element blocks after them and with a tail; rows of a multiple of 32, which MX (FP8 and
+// FP4), int8.token, int8.group (q8_0) and fp8.scaled decode inside the sums. On every SIMD target
+// compiled in.
 TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
   for (const std::string& target : kernels::available_targets())
   for (const char* preset : {"mxfp8.ascend", "mx.ocp.e2m1", "int8.token.blaze", "q8_0.ggml", "fp8.deepseek.1x128",
@@ -580,7 +581,8 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
 }
 
 // The sums with the dequantized values decoded inside the sums loop (MX byte and E2M1 codes,
-// int8.token, int8.group, fp8.scaled but head_block; rows of a multiple of 32) against the same chunk dequantized to f32 first, bit for bit, for
+// int8.token, int8.group, fp8.scaled but head_block; rows of a multiple of 32) against the same
+// chunk dequantized to f32 first, bit for bit, for
 // every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
 // outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
 // their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
