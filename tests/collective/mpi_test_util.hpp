@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,12 +26,34 @@ inline constexpr int kRunTimeoutS = 100;
 inline const std::string kCli = QEXACT_CLI_PATH;
 inline const std::string kMpirun = QEXACT_MPIRUN;
 
+inline fs::path scratch_root() {
+  return fs::temp_directory_path() / ("qexact-dist-" + std::to_string(::getpid()));
+}
+
+// The process's scratch root goes when its tests end, and stays (named on stderr) when one failed:
+// its files (the plan, mpirun's stdout and stderr) are what a failure is read from.
+class ScratchRootCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    const fs::path root = scratch_root();
+    if (!fs::exists(root)) return;
+    if (::testing::UnitTest::GetInstance()->Passed()) {
+      std::error_code ignored;
+      fs::remove_all(root, ignored);
+    } else {
+      std::fprintf(stderr, "multi-rank test files kept in %s\n", root.c_str());
+    }
+  }
+};
+inline ::testing::Environment* const kScratchRootCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchRootCleanup);
+
 inline fs::path scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = std::string(info->test_suite_name()) + "." + info->name();
   for (char& c : name)
     if (c == '/') c = '_';
-  const fs::path dir = fs::temp_directory_path() / ("qexact-dist-" + std::to_string(::getpid())) / name;
+  const fs::path dir = scratch_root() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
