@@ -2,9 +2,11 @@
 // charged, the medians, the interleaving, the JSON. Nothing here asserts anything about speed:
 // the clock used for the interleaving checks is a fake one.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -304,6 +306,30 @@ TEST(PerfMeasure, RejectsNoRoundsOrNoActions) {
   expect_bad_argument([&] { measure_interleaved({s.action('A')}, {0, 0.5}, s.clock()); }, "timed round");
   expect_bad_argument([&] { measure_interleaved({}, {3, 0.5}, s.clock()); }, "nothing to measure");
   EXPECT_EQ(s.log, "");
+}
+
+// Page faults (minor) this process has taken so far.
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// Blocks the heap places in the faulted-in span take no page fault when first written; the
+// same block in a fresh heap takes one per page (8192 for 32 MiB).
+TEST(PerfMeasure, KeepFreedMemoryFaultsTheHeapInUpFront) {
+#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "glibc's own allocator only (ASan replaces malloc)";
+#else
+  constexpr std::size_t kBlock = std::size_t{32} << 20;
+  keep_freed_memory(std::size_t{96} << 20);
+  const long before = minor_faults();
+  auto* block = static_cast<volatile unsigned char*>(std::malloc(kBlock));
+  ASSERT_NE(block, nullptr);
+  for (std::size_t i = 0; i < kBlock; i += 4096) block[i] = 1;
+  std::free(const_cast<unsigned char*>(block));
+  EXPECT_LT(minor_faults() - before, 64) << "a 32 MiB block inside the faulted-in span was faulted in again";
+#endif
 }
 
 TEST(PerfMeasure, CopyBaselineCopies) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -80,10 +81,19 @@ void CopyBaseline::run(int threads) {
   }
 }
 
-void keep_freed_memory() {
+void keep_freed_memory(std::size_t fault_in_bytes) {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);  // effectively never trim (the value is taken as unsigned)
+  if (fault_in_bytes == 0) return;
+  // One store per page through a volatile pointer: a plain fill of a block that is then freed
+  // may be removed by the compiler, and the allocation with it.
+  auto* block = static_cast<volatile unsigned char*>(std::malloc(fault_in_bytes));
+  if (block == nullptr) return;  // the benchmark still runs, with the faults this would have saved
+  for (std::size_t i = 0; i < fault_in_bytes; i += 4096) block[i] = 0;
+  std::free(const_cast<unsigned char*>(block));
+#else
+  (void)fault_in_bytes;
 #endif
 }
 

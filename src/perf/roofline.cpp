@@ -1,5 +1,7 @@
 #include "perf/roofline.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/common/simd_target.hpp"
@@ -114,7 +116,10 @@ std::string measurement_json(const Measurement& m) {
 
 void run_roofline(const RooflineConfig& c, const std::function<void(const Measurement&)>& emit) {
   validate(c);
-  keep_freed_memory();
+  // A kernel's live blocks at most: its input (<= 4 bytes per element), two sets of outputs (the
+  // call's and allocate_outputs', <= 4 each) and the copy's two buffers (<= 5.1 in all); 24
+  // bytes per element leave room for the heap's layout.
+  keep_freed_memory(static_cast<std::size_t>(std::max(c.elements, c.reference_elements)) * 24);
   for (const KernelSpec& k : select_kernels(c.presets)) {
     std::optional<double> reference_ns;
     if (c.reference_elements > 0) {
