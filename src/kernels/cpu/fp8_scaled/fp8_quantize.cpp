@@ -1,10 +1,9 @@
 // The fast fp8.scaled kernel's SIMD parts (google/highway, one body per x86 target, dispatched at
 // run time): the abs-max of a run on the integer bits of |x| (exact and order-free: a max), and
-// the element codes: the quotient (a real IEEE division or multiplication per lane; a division
-// runs as a multiplication by the reciprocal where that provably gives the same code, else
-// divides), the clamp to +/-max on the bits (NaN passes, inf clamps), and RNE to E4M3/E5M2 by
-// integer arithmetic on the fp32 bits (normal grid) or one fp32 addition of 2^23 (subnormal
-// grid, computed only for vectors that have such a lane). Codes leave in 64-byte streaming
+// the element codes: the quotient (a real IEEE division or multiplication per lane), the clamp
+// to +/-max on the bits (NaN passes, inf clamps), and RNE to E4M3/E5M2 by integer arithmetic
+// on the fp32 bits (normal grid) or one fp32 addition of 2^23 (subnormal grid, computed only
+// for vectors that have such a lane). Codes leave in 64-byte streaming
 // stores where aligned. Domains other than the tensor run in one call per thread: each
 // domain's amax from memory, then its codes from the cache.
 #undef HWY_TARGET_INCLUDE
@@ -127,65 +126,26 @@ HWY_INLINE VI Overflowed(const Fp8Plan& p, VF q, VI code) {
   return hn::IfThenElse(over, hn::Or(hn::Set(di, p.overflow_code), SignBit(q)), code);
 }
 
-// x / s as x * fp32(1 / s): for normal s and 1 / s the product is within 3 fp32 ulps of the
-// correctly rounded quotient (two roundings of 2^-24 relative each, against half an ulp), so both
-// give the same code unless a rounding step of the element lies between them. On the normal
-// grid a step is a midpoint, the dropped bits equal to half an element ulp: a lane whose clamped
-// magnitude bits lie within kGuard of one is divided exactly (for every lane of its vector).
-// Clamping keeps the test right at max (no step there). NeedsExactQuotient is the quick test,
-// true for every lane on the subnormal grid too; NeedsExactDivision then clears such lanes
-// whose code is the same 8 bits either side.
-template <int kMbits>
-HWY_INLINE auto NormalNearTie(VI ab) {
-  using G = Grid<kMbits>;
-  constexpr std::int32_t kGuard = 4;
-  const DI di;
-  const VI off = hn::And(hn::Add(ab, hn::Set(di, kGuard - G::kHalf)), hn::Set(di, (1 << G::kDrop) - 1));
-  return hn::Lt(off, hn::Set(di, 2 * kGuard + 1));
-}
-
-template <int kMbits>
-HWY_INLINE auto NeedsExactQuotient(VI ab) {
-  return hn::Or(NormalNearTie<kMbits>(ab), hn::Lt(ab, hn::Set(DI(), Grid<kMbits>::kSubnormalBelow)));
-}
-
-// The lanes of a vector that NeedsExactQuotient flagged that must really be divided: near a
-// midpoint of the normal grid, or on the subnormal grid with a step within 8 bits either side
-// (the product's 3 ulps are up to 6 bits below a power of two, where a subnormal-grid midpoint
-// can lie: 0.5 * 2^(e_min - mbits)). A zero (x = 0, or a product that underflows to 0) is
-// exact in both; ab - 8 stops at 0.
-template <int kMbits>
-HWY_INLINE auto NeedsExactDivision(VI ab) {
-  const DI di;
-  const auto sub = hn::Lt(ab, hn::Set(di, Grid<kMbits>::kSubnormalBelow));
-  const VI below = hn::Max(hn::Sub(ab, hn::Set(di, 8)), hn::Zero(di));
-  const auto sub_step = hn::Ne(SubnormalMagnitude<kMbits>(below), SubnormalMagnitude<kMbits>(hn::Add(ab, hn::Set(di, 8))));
-  return hn::Or(hn::AndNot(sub, NormalNearTie<kMbits>(ab)), hn::And(sub, sub_step));
-}
-
 // The quotient of a plain domain (finite amax, finite non-zero operand: no NaN can arise) and
-// its codes, one vector of input at a time.
-template <int kMbits, int kQuotient>  // 0: x * operand, 1: x / operand, 2: x * fp32(1 / operand) checked
+// its codes, one vector of input at a time. A division is the contract's IEEE division, one
+// per vector. A multiplication by fp32(1 / s) with a near-midpoint test that fell back to the
+// division gave the same bytes and was slower on the AMD EPYC (Zen 4) this was measured on: the
+// divider works beside the vector ALUs, which the test's operations kept busy (fp8.ascend.token
+// 0.36 -> 0.23 ns/element in cache at one thread, AVX-512; docs/decisions.md "Divisions are
+// divisions").
+template <int kMbits, bool kDivide>
 class PlainEncoder {
  public:
   PlainEncoder(const Fp8Plan& p, float operand)
-      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))),
-        operand_(hn::Set(DF(), operand)),
-        recip_(hn::Set(DF(), 1.0f / operand)) {}
+      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))), operand_(hn::Set(DF(), operand)) {}
 
   HWY_INLINE VI operator()(VF x) const {
-    if constexpr (kQuotient == 0) return Codes<kMbits, false>(hn::Mul(x, operand_), max_bits_);
-    if constexpr (kQuotient == 1) return Codes<kMbits, false>(hn::Div(x, operand_), max_bits_);
-    const VF q = hn::Mul(x, recip_);
-    const VI ab = ClampedMagnitude(q, max_bits_);
-    if (HWY_LIKELY(hn::AllFalse(DI(), NeedsExactQuotient<kMbits>(ab)))) return hn::Or(NormalMagnitude<kMbits>(ab), SignBit(q));
-    if (hn::AllFalse(DI(), NeedsExactDivision<kMbits>(ab))) return Codes<kMbits, false>(q, max_bits_);
-    return Codes<kMbits, false>(hn::Div(x, operand_), max_bits_);
+    return Codes<kMbits, false>(kDivide ? hn::Div(x, operand_) : hn::Mul(x, operand_), max_bits_);
   }
 
  private:
   VI max_bits_;
-  VF operand_, recip_;
+  VF operand_;
 };
 
 // Quotients rounded to a 16-bit float's precision on their fp32 bits (RNE), as torch rounds
@@ -283,11 +243,9 @@ HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int
   if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep || p.overflows) {
     EncodeRun<kDtype>(RoundedEncoder<kMbits>(p, operand), src, n, out, ahead);
   } else if (p.quotient != Fp8Quotient::divide) {
-    EncodeRun<kDtype>(PlainEncoder<kMbits, 0>(p, operand), src, n, out, ahead);
-  } else if (std::isnormal(operand) && std::isnormal(1.0f / operand)) {
-    EncodeRun<kDtype>(PlainEncoder<kMbits, 2>(p, operand), src, n, out, ahead);
+    EncodeRun<kDtype>(PlainEncoder<kMbits, false>(p, operand), src, n, out, ahead);
   } else {
-    EncodeRun<kDtype>(PlainEncoder<kMbits, 1>(p, operand), src, n, out, ahead);
+    EncodeRun<kDtype>(PlainEncoder<kMbits, true>(p, operand), src, n, out, ahead);
   }
 }
 

@@ -99,15 +99,11 @@ HWY_INLINE std::uint32_t LoadF32AbsMaxBits(DType dt, const Span& s, float* out) 
 // the fp32 spacing is 1 and the low byte of the bits is r in two's complement. The codes come
 // back as that byte (0..255) in int32 lanes, as the CodeWriter takes them.
 //
-// A division (the contract's x / scale) costs ~16x a multiply in the vector units: it is first
-// tried as x * (1 / scale), which differs from the correctly rounded quotient by less than
-// |v| * 2^-22 when the scale and its reciprocal are normal fp32 numbers. The result of rounding
-// and clamping only changes at the rounding rule's steps (half-integers, or integers for
-// trunc) inside the int8 range, so the product gives the same byte whenever no lane of the
-// clamped product lies within kStepGuard of a step (beyond the range both saturate, and the
-// clamped |v| <= 128 bounds the error); a vector with such a lane is divided exactly instead
-// (about one in a hundred). For rne the rounded value is at hand: the product is near a step
-// exactly when it lies nearly half an integer from its rounding.
+// A division is the contract's IEEE division, one per vector. Multiplying by fp32(1 / scale)
+// and dividing only the vectors with a lane next to a rounding step gave the same bytes and was
+// slower on the AMD EPYC (Zen 4) it was measured on: the divider works beside the vector ALUs,
+// which the step test kept busy (int8.block.ascend 0.58 -> 0.71 of the copy out of cache at
+// two threads, AVX-512; docs/decisions.md "Divisions are divisions").
 //
 // NaN: the kernels reject any non-finite input before its domain is encoded, so x is finite.
 // x / operand (operand != 0) is then never NaN; x * operand only where the operand is not
@@ -119,41 +115,28 @@ class Encoder {
   using DI = hn::RebindToSigned<DF>;
 
   // round_to: quotient_arith=input's dtype, to which x / operand is rounded before the element's
-  // rounding (a double rounding: that quotient is always divided exactly, never guessed from
-  // the reciprocal, whose error bound holds for one rounding only).
+  // rounding (a double rounding).
   Encoder(float operand, float lowest, DType round_to = DType::f32)
       : operand_(hn::Set(DF(), operand)),
-        recip_(hn::Set(DF(), kDivide ? 1.0f / operand : operand)),  // no division where unused
         lowest_(hn::Set(DF(), lowest)),
         top_(hn::Set(DF(), 127.0f)),
         magic_(hn::Set(DF(), 12582912.0f)),
         round_to_(round_to),
-        use_recip_(kDivide && round_to == DType::f32 && std::isnormal(operand) && std::isnormal(1.0f / operand)),
         maybe_nan_(!kDivide && !std::isfinite(operand)) {}
 
   // The int8 codes of x's lanes, in the low byte of int32 lanes.
   HWY_INLINE hn::Vec<DI> operator()(hn::Vec<DF> x) const {
-    const DF df;
-    hn::Vec<DF> biased;
     if constexpr (kDivide) {
-      if (round_to_ != DType::f32) return LowByte(Biased(Clamp(RoundedToInput(hn::Div(x, operand_)))));
-      if (use_recip_) {
-        const auto v = Clamp(hn::Mul(x, recip_));
-        biased = Biased(v);
-        if (hn::AllFalse(df, NearStep(v, biased))) return LowByte(biased);
-      }
-      biased = Biased(Clamp(hn::Div(x, operand_)));
+      const auto v = hn::Div(x, operand_);
+      return LowByte(Biased(Clamp(round_to_ != DType::f32 ? RoundedToInput(v) : v)));
     } else {
       auto v = hn::Mul(x, operand_);
       if (maybe_nan_) v = hn::IfThenZeroElse(hn::IsNaN(v), v);
-      biased = Biased(Clamp(v));
+      return LowByte(Biased(Clamp(v)));
     }
-    return LowByte(biased);
   }
 
  private:
-  static constexpr float kStepGuard = 1.0f / 4096;  // 2^-12 > 128 * 2^-22
-
   static HWY_INLINE hn::Vec<DI> LowByte(hn::Vec<DF> biased) {
     return hn::And(hn::BitCast(DI(), biased), hn::Set(DI(), 0xFF));
   }
@@ -186,23 +169,9 @@ class Encoder {
     }
   }
 
-  // Lanes of the clamped product v within kStepGuard of a step of the rounding rule.
-  HWY_INLINE hn::Mask<DF> NearStep(hn::Vec<DF> v, hn::Vec<DF> biased) const {
-    const DF df;
-    if constexpr (kRounding == IntRounding::rne) {
-      const auto off = hn::Sub(v, hn::Sub(biased, magic_));  // v - RNE(v), exact, in [-0.5, 0.5]
-      return hn::Gt(hn::Abs(off), hn::Set(df, 0.5f - kStepGuard));
-    } else if constexpr (kRounding == IntRounding::trunc) {
-      return hn::Lt(hn::Abs(hn::Sub(v, hn::Round(v))), hn::Set(df, kStepGuard));
-    } else {
-      const auto off = hn::Sub(hn::Sub(v, hn::Floor(v)), hn::Set(df, 0.5f));
-      return hn::Lt(hn::Abs(off), hn::Set(df, kStepGuard));
-    }
-  }
-
-  hn::Vec<DF> operand_, recip_, lowest_, top_, magic_;
+  hn::Vec<DF> operand_, lowest_, top_, magic_;
   DType round_to_;
-  bool use_recip_, maybe_nan_;
+  bool maybe_nan_;
 };
 
 // Quantizes a span into its n payload bytes: contiguous spans four vectors at a time through
