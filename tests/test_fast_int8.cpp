@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include <cstring>
@@ -376,6 +377,46 @@ TEST_P(FastInt8, DivisionQuotientsAtEveryRoundingStep) {
       for (int threads : {1, 2})
         expect_same(std::string("steps ") + rounding + " amax " + std::to_string(amax), c, in.view(), threads);
     }
+  }
+}
+
+// quotient_arith=input rounds x / scale to bf16 before the integer rounding. With a bf16 scale
+// (the stacks' scale_arith=input) no fp32 quotient of bf16 values is a bf16 midpoint, but with
+// an fp32 scale (scale_arith=fp32) some are: each row holds its amax, then every bf16 x whose
+// fp32 quotient is a midpoint in [0.5, 128), both signs, padded with zeros.
+TEST_P(FastInt8, QuotientsRoundedToBf16AtTheirMidpoints) {
+  for (float qmax : {127.0f, 127.5f}) {
+    const Contract c = make_contract("int8.ct.token", {"scale_arith=fp32", "qmax=" + std::string(qmax == 127.0f ? "127" : "127.5")});
+    std::vector<std::vector<float>> rows;
+    std::size_t ties = 0;
+    for (int m = 0; m < 128; ++m) {
+      const float amax = 1.0f + static_cast<float>(m) / 128.0f;
+      const float scale = amax / qmax;
+      std::vector<float> row = {amax};
+      for (int e = -9; e <= 0; ++e)
+        for (int k = 0; k < 128; ++k) {
+          const float x = std::ldexp(1.0f + static_cast<float>(k) / 128.0f, e);
+          const float q = x / scale;
+          const std::uint32_t bits = std::bit_cast<std::uint32_t>(q);
+          if (x <= amax && (bits & 0xFFFFu) == 0x8000u && q >= 0.5f && q < 128.0f) {
+            row.push_back(x);
+            row.push_back(-x);
+          }
+        }
+      ties += (row.size() - 1) / 2;
+      rows.push_back(row);
+    }
+    ASSERT_GT(ties, 100u) << "qmax " << qmax;  // 312 for 127, 1184 for 127.5
+    std::size_t cols = 0;
+    for (const auto& r : rows) cols = std::max(cols, r.size());
+    std::vector<float> values;
+    for (auto& r : rows) {
+      r.resize(cols, 0.0f);
+      values.insert(values.end(), r.begin(), r.end());
+    }
+    const Shape shape{static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(cols)};
+    const Input in{from_f32_vector(values, shape, DType::bf16), shape, contiguous_strides(shape), "bf16 midpoints"};
+    for (int threads : {1, 2}) expect_same("bf16 midpoints qmax " + std::to_string(qmax), c, in.view(), threads);
   }
 }
 
