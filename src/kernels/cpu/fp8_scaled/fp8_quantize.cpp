@@ -126,28 +126,6 @@ HWY_INLINE VI Overflowed(const Fp8Plan& p, VF q, VI code) {
   return hn::IfThenElse(over, hn::Or(hn::Set(di, p.overflow_code), SignBit(q)), code);
 }
 
-// The quotient of a plain domain (finite amax, finite non-zero operand: no NaN can arise) and
-// its codes, one vector of input at a time. A division is the contract's IEEE division, one
-// per vector. A multiplication by fp32(1 / s) with a near-midpoint test that fell back to the
-// division gave the same bytes and was slower on the AMD EPYC (Zen 4) this was measured on: the
-// divider works beside the vector ALUs, which the test's operations kept busy (fp8.ascend.token
-// 0.36 -> 0.23 ns/element in cache at one thread, AVX-512; docs/decisions.md "Divisions are
-// divisions").
-template <int kMbits, bool kDivide>
-class PlainEncoder {
- public:
-  PlainEncoder(const Fp8Plan& p, float operand)
-      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))), operand_(hn::Set(DF(), operand)) {}
-
-  HWY_INLINE VI operator()(VF x) const {
-    return Codes<kMbits, false>(kDivide ? hn::Div(x, operand_) : hn::Mul(x, operand_), max_bits_);
-  }
-
- private:
-  VI max_bits_;
-  VF operand_;
-};
-
 // Quotients rounded to a 16-bit float's precision on their fp32 bits (RNE), as torch rounds
 // each operation on a bf16 / f16 tensor; the values stay fp32. Plain domains only: no NaN.
 HWY_INLINE VF RoundToBf16(VF q) {
@@ -181,6 +159,35 @@ HWY_INLINE VI ZeroSign(SignedZero rule, VF q, VI code) {
   if (rule == SignedZero::underflow) return hn::IfThenElse(hn::RebindMask(di, hn::Eq(q, hn::Zero(DF()))), hn::Zero(di), code);
   return code;
 }
+
+// The quotient of a plain domain (finite amax, finite non-zero operand: no NaN can arise) and
+// its codes, one vector of input at a time. A division is the contract's IEEE division, one
+// per vector. A multiplication by fp32(1 / s) with a near-midpoint test that fell back to the
+// division gave the same bytes and was slower on the AMD EPYC (Zen 4) this was measured on: the
+// divider works beside the vector ALUs, which the test's operations kept busy (fp8.ascend.token
+// 0.36 -> 0.23 ns/element in cache at one thread, AVX-512; docs/decisions.md "Divisions are
+// divisions").
+template <int kMbits, bool kDivide, bool kBf16 = false, bool kUnderflowZero = false>
+class PlainEncoder {
+ public:
+  PlainEncoder(const Fp8Plan& p, float operand)
+      : max_bits_(hn::Set(DI(), static_cast<std::int32_t>(p.max_bits))), operand_(hn::Set(DF(), operand)) {}
+
+  // kBf16: the quotient rounded to bf16 first (quotient_arith=input on bf16 input, the stacks'
+  // rule); kUnderflowZero: signed_zero=underflow. RoundedEncoder does both, and the other
+  // rules, with run-time choices; these two combinations are the stacks' presets.
+  HWY_INLINE VI operator()(VF x) const {
+    VF q = kDivide ? hn::Div(x, operand_) : hn::Mul(x, operand_);
+    if constexpr (kBf16) q = RoundToBf16(q);
+    const VI code = Codes<kMbits, false>(q, max_bits_);
+    if constexpr (kUnderflowZero) return ZeroSign(SignedZero::underflow, q, code);
+    return code;
+  }
+
+ private:
+  VI max_bits_;
+  VF operand_;
+};
 
 // The plain quotient of contracts that round it to the input's dtype first (quotient_arith=input),
 // treat zero signs apart (signed_zero other than true) or do not saturate (overflow=nan / inf):
@@ -240,9 +247,16 @@ template <int kMbits, DType kDtype>
 HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int64_t n, float operand, std::int64_t ahead) {
   const std::uint8_t* src = p.data + offset * p.elem_size;
   std::uint8_t* out = p.payload + offset;
-  if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep || p.overflows) {
+  const bool divide = p.quotient == Fp8Quotient::divide;
+  const bool stacks_rule = p.quotient_round == DType::bf16 && divide && !p.overflows &&
+                           (p.signed_zero == SignedZero::keep || p.signed_zero == SignedZero::underflow);
+  if (stacks_rule && p.signed_zero == SignedZero::keep) {
+    EncodeRun<kDtype>(PlainEncoder<kMbits, true, true, false>(p, operand), src, n, out, ahead);
+  } else if (stacks_rule) {
+    EncodeRun<kDtype>(PlainEncoder<kMbits, true, true, true>(p, operand), src, n, out, ahead);
+  } else if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep || p.overflows) {
     EncodeRun<kDtype>(RoundedEncoder<kMbits>(p, operand), src, n, out, ahead);
-  } else if (p.quotient != Fp8Quotient::divide) {
+  } else if (!divide) {
     EncodeRun<kDtype>(PlainEncoder<kMbits, false>(p, operand), src, n, out, ahead);
   } else {
     EncodeRun<kDtype>(PlainEncoder<kMbits, true>(p, operand), src, n, out, ahead);
