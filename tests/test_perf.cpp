@@ -308,19 +308,17 @@ TEST(PerfMeasure, RejectsNoRoundsOrNoActions) {
   EXPECT_EQ(s.log, "");
 }
 
-// Page faults (minor) this process has taken so far.
-long minor_faults() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
-}
-
 // Blocks the heap places in the faulted-in span take no page fault when first written; the
 // same block in a fresh heap takes one per page (8192 for 32 MiB).
 TEST(PerfMeasure, KeepFreedMemoryFaultsTheHeapInUpFront) {
 #if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "glibc's own allocator only (ASan replaces malloc)";
 #else
+  const auto minor_faults = [] {  // page faults (minor) this process has taken so far
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+  };
   constexpr std::size_t kBlock = std::size_t{32} << 20;
   keep_freed_memory(std::size_t{96} << 20);
   const long before = minor_faults();
