@@ -3,9 +3,9 @@
 // the element codes: the quotient (a real IEEE division or multiplication per lane), the clamp
 // to +/-max on the bits (NaN passes, inf clamps), and RNE to E4M3/E5M2 by integer arithmetic
 // on the fp32 bits (normal grid) or one fp32 addition of 2^23 (subnormal grid, computed only
-// for vectors that have such a lane). Codes leave in 64-byte streaming
-// stores where aligned. Domains other than the tensor run in one call per thread: each
-// domain's amax from memory, then its codes from the cache.
+// for vectors that have such a lane). Codes leave in 64-byte streaming stores where aligned.
+// Domains other than the tensor run in one call per thread: each domain's amax from memory,
+// then its codes from the cache.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/fp8_scaled/fp8_quantize.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
