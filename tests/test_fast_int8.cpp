@@ -380,12 +380,16 @@ TEST_P(FastInt8, DivisionQuotientsAtEveryRoundingStep) {
   }
 }
 
-// quotient_arith=input rounds x / scale to bf16 before the integer rounding. With a bf16 scale
-// (the stacks' scale_arith=input) no fp32 quotient of bf16 values is a bf16 midpoint, but with
-// an fp32 scale (scale_arith=fp32) some are: each row holds its amax, then every bf16 x whose
-// fp32 quotient is a midpoint in [0.5, 128), both signs, padded with zeros.
-TEST_P(FastInt8, QuotientsRoundedToBf16AtTheirMidpoints) {
+// quotient_arith=input rounds x / scale to the input's dtype before the integer rounding. With
+// a scale in that dtype (the stacks' scale_arith=input) no fp32 quotient of such values is a
+// midpoint of the dtype, but with an fp32 scale (scale_arith=fp32) some are: each row holds its
+// amax, then every x of the dtype whose fp32 quotient is a midpoint in [0.5, 128), both signs,
+// padded with zeros. bf16 and f16 (the shared RoundedToBf16 / RoundedToF16 of fp8.scaled too).
+TEST_P(FastInt8, QuotientsRoundedToTheInputAtTheirMidpoints) {
+  for (DType dt : {DType::bf16, DType::f16})
   for (float qmax : {127.0f, 127.5f}) {
+    const int mbits = dt == DType::bf16 ? 7 : 10;  // the dtype's fraction bits
+    const std::uint32_t dropped = (1u << (23 - mbits)) - 1, half = 1u << (22 - mbits);
     const Contract c = make_contract("int8.ct.token", {"scale_arith=fp32", "qmax=" + std::string(qmax == 127.0f ? "127" : "127.5")});
     std::vector<std::vector<float>> rows;
     std::size_t ties = 0;
@@ -394,11 +398,10 @@ TEST_P(FastInt8, QuotientsRoundedToBf16AtTheirMidpoints) {
       const float scale = amax / qmax;
       std::vector<float> row = {amax};
       for (int e = -9; e <= 0; ++e)
-        for (int k = 0; k < 128; ++k) {
-          const float x = std::ldexp(1.0f + static_cast<float>(k) / 128.0f, e);
+        for (int k = 0; k < (1 << mbits); ++k) {
+          const float x = std::ldexp(1.0f + static_cast<float>(k) / static_cast<float>(1 << mbits), e);
           const float q = x / scale;
-          const std::uint32_t bits = std::bit_cast<std::uint32_t>(q);
-          if (x <= amax && (bits & 0xFFFFu) == 0x8000u && q >= 0.5f && q < 128.0f) {
+          if (x <= amax && (std::bit_cast<std::uint32_t>(q) & dropped) == half && q >= 0.5f && q < 128.0f) {
             row.push_back(x);
             row.push_back(-x);
           }
@@ -406,7 +409,7 @@ TEST_P(FastInt8, QuotientsRoundedToBf16AtTheirMidpoints) {
       ties += (row.size() - 1) / 2;
       rows.push_back(row);
     }
-    ASSERT_GT(ties, 100u) << "qmax " << qmax;  // 312 for 127, 1184 for 127.5
+    ASSERT_GT(ties, 100u) << dtype_name(dt) << " qmax " << qmax;  // bf16: 312 for 127, 1184 for 127.5
     std::size_t cols = 0;
     for (const auto& r : rows) cols = std::max(cols, r.size());
     std::vector<float> values;
@@ -415,8 +418,9 @@ TEST_P(FastInt8, QuotientsRoundedToBf16AtTheirMidpoints) {
       values.insert(values.end(), r.begin(), r.end());
     }
     const Shape shape{static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(cols)};
-    const Input in{from_f32_vector(values, shape, DType::bf16), shape, contiguous_strides(shape), "bf16 midpoints"};
-    for (int threads : {1, 2}) expect_same("bf16 midpoints qmax " + std::to_string(qmax), c, in.view(), threads);
+    const Input in{from_f32_vector(values, shape, dt), shape, contiguous_strides(shape), "midpoints"};
+    for (int threads : {1, 2})
+      expect_same(std::string("midpoints ") + dtype_name(dt) + " qmax " + std::to_string(qmax), c, in.view(), threads);
   }
 }
 

@@ -58,6 +58,35 @@ HWY_INLINE hn::Vec<DF> WidenHalfBits(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h)
   return hn::Or(v, hn::BitCast(df, sign));
 }
 
+// v rounded (RNE) to bf16's precision on its fp32 bits, the value kept in fp32 lanes, as torch
+// rounds each operation on a bf16 tensor. For v that is not NaN (no quieting, two operations
+// fewer than NarrowToBf16Bits): b + 0x7FFF + lsb with the low half cleared; an overflow carries
+// into inf's bits, as bf16 rounding overflows.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundedToBf16(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto b = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1u));
+  return hn::BitCast(df, hn::And(hn::Add(hn::Add(b, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u)));
+}
+
+// The same for f16, v not NaN: 10 fraction bits from 2^-14 up (past 65504 the result is inf, as
+// f16 overflows), and multiples of 2^-24 below, where adding 0.5 (whose fp32 ulp is 2^-24)
+// rounds |v| exactly, RNE.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundedToF16(DF df, hn::Vec<DF> v) {
+  const hn::RebindToSigned<DF> di;
+  const auto b = hn::BitCast(di, v);
+  const auto sign = hn::And(b, hn::Set(di, static_cast<std::int32_t>(0x80000000u)));
+  const auto mag = hn::And(b, hn::Set(di, 0x7FFFFFFF));
+  const auto lsb = hn::And(hn::ShiftRight<13>(mag), hn::Set(di, 1));
+  auto normal = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x0FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFFE000u)));
+  normal = hn::IfThenElse(hn::Gt(normal, hn::Set(di, 0x477FE000)), hn::Set(di, 0x7F800000), normal);  // > 65504
+  const auto small = hn::Sub(hn::Add(hn::BitCast(df, mag), hn::Set(df, 0.5f)), hn::Set(df, 0.5f));
+  const auto r = hn::IfThenElse(hn::Lt(mag, hn::Set(di, 0x38800000)), hn::BitCast(di, small), normal);  // below 2^-14
+  return hn::BitCast(df, hn::Or(r, sign));
+}
+
 // Lanes(df) consecutive elements of dtype dt at p, as fp32.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadWidened(DF df, DType dt, const void* p) {

@@ -126,31 +126,6 @@ HWY_INLINE VI Overflowed(const Fp8Plan& p, VF q, VI code) {
   return hn::IfThenElse(over, hn::Or(hn::Set(di, p.overflow_code), SignBit(q)), code);
 }
 
-// Quotients rounded to a 16-bit float's precision on their fp32 bits (RNE), as torch rounds
-// each operation on a bf16 / f16 tensor; the values stay fp32. Plain domains only: no NaN.
-HWY_INLINE VF RoundToBf16(VF q) {
-  const DI di;
-  const VI b = hn::BitCast(di, q);
-  const VI lsb = hn::And(hn::ShiftRight<16>(b), hn::Set(di, 1));
-  return hn::BitCast(DF(), hn::And(hn::Add(hn::Add(b, hn::Set(di, 0x7FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFF0000u))));
-}
-
-// f16: 10 fraction bits from 2^-14 up (past 65504 the result is inf, as f16 overflows), and
-// multiples of 2^-24 below: adding 0.5 (whose fp32 ulp is 2^-24) rounds |q| there, RNE, exactly.
-HWY_INLINE VF RoundToF16(VF q) {
-  const DF df;
-  const DI di;
-  const VI b = hn::BitCast(di, q);
-  const VI sign = hn::And(b, hn::Set(di, static_cast<std::int32_t>(0x80000000u)));
-  const VI mag = hn::And(b, hn::Set(di, 0x7FFFFFFF));
-  const VI lsb = hn::And(hn::ShiftRight<13>(mag), hn::Set(di, 1));
-  VI normal = hn::And(hn::Add(hn::Add(mag, hn::Set(di, 0x0FFF)), lsb), hn::Set(di, static_cast<std::int32_t>(0xFFFFE000u)));
-  normal = hn::IfThenElse(hn::Gt(normal, hn::Set(di, 0x477FE000)), hn::Set(di, 0x7F800000), normal);  // > 65504
-  const VF small = hn::Sub(hn::Add(hn::BitCast(df, mag), hn::Set(df, 0.5f)), hn::Set(df, 0.5f));
-  const VI r = hn::IfThenElse(hn::Lt(mag, hn::Set(di, 0x38800000)), hn::BitCast(di, small), normal);  // below 2^-14
-  return hn::BitCast(df, hn::Or(r, sign));
-}
-
 // The codes of quotients q with the contract's zero sign: signed_zero=false clears the sign of
 // every zero code, underflow that of a quotient that is exactly zero.
 HWY_INLINE VI ZeroSign(SignedZero rule, VF q, VI code) {
@@ -178,7 +153,7 @@ class PlainEncoder {
   // rules, with run-time choices; these two combinations are the stacks' presets.
   HWY_INLINE VI operator()(VF x) const {
     VF q = kDivide ? hn::Div(x, operand_) : hn::Mul(x, operand_);
-    if constexpr (kBf16) q = RoundToBf16(q);
+    if constexpr (kBf16) q = RoundedToBf16(DF(), q);  // plain domains: no NaN
     const VI code = Codes<kMbits, false>(q, max_bits_);
     if constexpr (kUnderflowZero) return ZeroSign(SignedZero::underflow, q, code);
     return code;
@@ -205,8 +180,8 @@ class RoundedEncoder {
 
   HWY_INLINE VI operator()(VF x) const {
     VF q = divide_ ? hn::Div(x, operand_) : hn::Mul(x, operand_);
-    if (round_ == DType::bf16) q = RoundToBf16(q);
-    else if (round_ == DType::f16) q = RoundToF16(q);
+    if (round_ == DType::bf16) q = RoundedToBf16(DF(), q);  // plain domains: no NaN
+    else if (round_ == DType::f16) q = RoundedToF16(DF(), q);
     return ZeroSign(signed_zero_, q, Overflowed(plan_, q, Codes<kMbits, false>(q, max_bits_)));
   }
 
@@ -248,11 +223,10 @@ HWY_INLINE void QuantizePlainRun(const Fp8Plan& p, std::int64_t offset, std::int
   const std::uint8_t* src = p.data + offset * p.elem_size;
   std::uint8_t* out = p.payload + offset;
   const bool divide = p.quotient == Fp8Quotient::divide;
-  const bool stacks_rule = p.quotient_round == DType::bf16 && divide && !p.overflows &&
-                           (p.signed_zero == SignedZero::keep || p.signed_zero == SignedZero::underflow);
-  if (stacks_rule && p.signed_zero == SignedZero::keep) {
+  const bool stacks_quotient = divide && p.quotient_round == DType::bf16 && !p.overflows;  // the stacks' rule
+  if (stacks_quotient && p.signed_zero == SignedZero::keep) {
     EncodeRun<kDtype>(PlainEncoder<kMbits, true, true, false>(p, operand), src, n, out, ahead);
-  } else if (stacks_rule) {
+  } else if (stacks_quotient && p.signed_zero == SignedZero::underflow) {
     EncodeRun<kDtype>(PlainEncoder<kMbits, true, true, true>(p, operand), src, n, out, ahead);
   } else if (p.quotient_round != DType::f32 || p.signed_zero != SignedZero::keep || p.overflows) {
     EncodeRun<kDtype>(RoundedEncoder<kMbits>(p, operand), src, n, out, ahead);

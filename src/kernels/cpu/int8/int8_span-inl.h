@@ -143,17 +143,10 @@ class Encoder {
 
   HWY_INLINE hn::Vec<DF> Clamp(hn::Vec<DF> v) const { return hn::Min(hn::Max(v, lowest_), top_); }
 
-  // v rounded (RNE) to round_to_ (bf16 or f16) and widened back. v is a quotient of finite x by
-  // a finite non-zero operand, never NaN, so bf16 needs no quieting: b + 0x7FFF + lsb with the
-  // low half cleared (an overflow carries into inf's bits, as bf16 rounding overflows).
+  // v rounded (RNE) to round_to_ (bf16 or f16), kept in fp32 lanes. v is a quotient of finite x
+  // by a finite non-zero operand, never NaN, as the rounding helpers require.
   HWY_INLINE hn::Vec<DF> RoundedToInput(hn::Vec<DF> v) const {
-    const hn::RebindToUnsigned<DF> du;
-    const auto bits = hn::BitCast(du, v);
-    if (round_to_ == DType::bf16) {
-      const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-      return hn::BitCast(DF(), hn::And(hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u)));
-    }
-    return WidenHalfBits(DF(), NarrowToHalfBits(du, bits));
+    return round_to_ == DType::bf16 ? RoundedToBf16(DF(), v) : RoundedToF16(DF(), v);
   }
 
   // The clamped v rounded by the rule, plus 1.5 * 2^23.
