@@ -582,10 +582,11 @@ TEST(CheckpointStats, ChunkSumsAreTheThirtyTwoPartialScalarOrder) {
 
 // The sums with the dequantized values decoded inside the sums loop (MX byte and E2M1 codes,
 // int8.token, int8.group, fp8.scaled but head_block; rows of a multiple of 32) against the same
-// chunk dequantized to f32 first, bit for bit, for
-// every preset whose contract takes the shape: signal, noise and clamp count. Inputs with
-// outliers, zeros, a row of one value and the largest bf16, so that groups clamp and scales span
-// their range, and with a NaN and infinities where the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does not (k = 100).
+// chunk dequantized to f32 first, bit for bit, for every preset whose contract takes the shape:
+// signal, noise and clamp count. Inputs with outliers, zeros, a row of one value and the largest
+// bf16, so that groups clamp and scales span their range, and with a NaN and infinities where
+// the contract takes them; shapes that take the decoded path (k = 256, 96) and one that does
+// not (k = 100).
 TEST(CheckpointStats, DecodedSumsEqualTheDequantizedOnes) {
   int decoded_presets = 0, clamping = 0, nonfinite = 0;
   // Every preset, and fp8.scaled dequantizing by a division with zero domains (no preset does).

@@ -37,8 +37,6 @@ inline float DecodeScalar(const MxPlan& p, std::uint32_t c) {
   return sign ? -v : v;
 }
 
-
-
 void DequantizeMxRows(const MxPlan& p, const std::uint8_t* payload, const std::uint8_t* scale, float* out,
                       std::int64_t first, std::int64_t last) {
   const hn::ScalableTag<float> df;
