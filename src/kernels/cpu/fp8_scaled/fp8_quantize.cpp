@@ -294,11 +294,12 @@ void QuantizeRun(const Fp8Plan& p, const Fp8Scale& s, std::int64_t offset, std::
   hwy::FlushStream();  // the streamed lines are visible to other threads once this returns
 }
 
-// Whether the scales of a contract can come out of vectors (BatchScales): fp32 arithmetic
-// (not fp64, whose rounding would need doubles, nor the input dtype's or torch's reciprocal
-// multiplier), no log2-based power of two, and no amax replaced by 1.
+// Whether the scales of a contract can come out of vectors (BatchScales): fp32 arithmetic,
+// rounded to the input's dtype or not (not fp64, whose rounding would need doubles, nor torch's
+// reciprocal multiplier), no log2-based power of two, and no amax replaced by 1.
 bool VectorScales(const Fp8Plan& p) {
-  return (p.arith == ScaleArith::fp32 || p.arith == ScaleArith::reciprocal || p.arith == ScaleArith::fp32_satfinite) &&
+  return (p.arith == ScaleArith::fp32 || p.arith == ScaleArith::reciprocal || p.arith == ScaleArith::fp32_satfinite ||
+          p.arith == ScaleArith::input) &&
          p.pow2 != ScalePow2::down_log2f && p.zero_group != ZeroGroup::amax_one;
 }
 
@@ -327,6 +328,11 @@ HWY_INLINE BatchScale BatchScales(const Fp8Plan& p, VI amax_bits) {
   } else {
     s = hn::Div(floored, hn::Set(df, p.max));
   }
+  // scale_arith=input: the fp32 quotient rounded once more to bf16 / f16 (finite amaxes only
+  // come here, and an inf multiplier stays inf under both roundings). A scale that rounds to 0
+  // is a zero operand: fp8_scale_of gives it zero_group's eps.
+  if (p.arith == ScaleArith::input && p.dtype == DType::bf16) s = RoundedToBf16(df, s);
+  if (p.arith == ScaleArith::input && p.dtype == DType::f16) s = RoundedToF16(df, s);
   if (p.zero_group == ZeroGroup::one) s = hn::IfThenElse(hn::Eq(floored, hn::Zero(df)), hn::Set(df, 1.0f), s);
   VI b = hn::BitCast(di, s);
   auto ok = hn::Not(hn::Eq(amax_bits, hn::Zero(di)));  // a zero amax: fp8_scale_of's rules
