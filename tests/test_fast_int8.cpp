@@ -313,7 +313,7 @@ TEST_P(FastInt8, LargeAwkwardGroupInputs) {
 // f32 scales, both ranges; groups of every magnitude mixed within one vector of groups (zero,
 // tiny enough for the multiplier to overflow, f16-overflowing scales, ordinary), rows of 3 to
 // 12 groups so that batches cross rows, thread splits that leave partial vectors of groups,
-// and a strided view of the same data that takes the one-group path.
+// a strided view of the same data that takes the one-group path, and torch's steps on bf16 / f16.
 TEST_P(FastInt8, GroupBatchesUnderEveryScaleRule) {
   conformance::Rng r(2026);
   const Shape shape{211, 192};
@@ -341,6 +341,24 @@ TEST_P(FastInt8, GroupBatchesUnderEveryScaleRule) {
               }
             }
           }
+  // torch's steps on the input's dtype (int8.ct.group: the scale and the quotient rounded to
+  // bf16 or f16, eps for a scale that rounds to 0; and ModelOpt's x / 0 for it) on groups of
+  // zeros, of values so small that amax / 127.5 rounds to 0 in the dtype, and ordinary ones.
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const double tiny = dt == DType::bf16 ? 1e-39 : 1e-6;  // subnormal in the dtype
+    std::vector<float> t(v.size());
+    for (std::size_t i = 0; i < t.size(); i += 16) {
+      const std::int64_t kind = r.below(4);
+      const double scale = kind == 0 ? 0.0 : kind == 1 ? tiny : kind == 2 ? 1.0 : 1e4;
+      for (std::size_t j = i; j < i + 16; ++j) t[j] = static_cast<float>(r.normal() * scale);
+    }
+    const Tensor xt = from_f32_vector(t, shape, dt);
+    for (const char* group : {"group=16", "group=32", "group=64"})
+      for (const char* zero : {"zero_group=eps", "zero_group=nan"}) {
+        const Contract c = make_contract("int8.ct.group", {group, zero});
+        for (int threads : {1, 3}) expect_same(label(c) + " " + dtype_name(dt), c, xt.view(), threads);
+      }
+  }
 }
 
 // Rows of 1000 values (4000 working bytes) under budgets below, at and above a row: the path

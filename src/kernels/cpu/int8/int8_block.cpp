@@ -16,7 +16,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
 
-template <IntRounding kRounding, bool kDivide>
+template <IntRounding kRounding, bool kDivide, DType kRound>
 void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   const std::int64_t seq = p.shape[1], heads = p.shape[2], dim = p.shape[3];
   std::vector<std::uint32_t> amax(static_cast<std::size_t>(heads));
@@ -47,7 +47,7 @@ void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     }
     for (std::int64_t s = s_begin; s < s_end; ++s)
       for (std::int64_t n = 0; n < heads; ++n)
-        QuantizeSpan<kRounding, kDivide>(p, q[static_cast<std::size_t>(n)], p.dtype, run(s, n),
+        QuantizeSpan<kRounding, kDivide, kRound>(p, q[static_cast<std::size_t>(n)], p.dtype, run(s, n),
                                          p.payload + ((b * seq + s) * heads + n) * dim);
   }
   hwy::FlushStream();  // the streamed payload is visible to other threads once this returns
@@ -55,7 +55,7 @@ void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
 
 void QuantizeInt8BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   WithElementArithmetic(p,
-                        [&]<IntRounding kRounding, bool kDivide>() { BlockUnits<kRounding, kDivide>(p, first, last); });
+                        [&]<IntRounding kRounding, bool kDivide, DType kRound>() { BlockUnits<kRounding, kDivide, kRound>(p, first, last); });
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE

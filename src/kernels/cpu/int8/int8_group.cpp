@@ -39,15 +39,19 @@ constexpr std::int64_t kLanes = static_cast<std::int64_t>(hn::MaxLanes(DF()));
 HWY_INLINE VF StdMax(VF a, VF b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
 
 // Steps 2-4 of the groups whose amaxes (finite, >= +0) are the lanes of `amax`, as
-// int8_scale_domain does them one at a time: the scales stored at `scale_out` (f32 or f16
-// bits, all lanes), each group's operand, and the value that is 0 exactly where its payload
-// is 0.
+// int8_scale_domain does them one at a time (torch's steps on the input's dtype included): the
+// scales stored at `scale_out` (f32 or f16 bits, all lanes), each group's operand, and the
+// value that is 0 exactly where its payload is 0.
 HWY_INLINE void ScaleDomains(const Int8Plan& p, VF amax, void* scale_out, float* operand, float* divisor) {
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const auto qmax = hn::Set(df, p.qmax);
   const auto smin = hn::Set(df, p.scale_min);
-  const VF s = p.scale_mode == ScaleMode::before ? hn::Div(StdMax(amax, smin), qmax) : StdMax(hn::Div(amax, qmax), smin);
+  VF s = p.scale_mode == ScaleMode::before ? hn::Div(StdMax(amax, smin), qmax) : StdMax(hn::Div(amax, qmax), smin);
+  // scale_arith=input (s is finite and >= 0 here), then zero_group=eps for what rounded to 0.
+  if (p.scale_round == DType::bf16) s = RoundedToBf16(df, s);
+  if (p.scale_round == DType::f16) s = RoundedToF16(df, s);
+  if (p.zero_group == ZeroGroup::eps) s = hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, dtype_eps(p.scale_round)), s);
   VF stored = s;
   if (p.f16_scale) {
     const auto h = NarrowToHalfBits(du, hn::BitCast(du, s));
@@ -78,7 +82,7 @@ HWY_INLINE void ScaleDomains(const Int8Plan& p, VF amax, void* scale_out, float*
 
 // The batch path: `size` groups of `group` contiguous values (a multiple of the lanes). False,
 // with *p.nonfinite set, where a group holds a NaN or an infinity.
-template <IntRounding kRounding, bool kDivide>
+template <IntRounding kRounding, bool kDivide, DType kRound>
 HWY_INLINE bool VectorBatch(const Int8Plan& p, std::int64_t batch, std::int64_t size, GroupBatch& g) {
   const DF df;
   const DI di;
@@ -117,33 +121,39 @@ HWY_INLINE bool VectorBatch(const Int8Plan& p, std::int64_t batch, std::int64_t 
 // Steps 4-5 of a batch the batch path formed: its `size` groups' payloads are consecutive, so
 // the batch's vectors are encoded in order, four to a CodeWriter store, each by its group's
 // encoder (rebuilt when the group changes; a zero-payload group's codes are 0).
-template <IntRounding kRounding, bool kDivide>
+template <IntRounding kRounding, bool kDivide, DType kRound>
 HWY_INLINE void EncodeBatch(const Int8Plan& p, const GroupBatch& g, std::int64_t size, std::uint8_t* out) {
   const DF df;
   const std::int64_t per_group = p.group / kLanes;
   const std::int64_t bytes = static_cast<std::int64_t>(p.elem_bytes);
-  Encoder<kRounding, kDivide> encode(1.0f, p.lowest, p.quotient_round);
+  Encoder<kRounding, kDivide, kRound> encode(1.0f, p.lowest);
   std::int64_t encoder_group = -1;
-  const auto codes = [&](std::int64_t t) {  // vector t of the batch
-    const std::int64_t j = t / per_group;
-    if (g.q[j].zero_payload) return hn::Zero(DI());
-    if (j != encoder_group) {
-      encode = Encoder<kRounding, kDivide>(g.q[j].operand, p.lowest, p.quotient_round);
-      encoder_group = j;
+  // The batch's next vector: vector k of group j (counters, not a division per vector).
+  std::int64_t j = 0, k = 0;
+  const auto next_codes = [&]() {
+    const std::int64_t group = j, at = k;
+    if (++k == per_group) k = 0, ++j;
+    if (g.q[group].zero_payload) return hn::Zero(DI());
+    if (group != encoder_group) {
+      encode = Encoder<kRounding, kDivide, kRound>(g.q[group].operand, p.lowest);
+      encoder_group = group;
     }
-    return encode(LoadWidened(df, p.dtype, g.spans[j].first + (t % per_group) * kLanes * bytes));
+    return encode(LoadWidened(df, p.dtype, g.spans[group].first + at * kLanes * bytes));
   };
   const std::int64_t vectors = size * per_group;
   std::int64_t t = 0;
   for (; t + 4 <= vectors; t += 4) {
-    const auto c0 = codes(t), c1 = codes(t + 1), c2 = codes(t + 2), c3 = codes(t + 3);
+    const auto c0 = next_codes();
+    const auto c1 = next_codes();
+    const auto c2 = next_codes();
+    const auto c3 = next_codes();
     CodeWriter::Store4(c0, c1, c2, c3, out + t * kLanes);
   }
-  for (; t < vectors; ++t) CodeWriter::Store(codes(t), out + t * kLanes);
+  for (; t < vectors; ++t) CodeWriter::Store(next_codes(), out + t * kLanes);
 }
 #endif
 
-template <IntRounding kRounding, bool kDivide>
+template <IntRounding kRounding, bool kDivide, DType kRound>
 void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   const std::int64_t per_row = p.cols / p.group;
   std::int64_t row = first / per_row, g = first % per_row;
@@ -151,7 +161,8 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   GroupBatch b;
   std::uint32_t amax[kBatch];
 #if HWY_TARGET != HWY_SCALAR
-  const bool vector_batch = p.col_stride == 1 && p.group % kLanes == 0 && !p.torch_steps();
+  // zero_group=nan's zero groups divide by 0 (sign payloads), which only the per-group path does.
+  const bool vector_batch = p.col_stride == 1 && p.group % kLanes == 0 && p.zero_group != ZeroGroup::nan;
 #else
   const bool vector_batch = false;
 #endif
@@ -167,8 +178,8 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     }
     if (vector_batch) {
 #if HWY_TARGET != HWY_SCALAR
-      if (!VectorBatch<kRounding, kDivide>(p, batch, size, b)) break;
-      EncodeBatch<kRounding, kDivide>(p, b, size, reinterpret_cast<std::uint8_t*>(p.payload + batch * p.group));
+      if (!VectorBatch<kRounding, kDivide, kRound>(p, batch, size, b)) break;
+      EncodeBatch<kRounding, kDivide, kRound>(p, b, size, reinterpret_cast<std::uint8_t*>(p.payload + batch * p.group));
 #endif
       continue;
     }
@@ -183,14 +194,14 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     }
     for (std::int64_t j = 0; j < size; ++j) b.q[j] = int8_scale_domain(p, std::bit_cast<float>(amax[j]), batch + j);
     for (std::int64_t j = 0; j < size; ++j)
-      QuantizeSpan<kRounding, kDivide>(p, b.q[j], p.dtype, b.spans[j], p.payload + (batch + j) * p.group);
+      QuantizeSpan<kRounding, kDivide, kRound>(p, b.q[j], p.dtype, b.spans[j], p.payload + (batch + j) * p.group);
   }
   hwy::FlushStream();  // the streamed payload is visible to other threads once this returns
 }
 
 void QuantizeInt8GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   WithElementArithmetic(p,
-                        [&]<IntRounding kRounding, bool kDivide>() { GroupUnits<kRounding, kDivide>(p, first, last); });
+                        [&]<IntRounding kRounding, bool kDivide, DType kRound>() { GroupUnits<kRounding, kDivide, kRound>(p, first, last); });
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE

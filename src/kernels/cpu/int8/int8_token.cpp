@@ -20,7 +20,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace qexact::kernels::HWY_NAMESPACE {
 
-template <IntRounding kRounding, bool kDivide>
+template <IntRounding kRounding, bool kDivide, DType kRound>
 void TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   const std::int64_t cols = p.cols;
   const auto chunk_span = [&](const std::uint8_t* row, std::int64_t start) {
@@ -48,13 +48,13 @@ void TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     }
     const Int8Quotient q = int8_scale_domain(p, std::bit_cast<float>(amax), row);
     if (in_place) {
-      QuantizeSpan<kRounding, kDivide>(p, q, p.dtype, Span{source, cols, 1}, out);
+      QuantizeSpan<kRounding, kDivide, kRound>(p, q, p.dtype, Span{source, cols, 1}, out);
     } else if (p.single_pass) {
-      QuantizeSpan<kRounding, kDivide>(p, q, DType::f32,
+      QuantizeSpan<kRounding, kDivide, kRound>(p, q, DType::f32,
                                        Span{reinterpret_cast<const std::uint8_t*>(working.data()), cols, 1}, out);
     } else {
       for (std::int64_t start = 0; start < cols; start += p.chunk)
-        QuantizeSpan<kRounding, kDivide>(p, q, p.dtype, chunk_span(source, start), out + start);
+        QuantizeSpan<kRounding, kDivide, kRound>(p, q, p.dtype, chunk_span(source, start), out + start);
     }
   }
   hwy::FlushStream();  // the streamed payload is visible to other threads once this returns
@@ -62,7 +62,7 @@ void TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
 
 void QuantizeInt8TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
   WithElementArithmetic(p,
-                        [&]<IntRounding kRounding, bool kDivide>() { TokenRows<kRounding, kDivide>(p, first, last); });
+                        [&]<IntRounding kRounding, bool kDivide, DType kRound>() { TokenRows<kRounding, kDivide, kRound>(p, first, last); });
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
