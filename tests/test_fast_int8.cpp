@@ -313,7 +313,8 @@ TEST_P(FastInt8, LargeAwkwardGroupInputs) {
 // f32 scales, both ranges; groups of every magnitude mixed within one vector of groups (zero,
 // tiny enough for the multiplier to overflow, f16-overflowing scales, ordinary), rows of 3 to
 // 12 groups so that batches cross rows, thread splits that leave partial vectors of groups,
-// a strided view of the same data that takes the one-group path, and torch's steps on bf16 / f16.
+// a strided view of the same data that takes the one-group path. Then torch's steps, which the
+// one-group path takes: bf16 and f16 groups whose scale rounds to 0 in the dtype.
 TEST_P(FastInt8, GroupBatchesUnderEveryScaleRule) {
   conformance::Rng r(2026);
   const Shape shape{211, 192};
@@ -343,7 +344,8 @@ TEST_P(FastInt8, GroupBatchesUnderEveryScaleRule) {
           }
   // torch's steps on the input's dtype (int8.ct.group: the scale and the quotient rounded to
   // bf16 or f16, eps for a scale that rounds to 0; and ModelOpt's x / 0 for it) on groups of
-  // zeros, of values so small that amax / 127.5 rounds to 0 in the dtype, and ordinary ones.
+  // zeros, of values so small that amax / 127.5 rounds to 0 in the dtype, and ordinary ones,
+  // whatever path the kernel gives them.
   for (DType dt : {DType::bf16, DType::f16}) {
     const double tiny = dt == DType::bf16 ? 1e-39 : 1e-6;  // subnormal in the dtype
     std::vector<float> t(v.size());

@@ -53,6 +53,11 @@ struct Int8Plan {
   DType scale_round = DType::f32;       // scale_arith=input: the scale rounded to the input's dtype
   DType quotient_round = DType::f32;    // quotient_arith=input: x / scale rounded to it
   ZeroGroup zero_group = ZeroGroup::zero;
+  // The steps torch takes on the input's dtype (compressed-tensors, ModelOpt): the batched
+  // group path computes scales for plain fp32 steps only.
+  bool torch_steps() const {
+    return scale_round != DType::f32 || quotient_round != DType::f32 || zero_group != ZeroGroup::zero;
+  }
 
   // Input: a float view, read through `rows` (last-axis rows in C order) and `col_stride`.
   DType dtype = DType::f32;
