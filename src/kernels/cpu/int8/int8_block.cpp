@@ -48,14 +48,15 @@ void BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     for (std::int64_t s = s_begin; s < s_end; ++s)
       for (std::int64_t n = 0; n < heads; ++n)
         QuantizeSpan<kRounding, kDivide, kRound>(p, q[static_cast<std::size_t>(n)], p.dtype, run(s, n),
-                                         p.payload + ((b * seq + s) * heads + n) * dim);
+                                                 p.payload + ((b * seq + s) * heads + n) * dim);
   }
   hwy::FlushStream();  // the streamed payload is visible to other threads once this returns
 }
 
 void QuantizeInt8BlockUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
-  WithElementArithmetic(p,
-                        [&]<IntRounding kRounding, bool kDivide, DType kRound>() { BlockUnits<kRounding, kDivide, kRound>(p, first, last); });
+  WithElementArithmetic(p, [&]<IntRounding kRounding, bool kDivide, DType kRound>() {
+    BlockUnits<kRounding, kDivide, kRound>(p, first, last);
+  });
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE

@@ -78,7 +78,7 @@ HWY_INLINE void ScaleDomains(const Int8Plan& p, VF amax, void* scale_out, float*
 
 // The batch path: `size` groups of `group` contiguous values (a multiple of the lanes). False,
 // with *p.nonfinite set, where a group holds a NaN or an infinity.
-template <IntRounding kRounding, bool kDivide, DType kRound>
+template <IntRounding kRounding, bool kDivide>
 HWY_INLINE bool VectorBatch(const Int8Plan& p, std::int64_t batch, std::int64_t size, GroupBatch& g) {
   const DF df;
   const DI di;
@@ -117,12 +117,12 @@ HWY_INLINE bool VectorBatch(const Int8Plan& p, std::int64_t batch, std::int64_t 
 // Steps 4-5 of a batch the batch path formed: its `size` groups' payloads are consecutive, so
 // the batch's vectors are encoded in order, four to a CodeWriter store, each by its group's
 // encoder (rebuilt when the group changes; a zero-payload group's codes are 0).
-template <IntRounding kRounding, bool kDivide, DType kRound>
+template <IntRounding kRounding, bool kDivide>
 HWY_INLINE void EncodeBatch(const Int8Plan& p, const GroupBatch& g, std::int64_t size, std::uint8_t* out) {
   const DF df;
   const std::int64_t per_group = p.group / kLanes;
   const std::int64_t bytes = static_cast<std::int64_t>(p.elem_bytes);
-  Encoder<kRounding, kDivide, kRound> encode(1.0f, p.lowest);
+  Encoder<kRounding, kDivide, DType::f32> encode(1.0f, p.lowest);
   std::int64_t encoder_group = -1;
   // The batch's next vector: vector k of group j (counters, not a division per vector).
   std::int64_t j = 0, k = 0;
@@ -131,7 +131,7 @@ HWY_INLINE void EncodeBatch(const Int8Plan& p, const GroupBatch& g, std::int64_t
     if (++k == per_group) k = 0, ++j;
     if (g.q[group].zero_payload) return hn::Zero(DI());
     if (group != encoder_group) {
-      encode = Encoder<kRounding, kDivide, kRound>(g.q[group].operand, p.lowest);
+      encode = Encoder<kRounding, kDivide, DType::f32>(g.q[group].operand, p.lowest);
       encoder_group = group;
     }
     return encode(LoadWidened(df, p.dtype, g.spans[group].first + at * kLanes * bytes));
@@ -176,8 +176,12 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
     }
     if (vector_batch) {
 #if HWY_TARGET != HWY_SCALAR
-      if (!VectorBatch<kRounding, kDivide, kRound>(p, batch, size, b)) break;
-      EncodeBatch<kRounding, kDivide, kRound>(p, b, size, reinterpret_cast<std::uint8_t*>(p.payload + batch * p.group));
+      // A quotient rounded to the input's dtype is one of torch's steps, never batched: the
+      // batch is not compiled for it.
+      if constexpr (kRound == DType::f32) {
+        if (!VectorBatch<kRounding, kDivide>(p, batch, size, b)) break;
+        EncodeBatch<kRounding, kDivide>(p, b, size, reinterpret_cast<std::uint8_t*>(p.payload + batch * p.group));
+      }
 #endif
       continue;
     }
@@ -198,8 +202,9 @@ void GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
 }
 
 void QuantizeInt8GroupUnits(const Int8Plan& p, std::int64_t first, std::int64_t last) {
-  WithElementArithmetic(p,
-                        [&]<IntRounding kRounding, bool kDivide, DType kRound>() { GroupUnits<kRounding, kDivide, kRound>(p, first, last); });
+  WithElementArithmetic(p, [&]<IntRounding kRounding, bool kDivide, DType kRound>() {
+    GroupUnits<kRounding, kDivide, kRound>(p, first, last);
+  });
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE

@@ -51,7 +51,7 @@ void TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
       QuantizeSpan<kRounding, kDivide, kRound>(p, q, p.dtype, Span{source, cols, 1}, out);
     } else if (p.single_pass) {
       QuantizeSpan<kRounding, kDivide, kRound>(p, q, DType::f32,
-                                       Span{reinterpret_cast<const std::uint8_t*>(working.data()), cols, 1}, out);
+                                               Span{reinterpret_cast<const std::uint8_t*>(working.data()), cols, 1}, out);
     } else {
       for (std::int64_t start = 0; start < cols; start += p.chunk)
         QuantizeSpan<kRounding, kDivide, kRound>(p, q, p.dtype, chunk_span(source, start), out + start);
@@ -61,8 +61,9 @@ void TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
 }
 
 void QuantizeInt8TokenRows(const Int8Plan& p, std::int64_t first, std::int64_t last) {
-  WithElementArithmetic(p,
-                        [&]<IntRounding kRounding, bool kDivide, DType kRound>() { TokenRows<kRounding, kDivide, kRound>(p, first, last); });
+  WithElementArithmetic(p, [&]<IntRounding kRounding, bool kDivide, DType kRound>() {
+    TokenRows<kRounding, kDivide, kRound>(p, first, last);
+  });
 }
 
 }  // namespace qexact::kernels::HWY_NAMESPACE
