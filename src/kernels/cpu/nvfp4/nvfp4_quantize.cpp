@@ -315,7 +315,6 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
 #else
   const DF df;
   const DI di;
-  const DU du;
   VI bits[kNvfp4Block];  // kBatchLanes blocks of kPer vectors
   VI amax;
   if (!LoadFiniteBlockBatch<kDtype>(p, b0, bits, amax)) return false;
@@ -324,10 +323,8 @@ HWY_INLINE bool QuantizeGeneralBatch(const Nvfp4Plan& p, std::int64_t b0) {
   VF s;
   if (p.multiplier) {
     VF r = hn::Div(a, hn::Set(df, 6.0f));
-    if (p.input_arith && p.dtype == DType::bf16)
-      r = hn::BitCast(df, hn::ShiftLeft<16>(NarrowToBf16Bits(du, hn::BitCast(du, r))));
-    else if (p.input_arith && p.dtype == DType::f16)
-      r = WidenHalfBits(df, NarrowToHalfBits(du, hn::BitCast(du, r)));
+    if (p.input_arith && p.dtype == DType::bf16) r = RoundedToBf16(df, r);  // a is finite: no NaN
+    else if (p.input_arith && p.dtype == DType::f16) r = RoundedToF16(df, r);
     s = hn::Mul(hn::Set(df, t), r);
   } else if (p.fused) {
     s = hn::Div(a, hn::Set(df, 6.0f * t));
